@@ -1,0 +1,1 @@
+"""Typed topics: IDL-like dataclasses on Cyclone DDS types."""

@@ -1,0 +1,1 @@
+"""QoS policies as immutable values."""

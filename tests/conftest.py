@@ -1,0 +1,43 @@
+"""Shared fixtures: every test talks real Cyclone DDS over loopback only.
+
+Isolation: each xdist worker uses its own DDS domain, and each test its own
+topic names (a random suffix), so tests can run in parallel without seeing
+each other's data.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+# Tests must never send traffic beyond this machine: pin Cyclone DDS to the
+# loopback interface (multicast works on lo when Cyclone is told it does).
+# Set before anything imports cyclonedds; child processes inherit it.
+LOOPBACK_CONFIG = (
+    '<CycloneDDS><Domain id="any"><General><Interfaces>'
+    '<NetworkInterface name="lo" multicast="true"/>'
+    "</Interfaces></General></Domain></CycloneDDS>"
+)
+os.environ["CYCLONEDDS_URI"] = LOOPBACK_CONFIG
+
+
+@pytest.fixture
+def domain_id(worker_id: str) -> int:
+    """A DDS domain id of this xdist worker's own (``DCPS_TEST_DOMAIN_BASE`` shifts it)."""
+    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
+    index = 0 if worker_id == "master" else int(worker_id.removeprefix("gw"))
+    return base + index
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short random token for topic names and partitions private to one test."""
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def topic_name(unique: str) -> str:
+    """A topic name no other test uses."""
+    return f"t_{unique}"
