@@ -1,1 +1,91 @@
-"""Typed topics: IDL-like dataclasses on Cyclone DDS types."""
+"""Typed topics: IDL-like dataclasses on Cyclone DDS types.
+
+Declare a topic type as a class::
+
+    import idl
+
+    class Color(idl.Enum, typename="sensors::Color"):
+        RED = 0
+        GREEN = 1
+
+    class Reading(idl.Struct, typename="sensors::Reading"):
+        sensor: idl.key[idl.int32]
+        name: idl.bounded_str[16]
+        color: Color
+        samples: idl.sequence[idl.float32]      # numpy.ndarray on read
+
+or load it from an OMG IDL file with ``idl.load("sensors.idl")``. Either way
+the class is a ``cyclonedds.idl.IdlStruct`` dataclass that serialises exactly
+as ``idlc`` would for the same IDL. ``describe``/``field_at``/``key_fields``
+introspect it; ``validate`` checks a sample against it.
+"""
+
+from cyclonedds.idl.annotations import appendable, final, mutable
+
+from ._errors import IdlError, IdlSyntaxError
+from ._introspect import (
+    FieldInfo,
+    StructInfo,
+    describe,
+    field_at,
+    get_path,
+    is_topic_type,
+    key_fields,
+)
+from ._struct import Enum, Struct, make_struct
+from ._types import (
+    array,
+    bounded_str,
+    char,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    key,
+    octet,
+    sequence,
+    string,
+    typedef,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+
+__all__ = [
+    "Enum",
+    "FieldInfo",
+    "IdlError",
+    "IdlSyntaxError",
+    "Struct",
+    "StructInfo",
+    "appendable",
+    "array",
+    "bounded_str",
+    "char",
+    "describe",
+    "field_at",
+    "final",
+    "float32",
+    "float64",
+    "get_path",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "is_topic_type",
+    "key",
+    "key_fields",
+    "make_struct",
+    "mutable",
+    "octet",
+    "sequence",
+    "string",
+    "typedef",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+]

@@ -1,0 +1,178 @@
+"""The topic struct base class: an ``IdlStruct`` that is also a dataclass.
+
+Declare a topic type once::
+
+    class Reading(idl.Struct, typename="sensors::Reading"):
+        sensor: idl.key[idl.int32]
+        value: idl.float64
+        samples: idl.sequence[idl.float32, 64]
+
+The class is a ``cyclonedds.idl.IdlStruct`` subclass and a dataclass, so it can
+be handed straight to ``cyclonedds.topic.Topic``. Extensibility defaults to
+``final`` (as ``idlc``'s), so the data representation defaults to XCDR1 exactly
+as for a C peer built from the same IDL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Annotated, Any, ClassVar, get_args, get_origin
+
+import numpy as np
+from cyclonedds.idl import IdlEnum, IdlStruct
+from cyclonedds.idl._main import IDL, IdlMeta, IDLNamespaceScope
+
+from ._errors import IdlError
+from ._numpy_machines import numpyfy
+from ._types import KEY
+
+__all__ = ["Enum", "Struct", "make_struct"]
+
+_EXTENSIBILITIES = ("final", "appendable", "mutable")
+
+
+class _NumpyIDL(IDL):
+    """The binding's per-type IDL support, with numpy machines for numeric sequences."""
+
+    def populate_locked(self) -> None:
+        already = self._populating
+        super().populate_locked()
+        if not already:
+            self.v1_machine = numpyfy(self.v1_machine)
+            self.v2_machine = numpyfy(self.v2_machine)
+
+
+def _strip_key(annotation: Any) -> tuple[Any, bool]:
+    """Remove the ``KEY`` marker from an annotation; say whether it was there."""
+    if get_origin(annotation) is not Annotated:
+        return annotation, False
+    args = get_args(annotation)
+    meta = tuple(a for a in args[1:] if a is not KEY)
+    if len(meta) == len(args) - 1:
+        return annotation, False
+    if not meta:
+        return args[0], True
+    return Annotated[(args[0], *meta)], True  # type: ignore[return-value]
+
+
+def _resolve(annotation: Any, name: str, module: str, namespace: dict[str, Any]) -> Any:
+    """Evaluate a string annotation (``from __future__ import annotations``)."""
+    if not isinstance(annotation, str):
+        return annotation
+    mod = sys.modules.get(module)
+    globalns = dict(vars(mod)) if mod is not None else {}
+    try:
+        return eval(annotation, globalns, dict(namespace))  # noqa: S307 - annotation text
+    except Exception as exc:
+        raise IdlError(f"cannot resolve the type {annotation!r} of field {name!r}") from exc
+
+
+class _StructMeta(IdlMeta):
+    """Metaclass of ``Struct``: key markers, extensibility, dataclass, numpy machines."""
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
+                **kwds: Any) -> Any:
+        if namespace.get("_dcps_root", False):
+            return super().__new__(mcls, name, bases, namespace)
+        try:
+            extensibility = kwds.get("extensibility")
+            if extensibility is not None:
+                if extensibility not in _EXTENSIBILITIES:
+                    raise IdlError(
+                        f"extensibility of {name} must be one of {_EXTENSIBILITIES},"
+                        f" got {extensibility!r}")
+                namespace["__idl_annotations__"]["extensibility"] = extensibility
+            annotations = namespace["__annotations__"]
+            module = namespace.get("__module__", "")
+            for field, ann in list(annotations.items()):
+                if get_origin(ann) is ClassVar or (isinstance(ann, str) and "ClassVar" in ann):
+                    del annotations[field]
+                    continue
+                ann = _resolve(ann, field, module, namespace)
+                ann, is_key = _strip_key(ann)
+                annotations[field] = ann
+                if is_key:
+                    namespace["__idl_field_annotations__"].setdefault(field, {})["key"] = True
+        except BaseException:
+            IDLNamespaceScope.exit()
+            raise
+        cls = super().__new__(mcls, name, bases, namespace)
+        cls = dataclasses.dataclass(cls, eq=False)
+        cls.__idl__ = _NumpyIDL(cls)
+        return cls
+
+
+def _as_array(v: Any) -> Any:
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return np.frombuffer(v, dtype=np.uint8)
+    return np.asarray(v)
+
+
+def _values_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        try:
+            return bool(np.array_equal(_as_array(a), _as_array(b)))
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_values_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+class Struct(IdlStruct, metaclass=_StructMeta):
+    """Base class of topic types; subclasses are dataclasses and ``IdlStruct``\\ s.
+
+    Class keywords: ``typename="module::Name"`` (default: the class name) and
+    ``extensibility="final" | "appendable" | "mutable"`` (default ``final``,
+    like ``idlc``). Mark key fields with ``idl.key[T]``. Numeric sequences and
+    arrays accept any array-like on write and come back as ``numpy.ndarray``.
+    """
+
+    _dcps_root: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        kwargs.pop("typename", None)
+        kwargs.pop("extensibility", None)
+        super().__init_subclass__(**kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(
+            _values_equal(getattr(self, f.name), getattr(other, f.name))
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable value type
+
+
+# ``_dcps_root`` must not leak to subclasses as "root": it is looked up in the
+# class namespace only (namespace.get), so inheriting the attribute is harmless.
+
+
+class Enum(IdlEnum):
+    """Base class of IDL enums: ``class Color(idl.Enum, typename="m::Color"): RED = 0``."""
+
+
+def make_struct(name: str, fields: dict[str, Any], *, typename: str | None = None,
+                keys: tuple[str, ...] = (), extensibility: str | None = None,
+                base: type | None = None, module: str = "idl.dynamic") -> type:
+    """Create a ``Struct`` subclass at run time (what the IDL loader builds).
+
+    ``fields`` maps member names to annotations (``idl.int32``, ...), in order;
+    ``keys`` names the key members.
+    """
+    for k in keys:
+        if k not in fields and (base is None or k not in dataclasses.fields(base)):
+            raise IdlError(f"key {k!r} of {typename or name} is not a member")
+    bases = (base,) if base is not None else (Struct,)
+    kwds: dict[str, Any] = {"typename": typename or name}
+    if extensibility is not None:
+        kwds["extensibility"] = extensibility
+    ns = _StructMeta.__prepare__(name, bases, **dict(kwds))
+    ns["__module__"] = module
+    ns["__qualname__"] = name
+    for fname, ann in fields.items():
+        ns["__annotations__"][fname] = Annotated[ann, KEY] if fname in keys else ann
+    return _StructMeta(name, bases, dict(ns), **kwds)
