@@ -33,6 +33,7 @@ from ._introspect import (
     key_fields,
 )
 from ._struct import Enum, Struct, make_struct
+from ._validate import validate
 from ._types import (
     array,
     bounded_str,
@@ -88,4 +89,5 @@ __all__ = [
     "uint16",
     "uint32",
     "uint64",
+    "validate",
 ]
