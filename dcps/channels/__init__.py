@@ -1,0 +1,20 @@
+"""Channelled topics, subscriber groups and the store (seed 000).
+
+A channelled topic is split into channels; the store sequences, persists and
+pushes each channel's elements; publishers batch into channels; subscribers
+receive them anonymously or as members of a subscriber group.
+"""
+
+from ._assignment import assign_channels
+from ._log import SyncMode, TopicInfo, default_channel_count
+from ._position import CommitResult, CommitStatus, Position
+
+__all__ = [
+    "CommitResult",
+    "CommitStatus",
+    "Position",
+    "SyncMode",
+    "TopicInfo",
+    "assign_channels",
+    "default_channel_count",
+]

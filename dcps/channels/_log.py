@@ -1,0 +1,604 @@
+"""The store's on-disk log: SQLite in WAL mode, one file per store.
+
+Every (topic, channel) holds elements at dense offsets from 0, each with the
+accept timestamp of the store's clock (nanoseconds since the Unix epoch, never
+decreasing within a channel). Subscriber groups keep one committed offset per
+channel. The file layout is documented in ``docs/store-format.md``.
+
+The log is used by one thread at a time (the store's); it does no locking of
+its own beyond SQLite's.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    PreconditionNotMetError,
+    UnsupportedError,
+)
+
+from ._position import CommitStatus
+
+__all__ = [
+    "FORMAT_MAGIC",
+    "FORMAT_VERSION",
+    "ChannelLog",
+    "ChannelState",
+    "Element",
+    "SyncMode",
+    "TopicInfo",
+    "default_channel_count",
+]
+
+FORMAT_MAGIC = "dcps-channel-store"
+FORMAT_VERSION = 1
+
+DEFAULT_PARTITION_COUNT = 257
+
+
+def default_channel_count(partition_count: int = DEFAULT_PARTITION_COUNT) -> int:
+    """Return the next prime above the square root of ``partition_count`` (17 for 257)."""
+    if partition_count < 1:
+        raise BadParameterError(f"partition_count must be >= 1, got {partition_count}")
+    n = math.isqrt(partition_count) + 1
+    while any(n % d == 0 for d in range(2, math.isqrt(n) + 1)):
+        n += 1
+    return n
+
+
+class SyncMode(enum.Enum):
+    """How hard the log pushes each transaction to disk (SQLite ``synchronous``)."""
+
+    FULL = "FULL"
+    """fsync at every commit: a confirmed batch survives a power loss."""
+    NORMAL = "NORMAL"
+    """fsync at WAL checkpoints only: survives a process crash, may lose the last
+    transactions on power loss; several times faster."""
+
+
+@attrs.frozen
+class TopicInfo:
+    """A channelled topic as the log knows it."""
+
+    name: str
+    channel_count: int
+    retain_consumed: bool
+    type_name: str = ""
+
+
+@attrs.frozen
+class Element:
+    """One stored element: its offset, accept timestamp (ns) and payload bytes."""
+
+    offset: int
+    timestamp_ns: int
+    data: bytes
+
+
+@attrs.frozen
+class ChannelState:
+    """The head (first available offset) and tail (last offset, -1 if none) of a channel."""
+
+    head: int
+    tail: int
+
+    @property
+    def count(self) -> int:
+        """Elements currently stored in the channel."""
+        return self.tail - self.head + 1
+
+
+_SCHEMA = """
+CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE topics (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    channel_count INTEGER NOT NULL,
+    retain_consumed INTEGER NOT NULL,
+    type_name TEXT NOT NULL DEFAULT '',
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE channels (
+    topic_id INTEGER NOT NULL REFERENCES topics(id),
+    channel INTEGER NOT NULL,
+    head INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    last_ts INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, channel)
+) WITHOUT ROWID;
+CREATE TABLE elements (
+    topic_id INTEGER NOT NULL,
+    channel INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (topic_id, channel, "offset")
+) WITHOUT ROWID;
+CREATE INDEX elements_ts ON elements (topic_id, channel, ts);
+CREATE TABLE groups (
+    topic_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    created_ns INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, name)
+) WITHOUT ROWID;
+CREATE TABLE commits (
+    topic_id INTEGER NOT NULL,
+    grp TEXT NOT NULL,
+    channel INTEGER NOT NULL,
+    committed INTEGER NOT NULL,
+    explicit INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, grp, channel)
+) WITHOUT ROWID;
+"""
+
+
+class ChannelLog:
+    """The persistent log of every channelled topic of one store.
+
+    ``path`` is the SQLite file (created if missing). Opening a file that is
+    not a dcps store, is corrupt, or has a newer format raises a
+    :class:`~dcps.DcpsError` and leaves the file untouched.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        sync: SyncMode = SyncMode.FULL,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._db: sqlite3.Connection | None = None
+        existed = self.path.exists() and self.path.stat().st_size > 0
+        if existed:
+            self._check_existing()
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={SyncMode(sync).value}")
+            if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+                db.executescript(
+                    "BEGIN IMMEDIATE;"
+                    + _SCHEMA
+                    + f"INSERT INTO dcps_format VALUES ('magic', '{FORMAT_MAGIC}');"
+                    + f"INSERT INTO dcps_format VALUES ('version', '{FORMAT_VERSION}');"
+                    + "COMMIT;"
+                )
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        self._topics: dict[str, tuple[int, TopicInfo]] = {}
+        self._channels: dict[tuple[int, int], list[int]] = {}  # [head, next, last_ts]
+        self._load()
+
+    # -- opening -----------------------------------------------------------
+
+    def _check_existing(self) -> None:
+        uri = f"file:{self.path.resolve()}?mode=ro"
+        try:
+            ro = sqlite3.connect(uri, uri=True)
+        except sqlite3.Error as exc:
+            raise BadParameterError(f"cannot open store file {self.path}: {exc}") from exc
+        try:
+            try:
+                tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master")}
+            except sqlite3.DatabaseError as exc:
+                raise BadParameterError(
+                    f"{self.path} is corrupt or not a SQLite file ({exc}); it was left untouched"
+                ) from exc
+            if not tables:
+                return
+            if "dcps_format" not in tables:
+                raise BadParameterError(
+                    f"{self.path} is a SQLite file of something else (no dcps_format table); "
+                    "refusing to use it as a dcps store"
+                )
+            try:
+                meta = dict(ro.execute("SELECT key, value FROM dcps_format").fetchall())
+            except sqlite3.DatabaseError as exc:
+                raise BadParameterError(f"{self.path}: unreadable dcps_format: {exc}") from exc
+            if meta.get("magic") != FORMAT_MAGIC:
+                raise BadParameterError(
+                    f"{self.path} is not a dcps channel store (magic {meta.get('magic')!r})"
+                )
+            try:
+                version = int(meta.get("version", ""))
+            except ValueError as exc:
+                raise BadParameterError(
+                    f"{self.path}: bad format version {meta.get('version')!r}"
+                ) from exc
+            if version > FORMAT_VERSION:
+                raise UnsupportedError(
+                    f"{self.path} has store format version {version}, newer than the "
+                    f"{FORMAT_VERSION} this dcps reads; upgrade dcps to open it"
+                )
+            if version < 1:
+                raise BadParameterError(f"{self.path}: bad format version {version}")
+        finally:
+            ro.close()
+
+    def _load(self) -> None:
+        db = self._conn
+        for tid, name, count, retain, type_name in db.execute(
+            "SELECT id, name, channel_count, retain_consumed, type_name FROM topics"
+        ):
+            self._topics[name] = (tid, TopicInfo(name, count, bool(retain), type_name))
+        for tid, channel, head, nxt, last_ts in db.execute(
+            "SELECT topic_id, channel, head, next_offset, last_ts FROM channels"
+        ):
+            self._channels[(tid, channel)] = [head, nxt, last_ts]
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise AlreadyClosedError(f"the channel log {self.path} is closed")
+        return self._db
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> ChannelLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- topics ------------------------------------------------------------
+
+    def ensure_topic(
+        self,
+        name: str,
+        channel_count: int | None = None,
+        retain_consumed: bool = False,
+        type_name: str = "",
+    ) -> TopicInfo:
+        """Create the topic if it is new; return its (existing or new) configuration."""
+        if not name:
+            raise BadParameterError("a channelled topic needs a non-empty name")
+        if name in self._topics:
+            return self._topics[name][1]
+        count = default_channel_count() if not channel_count else channel_count
+        if count < 1:
+            raise BadParameterError(f"channel_count must be >= 1, got {count}")
+        db = self._conn
+        with self._tx():
+            cur = db.execute(
+                "INSERT INTO topics (name, channel_count, retain_consumed, type_name, created_ns)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (name, count, int(retain_consumed), type_name, self._clock()),
+            )
+            tid = int(cur.lastrowid or 0)
+            db.executemany(
+                "INSERT INTO channels VALUES (?, ?, 0, 0, 0)", [(tid, c) for c in range(count)]
+            )
+        info = TopicInfo(name, count, bool(retain_consumed), type_name)
+        self._topics[name] = (tid, info)
+        for c in range(count):
+            self._channels[(tid, c)] = [0, 0, 0]
+        return info
+
+    def topic(self, name: str) -> TopicInfo:
+        """Return a topic's configuration; unknown topics raise ``BadParameterError``."""
+        return self._topic(name)[1]
+
+    def topics(self) -> list[TopicInfo]:
+        """Every topic of the store, by name."""
+        return [info for _, info in sorted(self._topics.values(), key=lambda t: t[1].name)]
+
+    def _topic(self, name: str) -> tuple[int, TopicInfo]:
+        try:
+            return self._topics[name]
+        except KeyError:
+            raise BadParameterError(f"no channelled topic {name!r} in the store") from None
+
+    def _state(self, topic: str, channel: int) -> tuple[int, list[int]]:
+        tid, info = self._topic(topic)
+        if not isinstance(channel, int) or not 0 <= channel < info.channel_count:
+            raise BadParameterError(
+                f"topic {topic!r} has channels 0..{info.channel_count - 1}, not {channel!r}"
+            )
+        return tid, self._channels[(tid, channel)]
+
+    # -- transactions ------------------------------------------------------
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _reload_channels(self) -> None:
+        self._channels.clear()
+        for tid, channel, head, nxt, last_ts in self._conn.execute(
+            "SELECT topic_id, channel, head, next_offset, last_ts FROM channels"
+        ):
+            self._channels[(tid, channel)] = [head, nxt, last_ts]
+
+    # -- appending and reading ---------------------------------------------
+
+    def append(self, topic: str, channel: int, payloads: Sequence[bytes]) -> list[tuple[int, int]]:
+        """Persist one batch in one transaction; return ``(offset, timestamp_ns)`` per element."""
+        return self.append_many([(topic, channel, payloads)])[0]
+
+    def append_many(
+        self, batches: Iterable[tuple[str, int, Sequence[bytes]]]
+    ) -> list[list[tuple[int, int]]]:
+        """Persist several batches in one transaction (all or none).
+
+        Returns, per batch, the ``(offset, timestamp_ns)`` of each element.
+        """
+        db = self._conn
+        results: list[list[tuple[int, int]]] = []
+        rows: list[tuple[int, int, int, int, bytes]] = []
+        touched: dict[tuple[int, int], list[int]] = {}
+        plan = [(self._state(t, c), c, p) for t, c, p in batches]
+        now = self._clock()
+        for (tid, state), channel, payloads in plan:
+            st = touched.setdefault((tid, channel), list(state))
+            ts = max(now, st[2])
+            out = []
+            for data in payloads:
+                off = st[1]
+                st[1] += 1
+                rows.append((tid, channel, off, ts, bytes(data)))
+                out.append((off, ts))
+            st[2] = ts
+            results.append(out)
+        with self._tx():
+            db.executemany("INSERT INTO elements VALUES (?, ?, ?, ?, ?)", rows)
+            db.executemany(
+                "UPDATE channels SET next_offset = ?, last_ts = ? WHERE topic_id = ? AND channel = ?",
+                [(st[1], st[2], tid, ch) for (tid, ch), st in touched.items()],
+            )
+        for key, st in touched.items():
+            self._channels[key][:] = st
+        return results
+
+    def fetch(self, topic: str, channel: int, offset: int, max_count: int) -> list[Element]:
+        """Up to ``max_count`` elements from ``offset`` on (or from the head if later)."""
+        tid, _ = self._state(topic, channel)
+        if max_count < 1:
+            raise BadParameterError(f"max_count must be >= 1, got {max_count}")
+        rows = self._conn.execute(
+            'SELECT "offset", ts, data FROM elements WHERE topic_id = ? AND channel = ?'
+            ' AND "offset" >= ? ORDER BY "offset" LIMIT ?',
+            (tid, channel, max(0, offset), max_count),
+        ).fetchall()
+        return [Element(o, t, bytes(d)) for o, t, d in rows]
+
+    def channel_state(self, topic: str, channel: int) -> ChannelState:
+        """Head and tail of one channel."""
+        _, st = self._state(topic, channel)
+        return ChannelState(st[0], st[1] - 1)
+
+    def channel_states(self, topic: str) -> list[ChannelState]:
+        """Head and tail of every channel of a topic, by channel."""
+        tid, info = self._topic(topic)
+        return [
+            ChannelState(self._channels[(tid, c)][0], self._channels[(tid, c)][1] - 1)
+            for c in range(info.channel_count)
+        ]
+
+    def find_timestamp(self, topic: str, channel: int, timestamp_ns: int) -> int:
+        """Offset of the first available element accepted at or after ``timestamp_ns``.
+
+        Returns ``tail + 1`` when every element is older.
+        """
+        tid, st = self._state(topic, channel)
+        row = self._conn.execute(
+            'SELECT min("offset") FROM elements WHERE topic_id = ? AND channel = ? AND ts >= ?',
+            (tid, channel, timestamp_ns),
+        ).fetchone()
+        return st[1] if row[0] is None else int(row[0])
+
+    # -- groups and commits --------------------------------------------------
+
+    def groups(self, topic: str) -> list[str]:
+        """Names of the topic's subscriber groups, sorted."""
+        tid, _ = self._topic(topic)
+        return [
+            r[0]
+            for r in self._conn.execute(
+                "SELECT name FROM groups WHERE topic_id = ? ORDER BY name", (tid,)
+            )
+        ]
+
+    def has_group(self, topic: str, group: str) -> bool:
+        """True when ``group`` exists on ``topic``."""
+        tid, _ = self._topic(topic)
+        row = self._conn.execute(
+            "SELECT 1 FROM groups WHERE topic_id = ? AND name = ?", (tid, group)
+        ).fetchone()
+        return row is not None
+
+    def create_group(self, topic: str, group: str) -> bool:
+        """Create a group starting at each channel's head; False if it already existed."""
+        if not group:
+            raise BadParameterError("a subscriber group needs a non-empty name")
+        if self.has_group(topic, group):
+            return False
+        tid, info = self._topic(topic)
+        db = self._conn
+        with self._tx():
+            db.execute("INSERT INTO groups VALUES (?, ?, ?)", (tid, group, self._clock()))
+            db.executemany(
+                "INSERT INTO commits VALUES (?, ?, ?, ?, 0)",
+                [
+                    (tid, group, c, self._channels[(tid, c)][0] - 1)
+                    for c in range(info.channel_count)
+                ],
+            )
+        return True
+
+    def destroy_group(self, topic: str, group: str) -> bool:
+        """Delete a group and its commits, then drop what no group needs; False if unknown."""
+        tid, _ = self._topic(topic)
+        db = self._conn
+        with self._tx():
+            cur = db.execute("DELETE FROM groups WHERE topic_id = ? AND name = ?", (tid, group))
+            db.execute("DELETE FROM commits WHERE topic_id = ? AND grp = ?", (tid, group))
+            existed = cur.rowcount > 0
+            if existed:
+                self._trim(tid)
+        return existed
+
+    def _require_group(self, tid: int, topic: str, group: str) -> None:
+        row = self._conn.execute(
+            "SELECT 1 FROM groups WHERE topic_id = ? AND name = ?", (tid, group)
+        ).fetchone()
+        if row is None:
+            raise PreconditionNotMetError(f"topic {topic!r} has no subscriber group {group!r}")
+
+    def committed(self, topic: str, group: str, channel: int) -> tuple[int, bool]:
+        """``(offset, explicit)``: the group's commit point in a channel.
+
+        ``offset`` is the last consumed offset (reading resumes at ``offset + 1``);
+        ``explicit`` is False while nothing was committed by a subscriber.
+        """
+        tid, _ = self._state(topic, channel)
+        row = self._conn.execute(
+            "SELECT committed, explicit FROM commits WHERE topic_id = ? AND grp = ? AND channel = ?",
+            (tid, group, channel),
+        ).fetchone()
+        if row is None:
+            raise PreconditionNotMetError(f"topic {topic!r} has no subscriber group {group!r}")
+        return int(row[0]), bool(row[1])
+
+    def commit(self, topic: str, group: str, channel: int, offset: int) -> CommitStatus:
+        """Commit ``offset`` (and every earlier one) of ``channel`` for ``group``."""
+        tid, st = self._state(topic, channel)
+        current, explicit = self.committed(topic, group, channel)
+        tail = st[1] - 1
+        if tail < 0:
+            return CommitStatus.NOTHING_TO_COMMIT
+        if offset > tail:
+            return CommitStatus.REJECTED
+        if offset <= current:
+            return CommitStatus.ALREADY_COMMITTED if explicit else CommitStatus.NOTHING_TO_COMMIT
+        if offset < st[0] - 1:
+            return CommitStatus.NOTHING_TO_COMMIT
+        with self._tx():
+            self._set_commit(tid, group, channel, offset, True)
+            self._trim(tid, channel)
+        return CommitStatus.COMMITTED
+
+    def _set_commit(self, tid: int, group: str, channel: int, offset: int, explicit: bool) -> None:
+        self._conn.execute(
+            "UPDATE commits SET committed = ?, explicit = ? WHERE topic_id = ? AND grp = ?"
+            " AND channel = ?",
+            (offset, int(explicit), tid, group, channel),
+        )
+
+    def seek(
+        self,
+        topic: str,
+        group: str,
+        channel: int,
+        *,
+        offset: int | None = None,
+        timestamp_ns: int | None = None,
+        to: str | None = None,
+    ) -> int:
+        """Clamp a seek of ``group`` in ``channel`` and apply its commit rules.
+
+        Exactly one of ``offset`` (the position after which reading resumes),
+        ``timestamp_ns`` (resume at the first element accepted at or after it)
+        or ``to`` (``"head"`` / ``"tail"``) is given. Returns the position
+        seeked to: reading resumes at its offset + 1. The result is clamped to
+        ``[head - 1, tail]`` (and to the last commit when the topic does not
+        retain consumed elements). Seeking before the group's commit moves the
+        commit back; seeking to the head also clears the commit.
+        """
+        tid, st = self._state(topic, channel)
+        info = self._topic(topic)[1]
+        current, explicit = self.committed(topic, group, channel)
+        head, tail = st[0], st[1] - 1
+        lower = head - 1 if info.retain_consumed else max(head - 1, current)
+        if to == "head":
+            target = lower
+        elif to == "tail":
+            target = tail
+        elif timestamp_ns is not None:
+            target = self.find_timestamp(topic, channel, timestamp_ns) - 1
+        elif offset is not None:
+            target = offset
+        else:
+            raise BadParameterError("seek needs an offset, a timestamp, or head/tail")
+        target = min(max(target, lower), tail)
+        if to == "head" and info.retain_consumed:
+            with self._tx():
+                self._set_commit(tid, group, channel, target, False)
+        elif target < current:
+            with self._tx():
+                self._set_commit(tid, group, channel, target, explicit and target >= head)
+        return target
+
+    # -- retention -----------------------------------------------------------
+
+    def trim(self, topic: str) -> int:
+        """Delete elements no one needs any more (see :meth:`_trim`); return how many."""
+        tid, _ = self._topic(topic)
+        with self._tx():
+            return self._trim(tid)
+
+    def _trim(self, tid: int, only_channel: int | None = None) -> int:
+        info = next(i for t, i in self._topics.values() if t == tid)
+        if info.retain_consumed:
+            return 0
+        db = self._conn
+        channels = range(info.channel_count) if only_channel is None else [only_channel]
+        ngroups = db.execute("SELECT count(*) FROM groups WHERE topic_id = ?", (tid,)).fetchone()[0]
+        deleted = 0
+        for c in channels:
+            st = self._channels[(tid, c)]
+            if ngroups == 0:
+                floor = st[1] - 1
+            else:
+                floor = db.execute(
+                    "SELECT min(committed) FROM commits WHERE topic_id = ? AND channel = ?",
+                    (tid, c),
+                ).fetchone()[0]
+            if floor is None or floor < st[0]:
+                continue
+            cur = db.execute(
+                'DELETE FROM elements WHERE topic_id = ? AND channel = ? AND "offset" <= ?',
+                (tid, c, floor),
+            )
+            deleted += cur.rowcount
+            db.execute(
+                "UPDATE channels SET head = ? WHERE topic_id = ? AND channel = ?",
+                (floor + 1, tid, c),
+            )
+            st[0] = floor + 1
+        return deleted
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` and a cache reload on error."""
+
+    def __init__(self, log: ChannelLog) -> None:
+        self._log = log
+
+    def __enter__(self) -> None:
+        self._log._conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        db = self._log._conn
+        if exc_type is None:
+            db.execute("COMMIT")
+        else:
+            db.execute("ROLLBACK")
+            self._log._reload_channels()

@@ -1,0 +1,335 @@
+"""The store's SQLite log, tested directly on real disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dcps import BadParameterError, PreconditionNotMetError, UnsupportedError
+from dcps.channels import CommitStatus, Position
+from dcps.channels._log import ChannelLog, SyncMode, default_channel_count
+
+PEERS = Path(__file__).parent / "peers"
+
+
+class Clock:
+    """A settable store clock (nanoseconds)."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> ChannelLog:
+    """A fresh log file in a temporary directory."""
+    with ChannelLog(tmp_path / "store.db") as opened:
+        yield opened
+
+
+class TestPosition:
+    def test_positions_order_within_a_channel(self) -> None:
+        """Positions compare by channel then offset and are hashable."""
+        assert Position(0, 1) < Position(0, 2) < Position(1, 0)
+        assert len({Position(0, 1), Position(0, 1)}) == 1
+
+    def test_position_json_round_trip(self) -> None:
+        """A position survives JSON as {"channel": c, "offset": o}."""
+        text = json.dumps(Position(3, 42).to_json())
+        assert json.loads(text) == {"channel": 3, "offset": 42}
+        assert Position.from_json(json.loads(text)) == Position(3, 42)
+
+    def test_bad_positions_are_refused(self) -> None:
+        """Negative channels, offsets below -1 and malformed JSON raise BadParameterError."""
+        with pytest.raises(BadParameterError):
+            Position(-1, 0)
+        with pytest.raises(BadParameterError):
+            Position(0, -2)
+        with pytest.raises(BadParameterError):
+            Position.from_json({"channel": 1})
+
+
+class TestTopics:
+    def test_default_channel_count_is_17(self) -> None:
+        """The default is the next prime above sqrt(257), i.e. 17 as in Coherence."""
+        assert default_channel_count() == 17
+        assert default_channel_count(100) == 11
+
+    def test_topic_configuration_persists(self, tmp_path: Path) -> None:
+        """A topic's channel count and retention survive reopening the file."""
+        path = tmp_path / "s.db"
+        with ChannelLog(path) as log:
+            log.ensure_topic("a", 3, retain_consumed=True)
+            log.ensure_topic("b")
+        with ChannelLog(path) as log:
+            assert log.topic("a").channel_count == 3
+            assert log.topic("a").retain_consumed
+            assert log.topic("b").channel_count == 17
+
+    def test_unknown_topic_and_channel_raise(self, log: ChannelLog) -> None:
+        """Unknown topics and channels out of range are bad parameters."""
+        log.ensure_topic("t", 2)
+        with pytest.raises(BadParameterError, match="no channelled topic"):
+            log.fetch("nope", 0, 0, 1)
+        with pytest.raises(BadParameterError, match="channels 0..1"):
+            log.append("t", 2, [b"x"])
+
+
+class TestAppendFetch:
+    def test_offsets_are_dense_per_channel(self, log: ChannelLog) -> None:
+        """Each channel numbers its elements 0, 1, 2, ... independently."""
+        log.ensure_topic("t", 2)
+        first = log.append("t", 0, [b"a", b"b"])
+        second = log.append("t", 0, [b"c"])
+        other = log.append("t", 1, [b"z"])
+        assert [o for o, _ in first + second] == [0, 1, 2]
+        assert [o for o, _ in other] == [0]
+        assert [e.data for e in log.fetch("t", 0, 1, 10)] == [b"b", b"c"]
+        assert [e.offset for e in log.fetch("t", 0, 0, 2)] == [0, 1]
+
+    def test_timestamps_never_go_back(self, tmp_path: Path) -> None:
+        """Accept timestamps come from the store clock and never decrease in a channel."""
+        clock = Clock()
+        with ChannelLog(tmp_path / "s.db", clock=clock) as log:
+            log.ensure_topic("t", 1)
+            clock.now = 100
+            a = log.append("t", 0, [b"a"])
+            clock.now = 50
+            b = log.append("t", 0, [b"b"])
+        assert a[0][1] == 100
+        assert b[0][1] == 100
+
+    def test_append_many_is_one_transaction(self, log: ChannelLog) -> None:
+        """A failing batch in append_many leaves nothing of the others behind."""
+        log.ensure_topic("t", 2)
+        with pytest.raises(BadParameterError):
+            log.append_many([("t", 0, [b"a"]), ("t", 9, [b"b"])])
+        assert log.channel_state("t", 0).tail == -1
+        log.append_many([("t", 0, [b"a"]), ("t", 1, [b"b", b"c"])])
+        assert [s.tail for s in log.channel_states("t")] == [0, 1]
+
+    def test_heads_and_tails(self, log: ChannelLog) -> None:
+        """An empty channel has head 0 and tail -1; appending moves the tail."""
+        log.ensure_topic("t", 1, retain_consumed=True)
+        assert log.channel_state("t", 0).tail == -1
+        log.append("t", 0, [b"a", b"b", b"c"])
+        state = log.channel_state("t", 0)
+        assert (state.head, state.tail, state.count) == (0, 2, 3)
+
+    def test_find_timestamp(self, tmp_path: Path) -> None:
+        """Seeking by time finds the first element accepted at or after it."""
+        clock = Clock()
+        with ChannelLog(tmp_path / "s.db", clock=clock) as log:
+            log.ensure_topic("t", 1, retain_consumed=True)
+            for now, data in ((10, b"a"), (20, b"b"), (30, b"c")):
+                clock.now = now
+                log.append("t", 0, [data])
+            assert log.find_timestamp("t", 0, 20) == 1
+            assert log.find_timestamp("t", 0, 21) == 2
+            assert log.find_timestamp("t", 0, 5) == 0
+            assert log.find_timestamp("t", 0, 99) == 3
+
+
+class TestCommits:
+    def test_commit_results(self, log: ChannelLog) -> None:
+        """Commits report committed, already committed, nothing to commit and rejected."""
+        log.ensure_topic("t", 2, retain_consumed=True)
+        log.create_group("t", "g")
+        assert log.commit("t", "g", 0, 0) is CommitStatus.NOTHING_TO_COMMIT
+        log.append("t", 0, [b"a", b"b", b"c"])
+        assert log.commit("t", "g", 0, 5) is CommitStatus.REJECTED
+        assert log.commit("t", "g", 0, 1) is CommitStatus.COMMITTED
+        assert log.commit("t", "g", 0, 0) is CommitStatus.ALREADY_COMMITTED
+        assert log.commit("t", "g", 0, 1) is CommitStatus.ALREADY_COMMITTED
+        assert log.committed("t", "g", 0) == (1, True)
+
+    def test_commit_needs_a_group(self, log: ChannelLog) -> None:
+        """Committing for a group that does not exist is a precondition error."""
+        log.ensure_topic("t", 1)
+        log.append("t", 0, [b"a"])
+        with pytest.raises(PreconditionNotMetError, match="no subscriber group"):
+            log.commit("t", "ghost", 0, 0)
+
+    def test_commits_persist(self, tmp_path: Path) -> None:
+        """A group's commits survive reopening the file."""
+        path = tmp_path / "s.db"
+        with ChannelLog(path) as log:
+            log.ensure_topic("t", 1, retain_consumed=True)
+            log.create_group("t", "g")
+            log.append("t", 0, [b"a", b"b"])
+            log.commit("t", "g", 0, 0)
+        with ChannelLog(path) as log:
+            assert log.committed("t", "g", 0) == (0, True)
+            assert log.groups("t") == ["g"]
+
+
+class TestRetention:
+    def test_elements_committed_by_every_group_are_deleted(self, log: ChannelLog) -> None:
+        """Without retention an element goes once every group committed it."""
+        log.ensure_topic("t", 1)
+        log.create_group("t", "g1")
+        log.create_group("t", "g2")
+        log.append("t", 0, [b"a", b"b", b"c"])
+        log.commit("t", "g1", 0, 1)
+        assert log.channel_state("t", 0).head == 0
+        log.commit("t", "g2", 0, 0)
+        assert log.channel_state("t", 0).head == 1
+        assert [e.offset for e in log.fetch("t", 0, 0, 10)] == [1, 2]
+
+    def test_retained_topics_keep_committed_elements(self, log: ChannelLog) -> None:
+        """With retain-consumed the elements stay after every commit."""
+        log.ensure_topic("t", 1, retain_consumed=True)
+        log.create_group("t", "g")
+        log.append("t", 0, [b"a", b"b"])
+        log.commit("t", "g", 0, 1)
+        assert len(log.fetch("t", 0, 0, 10)) == 2
+
+    def test_topic_without_groups_keeps_nothing(self, log: ChannelLog) -> None:
+        """With no groups and no retention, a trim after delivery empties the channel."""
+        log.ensure_topic("t", 1)
+        log.append("t", 0, [b"a", b"b"])
+        assert log.trim("t") == 2
+        state = log.channel_state("t", 0)
+        assert (state.head, state.tail) == (2, 1)
+        assert log.append("t", 0, [b"c"])[0][0] == 2
+
+    def test_destroying_a_group_releases_its_elements(self, log: ChannelLog) -> None:
+        """Destroying the slowest group lets the others' commits delete elements."""
+        log.ensure_topic("t", 1)
+        log.create_group("t", "fast")
+        log.create_group("t", "slow")
+        log.append("t", 0, [b"a", b"b"])
+        log.commit("t", "fast", 0, 1)
+        assert log.destroy_group("t", "slow")
+        assert log.fetch("t", 0, 0, 10) == []
+        assert not log.destroy_group("t", "slow")
+
+
+class TestSeek:
+    def test_seek_clamps_to_head_and_tail(self, log: ChannelLog) -> None:
+        """Seeking before the head lands at head - 1, beyond the tail at the tail."""
+        log.ensure_topic("t", 1, retain_consumed=True)
+        log.create_group("t", "g")
+        log.append("t", 0, [b"a", b"b", b"c"])
+        assert log.seek("t", "g", 0, offset=-1) == -1
+        assert log.seek("t", "g", 0, offset=99) == 2
+        assert log.seek("t", "g", 0, to="tail") == 2
+        assert log.seek("t", "g", 0, to="head") == -1
+
+    def test_seeking_back_rolls_back_commits(self, log: ChannelLog) -> None:
+        """With retention, seeking before the commit moves the commit back."""
+        log.ensure_topic("t", 1, retain_consumed=True)
+        log.create_group("t", "g")
+        log.append("t", 0, [b"a", b"b", b"c"])
+        log.commit("t", "g", 0, 2)
+        assert log.seek("t", "g", 0, offset=0) == 0
+        assert log.committed("t", "g", 0) == (0, True)
+        log.seek("t", "g", 0, offset=2)
+        assert log.committed("t", "g", 0) == (0, True)
+
+    def test_seek_to_head_clears_commits(self, log: ChannelLog) -> None:
+        """Seeking to the head of a retained topic resets the group's commit."""
+        log.ensure_topic("t", 1, retain_consumed=True)
+        log.create_group("t", "g")
+        log.append("t", 0, [b"a", b"b"])
+        log.commit("t", "g", 0, 1)
+        log.seek("t", "g", 0, to="head")
+        assert log.committed("t", "g", 0) == (-1, False)
+
+    def test_no_seeking_before_commit_without_retention(self, log: ChannelLog) -> None:
+        """Without retention a seek cannot go back past the group's last commit."""
+        log.ensure_topic("t", 1)
+        log.create_group("t", "g")
+        log.create_group("t", "other")
+        log.append("t", 0, [b"a", b"b", b"c"])
+        log.commit("t", "g", 0, 1)
+        assert log.seek("t", "g", 0, offset=-1) == 1
+
+    def test_seek_by_timestamp(self, tmp_path: Path) -> None:
+        """Seeking by time resumes at the first element accepted at or after it."""
+        clock = Clock()
+        with ChannelLog(tmp_path / "s.db", clock=clock) as log:
+            log.ensure_topic("t", 1, retain_consumed=True)
+            log.create_group("t", "g")
+            for now, data in ((10, b"a"), (20, b"b"), (30, b"c")):
+                clock.now = now
+                log.append("t", 0, [data])
+            assert log.seek("t", "g", 0, timestamp_ns=15) == 0
+            assert log.seek("t", "g", 0, timestamp_ns=99) == 2
+
+
+class TestFileSafety:
+    def test_corrupt_file_is_refused_untouched(self, tmp_path: Path) -> None:
+        """A file of garbage raises a clear error and keeps its bytes."""
+        path = tmp_path / "s.db"
+        garbage = os.urandom(8192)
+        path.write_bytes(garbage)
+        with pytest.raises(BadParameterError, match="corrupt or not a SQLite file"):
+            ChannelLog(path)
+        assert path.read_bytes() == garbage
+
+    def test_foreign_sqlite_file_is_refused_untouched(self, tmp_path: Path) -> None:
+        """Another application's SQLite file is not taken over."""
+        path = tmp_path / "s.db"
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE customers (id INTEGER)")
+        db.commit()
+        db.close()
+        before = path.read_bytes()
+        with pytest.raises(BadParameterError, match="something else"):
+            ChannelLog(path)
+        assert path.read_bytes() == before
+
+    def test_newer_format_is_refused(self, tmp_path: Path) -> None:
+        """A store written by a newer dcps format raises UnsupportedError."""
+        path = tmp_path / "s.db"
+        ChannelLog(path).close()
+        db = sqlite3.connect(path)
+        db.execute("UPDATE dcps_format SET value = '99' WHERE key = 'version'")
+        db.commit()
+        db.close()
+        with pytest.raises(UnsupportedError, match="version 99"):
+            ChannelLog(path)
+
+    @pytest.mark.parametrize("sync", list(SyncMode))
+    def test_kill_9_mid_stream_keeps_confirmed_batches(
+        self, tmp_path: Path, sync: SyncMode
+    ) -> None:
+        """After kill -9 of a writing process, every batch it confirmed is there."""
+        path = tmp_path / "s.db"
+        proc = subprocess.Popen(
+            [sys.executable, str(PEERS / "log_writer.py"), str(path), sync.value],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            confirmed = 0
+            deadline = time.monotonic() + 30
+            assert proc.stdout is not None
+            while confirmed < 40 and time.monotonic() < deadline:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                confirmed = int(line)
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        assert confirmed >= 40
+        with ChannelLog(path) as log:
+            elements = log.fetch("t", 0, 0, 1_000_000)
+        offsets = [e.offset for e in elements]
+        assert offsets == list(range(len(offsets)))
+        assert len(elements) >= confirmed * 10
+        assert all(e.data == b"%d" % e.offset for e in elements)
