@@ -1,0 +1,425 @@
+"""Several test hosts on one machine: network namespaces joined by a bridge.
+
+A :class:`Lan` is a "switch" namespace holding a Linux bridge and N host
+namespaces, each with one veth interface ``eth0`` (address ``10.213.0.<i+1>/24``,
+multicast on, a multicast route) plugged into the bridge. The addresses exist
+only inside those namespaces, so nothing reaches a real network. Names carry a
+random token, so parallel tests never collide; :meth:`Lan.close` kills the
+processes and deletes every namespace (deleting a namespace deletes its links).
+
+Processes run in a host with :meth:`Host.python`; they talk to the test over
+JSON lines (stdin commands, stdout events) through :class:`PeerProcess`.
+``CYCLONEDDS_URI`` is removed from their environment (the loopback pin of
+``conftest.py`` means nothing inside a namespace).
+
+Running this file as a script is the DDS peer program the multi-host tests and
+the benchmark start in the namespaces (raw ``cyclonedds`` binding, network set
+up with :class:`dcps._network.NetworkConfig`)::
+
+    python tests/netns.py '{"role": "writer", "domain": 3, "topic": "t", "network": {...}}'
+"""
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SUBNET = "10.213.0"
+IFNAME = "eth0"
+
+
+def netns_unavailable_reason() -> str | None:
+    """Why namespaces cannot be used here, or ``None`` if they can."""
+    if sys.platform != "linux":
+        return "network namespaces need Linux"
+    if shutil.which("ip") is None:
+        return "the `ip` command (iproute2) is not installed"
+    if os.geteuid() != 0:
+        return "creating network namespaces needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)"
+    probe = f"dcps-probe-{uuid.uuid4().hex[:8]}"
+    result = subprocess.run(
+        ["ip", "netns", "add", probe], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        return f"`ip netns add` is not permitted: {result.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, check=False)
+    return None
+
+
+def _ip(*args: str, netns: str | None = None) -> None:
+    argv = ["ip", *(["-n", netns] if netns else []), *args]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr.strip()}")
+
+
+class PeerProcess:
+    """A process in a host namespace speaking JSON lines: commands in, events out."""
+
+    def __init__(self, popen: subprocess.Popen[str], stderr_path: Path, label: str) -> None:
+        self.popen = popen
+        self.label = label
+        self.events: list[dict[str, Any]] = []
+        self._stderr_path = stderr_path
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            line = line.strip()
+            if line:
+                try:
+                    self._queue.put(json.loads(line))
+                except json.JSONDecodeError:
+                    self._queue.put({"ev": "text", "text": line})
+        self._queue.put(None)
+
+    def send(self, **command: Any) -> None:
+        """Send one command (a JSON object) to the process."""
+        assert self.popen.stdin is not None
+        self.popen.stdin.write(json.dumps(command) + "\n")
+        self.popen.stdin.flush()
+
+    def stderr(self) -> str:
+        """What the process wrote to stderr so far."""
+        try:
+            return self._stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def expect(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0, what: str = ""
+    ) -> dict[str, Any]:
+        """Wait for the first event (seen before or arriving) satisfying ``predicate``."""
+        for event in self.events:
+            if predicate(event):
+                return event
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                event = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if event is None:
+                raise AssertionError(
+                    f"{self.label} exited (code {self.popen.wait()}) before {what or 'event'};"
+                    f" events: {self.events[-10:]}\nstderr: {self.stderr()[-3000:]}"
+                )
+            self.events.append(event)
+            if predicate(event):
+                return event
+        raise AssertionError(
+            f"{self.label}: no {what or 'matching event'} within {timeout} s;"
+            f" last events: {self.events[-10:]}\nstderr: {self.stderr()[-3000:]}"
+        )
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Collect the events that arrived so far without waiting."""
+        while True:
+            try:
+                event = self._queue.get_nowait()
+            except queue.Empty:
+                return self.events
+            if event is None:
+                return self.events
+            self.events.append(event)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask the process to exit, then kill it if it does not."""
+        if self.popen.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                self.send(op="exit")
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        for stream in (self.popen.stdin, self.popen.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class Host:
+    """One test host: a network namespace with ``eth0`` on the LAN."""
+
+    def __init__(self, lan: "Lan", index: int) -> None:
+        self.lan = lan
+        self.index = index
+        self.name = chr(ord("a") + index)
+        self.netns = f"{lan.prefix}-{self.name}"
+        self.address = f"{SUBNET}.{index + 1}"
+        self.ifname = IFNAME
+        self.switch_port = f"p{lan.token}{self.name}"
+
+    def run(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        """Run a command in this host and wait for it."""
+        return subprocess.run(
+            ["ip", "netns", "exec", self.netns, *argv],
+            capture_output=True, text=True, check=False, **kwargs,
+        )
+
+    def python(self, *args: str, env: dict[str, str] | None = None) -> PeerProcess:
+        """Start ``python ARGS`` (this interpreter) in this host, as a :class:`PeerProcess`."""
+        child_env = {k: v for k, v in os.environ.items() if k != "CYCLONEDDS_URI"}
+        child_env["PYTHONUNBUFFERED"] = "1"
+        child_env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
+        child_env.update(env or {})
+        stderr_path = self.lan.workdir / f"{self.name}-{len(self.lan.processes)}.stderr"
+        with stderr_path.open("w") as stderr:
+            popen = subprocess.Popen(
+                ["ip", "netns", "exec", self.netns, sys.executable, *args],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                text=True, env=child_env, cwd=str(REPO),
+            )
+        process = PeerProcess(popen, stderr_path, f"host {self.name} ({self.address})")
+        self.lan.processes.append(process)
+        return process
+
+    def peer(self, **config: Any) -> PeerProcess:
+        """Start the DDS peer program of this module with ``config`` (see :func:`main`)."""
+        return self.python(str(Path(__file__).resolve()), json.dumps(config))
+
+    def link_down(self) -> None:
+        """Unplug this host's cable: take its switch port down (``eth0`` loses carrier)."""
+        _ip("link", "set", self.switch_port, "down", netns=self.lan.switch)
+
+    def link_up(self) -> None:
+        """Plug this host's cable back in."""
+        _ip("link", "set", self.switch_port, "up", netns=self.lan.switch)
+
+
+class Lan:
+    """N hosts on one bridged LAN, all in private namespaces; close() removes all."""
+
+    def __init__(self, hosts: int = 2) -> None:
+        self.token = uuid.uuid4().hex[:8]
+        self.prefix = f"dcps-{self.token}"
+        self.switch = f"{self.prefix}-sw"
+        self.namespaces: list[str] = []
+        self.processes: list[PeerProcess] = []
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-"))
+        self.hosts: list[Host] = []
+        try:
+            self._create(hosts)
+        except BaseException:
+            self.close()
+            raise
+
+    def _add_netns(self, name: str) -> None:
+        _ip("netns", "add", name)
+        self.namespaces.append(name)
+        _ip("link", "set", "lo", "up", netns=name)
+
+    def _create(self, count: int) -> None:
+        self._add_netns(self.switch)
+        _ip("link", "add", "br0", "type", "bridge", "mcast_snooping", "0", netns=self.switch)
+        _ip("link", "set", "br0", "up", netns=self.switch)
+        for index in range(count):
+            host = Host(self, index)
+            self._add_netns(host.netns)
+            _ip("link", "add", IFNAME, "netns", host.netns, "type", "veth",
+                "peer", "name", host.switch_port, "netns", self.switch)
+            _ip("link", "set", host.switch_port, "master", "br0", netns=self.switch)
+            _ip("link", "set", host.switch_port, "up", netns=self.switch)
+            _ip("addr", "add", f"{host.address}/24", "dev", IFNAME, netns=host.netns)
+            _ip("link", "set", IFNAME, "multicast", "on", "up", netns=host.netns)
+            _ip("route", "add", "224.0.0.0/4", "dev", IFNAME, netns=host.netns)
+            self.hosts.append(host)
+
+    def close(self) -> None:
+        """Stop every process and delete every namespace (and so every link)."""
+        for process in self.processes:
+            with contextlib.suppress(Exception):
+                process.close(timeout=3.0)
+        for name in reversed(self.namespaces):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        self.namespaces.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "Lan":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def lan(hosts: int = 2) -> Iterator[Lan]:
+    """A :class:`Lan` of ``hosts`` hosts, removed on exit even on failure."""
+    network = Lan(hosts)
+    try:
+        yield network
+    finally:
+        network.close()
+
+
+# --------------------------------------------------------------------------------------------
+# The DDS peer program (runs inside a namespace; raw cyclonedds binding).
+
+
+def _emit(**event: Any) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def _qos(config: dict[str, Any]) -> Any:
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.util import duration
+
+    policies = [
+        Policy.Reliability.Reliable(duration(seconds=1))
+        if config.get("reliable", True)
+        else Policy.Reliability.BestEffort,
+        Policy.Durability.TransientLocal
+        if config.get("transient_local", False)
+        else Policy.Durability.Volatile,
+        Policy.History.KeepLast(config.get("depth", 100)),
+    ]
+    if not config.get("autodispose", True):
+        policies.append(Policy.WriterDataLifecycle(autodispose=False))
+    if "lease" in config:
+        policies.append(Policy.Liveliness.Automatic(duration(seconds=config["lease"])))
+    return Qos(*policies)
+
+
+_STATES = {16: "ALIVE", 32: "NOT_ALIVE_DISPOSED", 64: "NOT_ALIVE_NO_WRITERS"}
+
+
+def main(config: dict[str, Any]) -> None:
+    """Run one DDS peer: ``role`` is ``writer``, ``reader``, ``echo`` or ``pinger``.
+
+    Common keys: ``domain``, ``topic``, ``network`` (a NetworkConfig mapping),
+    ``lease`` (writer liveliness lease, s), ``reliable``, ``transient_local``, ``depth``.
+    """
+    from dataclasses import dataclass
+
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.idl import IdlStruct
+    from cyclonedds.idl.annotations import key
+    from cyclonedds.idl.types import int32, int64
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    from dcps._network import NetworkConfig
+
+    @dataclass
+    class Reading(IdlStruct, typename="dcps_test::Reading"):
+        id: int32
+        key("id")
+        value: int64
+        stamp: int64 = 0
+        payload: str = ""
+
+    network = NetworkConfig.from_mapping(config.get("network", {}))
+    domain_id = config["domain"]
+    domain = network.apply(domain_id)
+    participant = DomainParticipant(domain_id, qos=network.participant_qos())
+    role = config["role"]
+    qos = _qos(config)
+    stop = threading.Event()
+    commands: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read_stdin() -> None:
+        for line in sys.stdin:
+            if line.strip():
+                command = json.loads(line)
+                commands.put(command)
+                if command.get("op") == "exit":
+                    break
+        stop.set()
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+    topic = Topic(participant, config["topic"], Reading)
+
+    if role == "writer":
+        writer = DataWriter(participant, topic, qos=qos)
+        _emit(ev="ready", role=role)
+        matched = -1
+        while not stop.is_set():
+            count = writer.get_publication_matched_status().current_count
+            if count != matched:
+                matched = count
+                _emit(ev="pub_matched", count=count)
+            try:
+                command = commands.get(timeout=0.02)
+            except queue.Empty:
+                continue
+            op = command["op"]
+            if op == "write":
+                writer.write(Reading(id=command["key"], value=command["value"]))
+            elif op == "dispose":
+                writer.dispose(Reading(id=command["key"], value=0))
+            elif op == "unregister":
+                writer.unregister_instance(Reading(id=command["key"], value=0))
+            elif op == "exit":
+                break
+            _emit(ev="done", op=op, **{k: v for k, v in command.items() if k != "op"})
+    elif role == "reader":
+        reader = DataReader(participant, topic, qos=qos)
+        watch = None
+        if config.get("watch_participants"):
+            from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsParticipant
+            from cyclonedds.qos import Policy
+
+            watch = BuiltinDataReader(participant, BuiltinTopicDcpsParticipant)
+        _emit(ev="ready", role=role)
+        matched, alive, names = -1, -1, set()
+        while not stop.is_set():
+            status = reader.get_subscription_matched_status()
+            if status.current_count != matched:
+                matched = status.current_count
+                _emit(ev="sub_matched", count=matched)
+            live = reader.get_liveliness_changed_status()
+            if live.alive_count != alive:
+                alive = live.alive_count
+                _emit(ev="liveliness", alive=alive, not_alive=live.not_alive_count)
+            for sample in reader.take(N=256):
+                info = sample.sample_info
+                data = sample.key_sample if not info.valid_data else sample
+                _emit(
+                    ev="sample", key=data.id, value=data.value if info.valid_data else None,
+                    valid=bool(info.valid_data), state=_STATES.get(info.instance_state, "?"),
+                )
+            if watch is not None:
+                for participant_sample in watch.take(N=64):
+                    qos_of = participant_sample.qos
+                    name = qos_of[Policy.EntityName].name if Policy.EntityName in qos_of else None
+                    if name is not None and name not in names:
+                        names.add(name)
+                        _emit(ev="participant", name=name)
+            stop.wait(0.02)
+    elif role in ("echo", "pinger"):
+        _ping_roles(config, role, participant, topic, qos, stop)
+    else:
+        raise SystemExit(f"unknown role {role!r}")
+    del domain
+
+
+def _ping_roles(config: dict[str, Any], role: str, participant: Any, topic: Any, qos: Any,
+                stop: threading.Event) -> None:  # pragma: no cover - filled in by the benchmark
+    raise SystemExit(f"role {role!r} is not implemented")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    main(json.loads(sys.argv[1]))
