@@ -1,0 +1,652 @@
+"""The DCPS QoS policies as frozen attrs values.
+
+Every policy is immutable and validated at construction: a bad field raises
+:class:`~idl._errors.BadParameterError` naming the policy and the field.
+Copy-and-modify with :meth:`QosPolicy.with_` or the policy's own ``with_*``
+methods; parameterless variants are singletons (``Reliability.BEST_EFFORT``,
+``Durability.TRANSIENT_LOCAL``, ``History.KEEP_ALL``).
+
+Defaults are those of the DDS 1.4 specification. The one default that depends
+on the entity kind (Reliability: RELIABLE for writers) lives in the QoS sets.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any, ClassVar, Self
+
+import attrs
+
+from idl._errors import BadParameterError
+from qos._duration import INFINITE
+
+__all__ = [
+    "LENGTH_UNLIMITED",
+    "DataRepresentation",
+    "DataRepresentationId",
+    "Deadline",
+    "DestinationOrder",
+    "DestinationOrderKind",
+    "Durability",
+    "DurabilityKind",
+    "DurabilityService",
+    "EntityFactory",
+    "EntityName",
+    "GroupData",
+    "History",
+    "HistoryKind",
+    "IgnoreLocal",
+    "IgnoreLocalKind",
+    "LatencyBudget",
+    "Lifespan",
+    "Liveliness",
+    "LivelinessKind",
+    "Ownership",
+    "OwnershipKind",
+    "OwnershipStrength",
+    "Partition",
+    "Presentation",
+    "PresentationAccessScope",
+    "QosPolicy",
+    "ReaderDataLifecycle",
+    "Reliability",
+    "ReliabilityKind",
+    "ResourceLimits",
+    "SubscriptionKeys",
+    "TimeBasedFilter",
+    "TopicData",
+    "TransportPriority",
+    "TypeConsistencyEnforcement",
+    "TypeConsistencyKind",
+    "UserData",
+    "WriterDataLifecycle",
+]
+
+#: ``ResourceLimits`` / ``DurabilityService`` value meaning "no limit" (DDS ``LENGTH_UNLIMITED``).
+LENGTH_UNLIMITED = -1
+
+
+# --------------------------------------------------------------------------- kinds
+
+
+class DurabilityKind(enum.Enum):
+    """How long data outlives its writer; ordered VOLATILE < ... < PERSISTENT."""
+
+    VOLATILE = 0
+    TRANSIENT_LOCAL = 1
+    TRANSIENT = 2
+    PERSISTENT = 3
+
+
+class PresentationAccessScope(enum.Enum):
+    """The scope of coherent/ordered access; ordered INSTANCE < TOPIC < GROUP."""
+
+    INSTANCE = 0
+    TOPIC = 1
+    GROUP = 2
+
+
+class OwnershipKind(enum.Enum):
+    """Whether several writers may update one instance (SHARED) or only the strongest."""
+
+    SHARED = 0
+    EXCLUSIVE = 1
+
+
+class LivelinessKind(enum.Enum):
+    """Who asserts liveliness; ordered AUTOMATIC < MANUAL_BY_PARTICIPANT < MANUAL_BY_TOPIC."""
+
+    AUTOMATIC = 0
+    MANUAL_BY_PARTICIPANT = 1
+    MANUAL_BY_TOPIC = 2
+
+
+class ReliabilityKind(enum.Enum):
+    """Delivery guarantee; ordered BEST_EFFORT < RELIABLE."""
+
+    BEST_EFFORT = 0
+    RELIABLE = 1
+
+
+class DestinationOrderKind(enum.Enum):
+    """Which timestamp orders the samples of an instance."""
+
+    BY_RECEPTION_TIMESTAMP = 0
+    BY_SOURCE_TIMESTAMP = 1
+
+
+class HistoryKind(enum.Enum):
+    """Keep the last ``depth`` samples per instance, or all of them."""
+
+    KEEP_LAST = 0
+    KEEP_ALL = 1
+
+
+class IgnoreLocalKind(enum.Enum):
+    """Cyclone DDS extension: do not match entities of the same participant/process."""
+
+    NOTHING = 0
+    PARTICIPANT = 1
+    PROCESS = 2
+
+
+class DataRepresentationId(enum.Enum):
+    """DDS-XTypes data representations Cyclone DDS supports."""
+
+    XCDR1 = 0
+    XCDR2 = 2
+
+
+class TypeConsistencyKind(enum.Enum):
+    """DDS-XTypes type consistency enforcement kind."""
+
+    DISALLOW_TYPE_COERCION = 0
+    ALLOW_TYPE_COERCION = 1
+
+
+# --------------------------------------------------------------------- validators
+
+
+def _where(instance: object, attribute: attrs.Attribute[Any]) -> str:
+    return f"{type(instance).__name__}.{attribute.name}"
+
+
+def _duration(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, timedelta):
+        raise BadParameterError(
+            f"{_where(instance, attribute)} must be a datetime.timedelta, got {value!r}"
+        )
+    if value < timedelta(0):
+        raise BadParameterError(f"{_where(instance, attribute)} must not be negative, got {value}")
+
+
+def _int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadParameterError(f"{_where(instance, attribute)} must be an int, got {value!r}")
+    if not -(2**31) <= value < 2**31:
+        raise BadParameterError(f"{_where(instance, attribute)} must fit 32 bits, got {value}")
+
+
+def _limit(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    _int(instance, attribute, value)
+    if value != LENGTH_UNLIMITED and value <= 0:  # type: ignore[operator]
+        raise BadParameterError(
+            f"{_where(instance, attribute)} must be positive or LENGTH_UNLIMITED (-1), got {value}"
+        )
+
+
+def _bool(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise BadParameterError(f"{_where(instance, attribute)} must be a bool, got {value!r}")
+
+
+def _bytes(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bytes):
+        raise BadParameterError(f"{_where(instance, attribute)} must be bytes, got {value!r}")
+
+
+def _kind(enum_type: type[enum.Enum]) -> Any:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, enum_type):
+            names = ", ".join(member.name for member in enum_type)
+            raise BadParameterError(
+                f"{_where(instance, attribute)} must be a {enum_type.__name__} ({names}), "
+                f"got {value!r}"
+            )
+
+    return check
+
+
+def _to_bytes(value: object) -> object:
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    return value
+
+
+def _to_str_tuple(value: object) -> object:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, Iterable) and not isinstance(value, bytes | bytearray):
+        return tuple(value)
+    return value
+
+
+def _str_tuple(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(item, str) for item in value):
+        raise BadParameterError(
+            f"{_where(instance, attribute)} must be a sequence of str, got {value!r}"
+        )
+
+
+# --------------------------------------------------------------------- base class
+
+
+class QosPolicy:
+    """Base of every QoS policy value.
+
+    ``policy_name`` is the DDS name of the policy (as used in error messages),
+    ``changeable`` whether the spec allows changing it on an enabled entity.
+    """
+
+    __slots__ = ()
+
+    policy_name: ClassVar[str]
+    changeable: ClassVar[bool]
+
+    def with_(self, **changes: Any) -> Self:
+        """A copy with the given fields replaced (validated like a new policy)."""
+        try:
+            return attrs.evolve(self, **changes)  # type: ignore[misc]
+        except TypeError as exc:
+            raise BadParameterError(f"{type(self).__name__}: {exc}") from exc
+
+
+def _policy(*, changeable: bool) -> Any:
+    """Class decorator: a frozen, slotted attrs policy class."""
+
+    def wrap(cls: type[Any]) -> type[Any]:
+        cls.changeable = changeable
+        cls.policy_name = cls.__name__
+        return attrs.frozen(cls)
+
+    return wrap
+
+
+# ------------------------------------------------------------------------ policies
+
+
+@_policy(changeable=True)
+class UserData(QosPolicy):
+    """Opaque application data attached to a participant, writer or reader."""
+
+    value: bytes = attrs.field(default=b"", converter=_to_bytes, validator=_bytes)
+
+
+@_policy(changeable=True)
+class TopicData(QosPolicy):
+    """Opaque application data attached to a topic."""
+
+    value: bytes = attrs.field(default=b"", converter=_to_bytes, validator=_bytes)
+
+
+@_policy(changeable=True)
+class GroupData(QosPolicy):
+    """Opaque application data attached to a publisher or subscriber."""
+
+    value: bytes = attrs.field(default=b"", converter=_to_bytes, validator=_bytes)
+
+
+@_policy(changeable=False)
+class Durability(QosPolicy):
+    """Whether and how long samples are kept for late-joining readers."""
+
+    kind: DurabilityKind = attrs.field(
+        default=DurabilityKind.VOLATILE, validator=_kind(DurabilityKind)
+    )
+
+    VOLATILE: ClassVar[Durability]
+    TRANSIENT_LOCAL: ClassVar[Durability]
+    TRANSIENT: ClassVar[Durability]
+    PERSISTENT: ClassVar[Durability]
+
+
+Durability.VOLATILE = Durability(DurabilityKind.VOLATILE)
+Durability.TRANSIENT_LOCAL = Durability(DurabilityKind.TRANSIENT_LOCAL)
+Durability.TRANSIENT = Durability(DurabilityKind.TRANSIENT)
+Durability.PERSISTENT = Durability(DurabilityKind.PERSISTENT)
+
+
+@_policy(changeable=False)
+class History(QosPolicy):
+    """How many samples per instance are kept: the last ``depth`` or all.
+
+    ``depth`` only matters for KEEP_LAST and must be positive.
+    """
+
+    kind: HistoryKind = attrs.field(default=HistoryKind.KEEP_LAST, validator=_kind(HistoryKind))
+    depth: int = attrs.field(default=1, validator=_int)
+
+    KEEP_ALL: ClassVar[History]
+
+    def __attrs_post_init__(self) -> None:
+        if self.kind is HistoryKind.KEEP_LAST and self.depth <= 0:
+            raise BadParameterError(f"History.depth must be positive for KEEP_LAST, got {self.depth}")
+
+    @classmethod
+    def keep_last(cls, depth: int) -> History:
+        """KEEP_LAST with the given depth."""
+        return cls(HistoryKind.KEEP_LAST, depth)
+
+    def with_depth(self, depth: int) -> History:
+        """A KEEP_LAST history of ``depth`` samples."""
+        return History(HistoryKind.KEEP_LAST, depth)
+
+
+History.KEEP_ALL = History(HistoryKind.KEEP_ALL, 1)
+
+
+@_policy(changeable=False)
+class DurabilityService(QosPolicy):
+    """History and limits of the service keeping TRANSIENT/PERSISTENT data.
+
+    On Cyclone DDS it also bounds what a TRANSIENT_LOCAL writer keeps for late
+    joiners (see :func:`qos.to_cyclone`).
+    """
+
+    service_cleanup_delay: timedelta = attrs.field(default=timedelta(0), validator=_duration)
+    history: History = attrs.field(default=History(), validator=attrs.validators.instance_of(History))
+    max_samples: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
+    max_instances: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
+    max_samples_per_instance: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
+
+
+@_policy(changeable=False)
+class Presentation(QosPolicy):
+    """Coherent and ordered access on a publisher/subscriber."""
+
+    access_scope: PresentationAccessScope = attrs.field(
+        default=PresentationAccessScope.INSTANCE, validator=_kind(PresentationAccessScope)
+    )
+    coherent_access: bool = attrs.field(default=False, validator=_bool)
+    ordered_access: bool = attrs.field(default=False, validator=_bool)
+
+
+@_policy(changeable=True)
+class Deadline(QosPolicy):
+    """Each instance is updated at least once per ``period``."""
+
+    period: timedelta = attrs.field(default=INFINITE, validator=_duration)
+
+    def with_period(self, period: timedelta) -> Deadline:
+        """A copy with another period."""
+        return Deadline(period)
+
+
+@_policy(changeable=True)
+class LatencyBudget(QosPolicy):
+    """A hint of the acceptable delay from write to delivery."""
+
+    duration: timedelta = attrs.field(default=timedelta(0), validator=_duration)
+
+
+@_policy(changeable=False)
+class Ownership(QosPolicy):
+    """SHARED: every writer updates an instance; EXCLUSIVE: only the strongest."""
+
+    kind: OwnershipKind = attrs.field(default=OwnershipKind.SHARED, validator=_kind(OwnershipKind))
+
+    SHARED: ClassVar[Ownership]
+    EXCLUSIVE: ClassVar[Ownership]
+
+
+Ownership.SHARED = Ownership(OwnershipKind.SHARED)
+Ownership.EXCLUSIVE = Ownership(OwnershipKind.EXCLUSIVE)
+
+
+@_policy(changeable=True)
+class OwnershipStrength(QosPolicy):
+    """A writer's strength for EXCLUSIVE ownership (higher wins)."""
+
+    value: int = attrs.field(default=0, validator=_int)
+
+
+@_policy(changeable=False)
+class Liveliness(QosPolicy):
+    """How a writer shows it is alive, and how often (``lease_duration``)."""
+
+    kind: LivelinessKind = attrs.field(
+        default=LivelinessKind.AUTOMATIC, validator=_kind(LivelinessKind)
+    )
+    lease_duration: timedelta = attrs.field(default=INFINITE, validator=_duration)
+
+    AUTOMATIC: ClassVar[Liveliness]
+
+    @classmethod
+    def automatic(cls, lease_duration: timedelta = INFINITE) -> Liveliness:
+        """AUTOMATIC liveliness with the given lease."""
+        return cls(LivelinessKind.AUTOMATIC, lease_duration)
+
+    @classmethod
+    def manual_by_participant(cls, lease_duration: timedelta = INFINITE) -> Liveliness:
+        """MANUAL_BY_PARTICIPANT liveliness with the given lease."""
+        return cls(LivelinessKind.MANUAL_BY_PARTICIPANT, lease_duration)
+
+    @classmethod
+    def manual_by_topic(cls, lease_duration: timedelta = INFINITE) -> Liveliness:
+        """MANUAL_BY_TOPIC liveliness with the given lease."""
+        return cls(LivelinessKind.MANUAL_BY_TOPIC, lease_duration)
+
+    def with_lease_duration(self, lease_duration: timedelta) -> Liveliness:
+        """A copy with another lease duration."""
+        return Liveliness(self.kind, lease_duration)
+
+
+Liveliness.AUTOMATIC = Liveliness()
+
+
+@_policy(changeable=True)
+class TimeBasedFilter(QosPolicy):
+    """A reader wants at most one sample per instance per ``minimum_separation``."""
+
+    minimum_separation: timedelta = attrs.field(default=timedelta(0), validator=_duration)
+
+
+@_policy(changeable=True)
+class Partition(QosPolicy):
+    """The partitions (names or wildcard patterns) of a publisher/subscriber.
+
+    No names means the default partition ``""``.
+    """
+
+    names: tuple[str, ...] = attrs.field(default=(), converter=_to_str_tuple, validator=_str_tuple)
+
+    def __init__(self, *args: str | Iterable[str], names: Iterable[str] = ()) -> None:
+        flat: list[object] = []
+        for item in (*args, names):
+            if isinstance(item, str):
+                flat.append(item)
+            else:
+                converted = _to_str_tuple(item)
+                if isinstance(converted, tuple):
+                    flat.extend(converted)
+                else:
+                    flat.append(converted)
+        self.__attrs_init__(tuple(flat))  # type: ignore[attr-defined]
+
+    def with_names(self, *names: str) -> Partition:
+        """A partition policy with other names."""
+        return Partition(*names)
+
+
+@_policy(changeable=False)
+class Reliability(QosPolicy):
+    """BEST_EFFORT or RELIABLE delivery; a reliable writer with a full history
+    blocks up to ``max_blocking_time``."""
+
+    kind: ReliabilityKind = attrs.field(
+        default=ReliabilityKind.BEST_EFFORT, validator=_kind(ReliabilityKind)
+    )
+    max_blocking_time: timedelta = attrs.field(
+        default=timedelta(milliseconds=100), validator=_duration
+    )
+
+    BEST_EFFORT: ClassVar[Reliability]
+    RELIABLE: ClassVar[Reliability]
+
+    @classmethod
+    def reliable(cls, max_blocking_time: timedelta = timedelta(milliseconds=100)) -> Reliability:
+        """RELIABLE with the given maximum blocking time."""
+        return cls(ReliabilityKind.RELIABLE, max_blocking_time)
+
+    def with_max_blocking_time(self, max_blocking_time: timedelta) -> Reliability:
+        """A copy with another maximum blocking time."""
+        return Reliability(self.kind, max_blocking_time)
+
+
+Reliability.BEST_EFFORT = Reliability(ReliabilityKind.BEST_EFFORT)
+Reliability.RELIABLE = Reliability(ReliabilityKind.RELIABLE)
+
+
+@_policy(changeable=True)
+class TransportPriority(QosPolicy):
+    """A hint to the transport of the priority of the data."""
+
+    value: int = attrs.field(default=0, validator=_int)
+
+
+@_policy(changeable=True)
+class Lifespan(QosPolicy):
+    """Samples expire ``duration`` after their source timestamp."""
+
+    duration: timedelta = attrs.field(default=INFINITE, validator=_duration)
+
+
+@_policy(changeable=False)
+class DestinationOrder(QosPolicy):
+    """Order instance updates by reception or by source timestamp."""
+
+    kind: DestinationOrderKind = attrs.field(
+        default=DestinationOrderKind.BY_RECEPTION_TIMESTAMP, validator=_kind(DestinationOrderKind)
+    )
+
+    BY_RECEPTION_TIMESTAMP: ClassVar[DestinationOrder]
+    BY_SOURCE_TIMESTAMP: ClassVar[DestinationOrder]
+
+
+DestinationOrder.BY_RECEPTION_TIMESTAMP = DestinationOrder(DestinationOrderKind.BY_RECEPTION_TIMESTAMP)
+DestinationOrder.BY_SOURCE_TIMESTAMP = DestinationOrder(DestinationOrderKind.BY_SOURCE_TIMESTAMP)
+
+
+@_policy(changeable=False)
+class ResourceLimits(QosPolicy):
+    """Bounds on samples, instances and samples per instance (-1: unlimited)."""
+
+    max_samples: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
+    max_instances: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
+    max_samples_per_instance: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
+
+
+@_policy(changeable=True)
+class EntityFactory(QosPolicy):
+    """Whether child entities are enabled as soon as they are created."""
+
+    autoenable_created_entities: bool = attrs.field(default=True, validator=_bool)
+
+
+@_policy(changeable=True)
+class WriterDataLifecycle(QosPolicy):
+    """Whether unregistering an instance also disposes it."""
+
+    autodispose_unregistered_instances: bool = attrs.field(default=True, validator=_bool)
+
+
+@_policy(changeable=True)
+class ReaderDataLifecycle(QosPolicy):
+    """How long a reader keeps instances with no writers / disposed instances."""
+
+    autopurge_nowriter_samples_delay: timedelta = attrs.field(default=INFINITE, validator=_duration)
+    autopurge_disposed_samples_delay: timedelta = attrs.field(default=INFINITE, validator=_duration)
+
+
+_FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+@_policy(changeable=False)
+class SubscriptionKeys(QosPolicy):
+    """OpenSplice extension: a DataReader keys instances by its own key list.
+
+    ``key_list`` holds field names or dotted paths into nested structs. With
+    ``use_key_list`` the reader tracks instances by these keys instead of the
+    topic's: taking all samples of an instance removes it (its next sample is
+    NEW again), invalid samples (unregister, dispose without data) are skipped,
+    and only ``write_dispose`` disposes. DataReader only; immutable once enabled.
+    """
+
+    key_list: tuple[str, ...] = attrs.field(
+        default=(), converter=_to_str_tuple, validator=_str_tuple
+    )
+    use_key_list: bool = attrs.field(default=False, validator=_bool)
+
+    NONE: ClassVar[SubscriptionKeys]
+
+    def __attrs_post_init__(self) -> None:
+        for name in self.key_list:
+            if not _FIELD_PATH.match(name):
+                raise BadParameterError(
+                    f"SubscriptionKeys.key_list: {name!r} is not a field name or dotted path"
+                )
+        if len(set(self.key_list)) != len(self.key_list):
+            raise BadParameterError(f"SubscriptionKeys.key_list repeats a key: {self.key_list}")
+        if self.use_key_list and not self.key_list:
+            raise BadParameterError("SubscriptionKeys.key_list must not be empty with use_key_list")
+
+    @classmethod
+    def of(cls, *keys: str) -> SubscriptionKeys:
+        """Use the given key fields (``use_key_list=True``)."""
+        return cls(keys, True)
+
+    def with_key(self, *keys: str) -> SubscriptionKeys:
+        """A copy using the given key fields (``use_key_list=True``)."""
+        return SubscriptionKeys(keys, True)
+
+
+SubscriptionKeys.NONE = SubscriptionKeys()
+
+
+@_policy(changeable=False)
+class DataRepresentation(QosPolicy):
+    """DDS-XTypes data representations: a writer uses the first, a reader accepts any.
+
+    Empty (the default) lets Cyclone DDS choose from the topic type.
+    """
+
+    values: tuple[DataRepresentationId, ...] = attrs.field(default=(), converter=tuple)
+
+    @values.validator
+    def _check(self, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
+        for item in value:
+            _kind(DataRepresentationId)(self, attribute, item)
+        if len(set(value)) != len(value):
+            raise BadParameterError(f"DataRepresentation.values repeats a value: {value}")
+
+
+@_policy(changeable=False)
+class TypeConsistencyEnforcement(QosPolicy):
+    """DDS-XTypes rules for matching a reader's type with a writer's."""
+
+    kind: TypeConsistencyKind = attrs.field(
+        default=TypeConsistencyKind.ALLOW_TYPE_COERCION, validator=_kind(TypeConsistencyKind)
+    )
+    ignore_sequence_bounds: bool = attrs.field(default=True, validator=_bool)
+    ignore_string_bounds: bool = attrs.field(default=True, validator=_bool)
+    ignore_member_names: bool = attrs.field(default=False, validator=_bool)
+    prevent_type_widening: bool = attrs.field(default=False, validator=_bool)
+    force_type_validation: bool = attrs.field(default=False, validator=_bool)
+
+
+@_policy(changeable=False)
+class IgnoreLocal(QosPolicy):
+    """Cyclone DDS extension: do not match readers/writers of the same participant or process."""
+
+    kind: IgnoreLocalKind = attrs.field(
+        default=IgnoreLocalKind.NOTHING, validator=_kind(IgnoreLocalKind)
+    )
+
+    NOTHING: ClassVar[IgnoreLocal]
+    PARTICIPANT: ClassVar[IgnoreLocal]
+    PROCESS: ClassVar[IgnoreLocal]
+
+
+IgnoreLocal.NOTHING = IgnoreLocal(IgnoreLocalKind.NOTHING)
+IgnoreLocal.PARTICIPANT = IgnoreLocal(IgnoreLocalKind.PARTICIPANT)
+IgnoreLocal.PROCESS = IgnoreLocal(IgnoreLocalKind.PROCESS)
+
+
+@_policy(changeable=False)
+class EntityName(QosPolicy):
+    """Cyclone DDS extension: a name shown by discovery tools (empty: none)."""
+
+    name: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
