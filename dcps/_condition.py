@@ -1,0 +1,254 @@
+"""Conditions and wait sets: block until data or a status change is there.
+
+Cyclone parents wait sets and guard conditions to a participant, so dcps'
+``WaitSet`` and ``GuardCondition`` take the participant they serve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from cyclonedds.core import GuardCondition as CycloneGuard
+from cyclonedds.core import QueryCondition as CycloneQuery
+from cyclonedds.core import ReadCondition as CycloneRead
+from cyclonedds.core import WaitSet as CycloneWaitSet
+
+from dcps._entity import Entity
+from dcps._participant import DomainParticipant
+from dcps._reader import DataReader, state_mask
+from dcps._retcode import cyclone_call
+from dcps._sample import InstanceState, SampleState, ViewState
+from dcps._status import StatusKind
+from dcps._time import duration_ns
+from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+
+if TYPE_CHECKING:
+    from dcps._writer import DataWriter
+
+
+class Condition(Entity):
+    """Something a :class:`WaitSet` can wait for."""
+
+    @property
+    def triggered(self) -> bool:
+        """Whether the condition holds now."""
+        self._check_open()
+        with cyclone_call(f"check {self._describe()}"):
+            return bool(self._cyclone.is_triggered())
+
+    def _participant(self) -> DomainParticipant:
+        raise NotImplementedError
+
+
+class ReadCondition(Condition):
+    """Holds while ``reader`` has samples in the given states; also a read/take filter."""
+
+    def __init__(
+        self,
+        reader: DataReader[Any],
+        *,
+        sample_states: SampleState = SampleState.ANY,
+        view_states: ViewState = ViewState.ANY,
+        instance_states: InstanceState = InstanceState.ANY,
+    ) -> None:
+        if not isinstance(reader, DataReader):
+            raise BadParameterError(f"a ReadCondition needs a DataReader, got {type(reader).__name__}")
+        self.mask = state_mask(sample_states, view_states, instance_states)
+        super().__init__(reader)
+        self._reader = reader
+        self._cyclone: Any = self._create()
+
+    def _create(self) -> Any:
+        with cyclone_call("create ReadCondition"):
+            return CycloneRead(self._reader._cyclone, self.mask)
+
+    @property
+    def reader(self) -> DataReader[Any]:
+        """The reader this condition looks at."""
+        return self._reader
+
+    def _participant(self) -> DomainParticipant:
+        return self._reader.topic.participant
+
+
+class QueryCondition(ReadCondition):
+    """A ReadCondition that also requires samples to satisfy a query expression.
+
+    ``query`` is an SQL expression over the topic type's fields (DDS 1.4
+    Annex B, with ``%n`` parameters), or a Python predicate on the sample.
+    """
+
+    def __init__(
+        self,
+        reader: DataReader[Any],
+        query: str | Callable[[Any], bool],
+        parameters: Sequence[str] = (),
+        *,
+        sample_states: SampleState = SampleState.ANY,
+        view_states: ViewState = ViewState.ANY,
+        instance_states: InstanceState = InstanceState.ANY,
+    ) -> None:
+        if isinstance(query, str):
+            from dcps._sql import ContentFilter
+
+            self._filter: Any = ContentFilter(query, reader.topic.data_type, tuple(parameters))
+            self._predicate: Callable[[Any], bool] = self._filter.matches
+        elif callable(query):
+            if parameters:
+                raise BadParameterError("parameters only apply to an SQL query expression")
+            self._filter = None
+            self._predicate = query
+        else:
+            raise BadParameterError(f"query must be an SQL string or a callable, got {query!r}")
+        super().__init__(reader, sample_states=sample_states, view_states=view_states,
+                         instance_states=instance_states)
+
+    def _create(self) -> Any:
+        # Cyclone calls the predicate on the receive path; read() goes through it too.
+        with cyclone_call("create QueryCondition"):
+            return CycloneQuery(self._reader._cyclone, self.mask, lambda s: self._predicate(s))
+
+    @property
+    def expression(self) -> str | None:
+        """The SQL query expression, if the query is one."""
+        return None if self._filter is None else self._filter.expression
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The current query parameters."""
+        return () if self._filter is None else tuple(self._filter.parameters)
+
+    def set_parameters(self, parameters: Sequence[str]) -> None:
+        """Change the ``%n`` parameters of the query (checked against the type)."""
+        self._check_open()
+        if self._filter is None:
+            raise PreconditionNotMetError("this QueryCondition has no SQL expression")
+        self._filter = self._filter.with_parameters(tuple(parameters))
+        self._predicate = self._filter.matches
+
+
+class GuardCondition(Condition):
+    """A condition the application triggers by hand (e.g. to wake a waiting thread)."""
+
+    def __init__(self, participant: DomainParticipant) -> None:
+        if not isinstance(participant, DomainParticipant):
+            raise BadParameterError("a GuardCondition is created on a DomainParticipant")
+        super().__init__(participant)
+        self._owner = participant
+        with cyclone_call("create GuardCondition"):
+            self._cyclone: Any = CycloneGuard(participant._cyclone)
+
+    def set_trigger_value(self, value: bool = True) -> None:
+        """Trigger (or reset) the condition."""
+        self._check_open()
+        with cyclone_call("set GuardCondition"):
+            self._cyclone.set(bool(value))
+
+    @property
+    def triggered(self) -> bool:
+        """Whether the condition is triggered."""
+        self._check_open()
+        with cyclone_call("read GuardCondition"):
+            return bool(self._cyclone.read())
+
+    def _participant(self) -> DomainParticipant:
+        return self._owner
+
+
+class StatusCondition(Condition):
+    """Holds while ``entity`` has a changed status among ``enabled_statuses``."""
+
+    def __init__(self, entity: DataReader[Any] | DataWriter[Any], enabled_statuses: StatusKind) -> None:
+        from dcps._writer import DataWriter
+
+        if not isinstance(entity, DataReader | DataWriter):
+            raise BadParameterError("a StatusCondition watches a DataReader or DataWriter")
+        super().__init__(entity)
+        self._entity = entity
+        self._cyclone = None  # the Cyclone entity itself is what a wait set attaches
+        self.set_enabled_statuses(enabled_statuses)
+
+    def set_enabled_statuses(self, statuses: StatusKind) -> None:
+        """Choose the statuses this condition (and the entity's wait-set trigger) reacts to."""
+        self._check_open()
+        self.enabled_statuses = StatusKind(statuses)
+        with cyclone_call("set status mask"):
+            self._entity._cyclone.set_status_mask(int(self.enabled_statuses))
+
+    @property
+    def triggered(self) -> bool:
+        """Whether one of the enabled statuses changed since it was last read."""
+        self._check_open()
+        with cyclone_call("get status changes"):
+            return bool(self._entity._cyclone.get_status_changes() & int(self.enabled_statuses))
+
+    def _attach_target(self) -> Any:
+        return self._entity._cyclone
+
+    def _participant(self) -> DomainParticipant:
+        return self._entity.topic.participant
+
+
+class WaitSet(Entity):
+    """Blocks a thread until one of its attached conditions holds."""
+
+    def __init__(self, participant: DomainParticipant) -> None:
+        if not isinstance(participant, DomainParticipant):
+            raise BadParameterError("a WaitSet is created on a DomainParticipant")
+        super().__init__(participant)
+        self._owner = participant
+        self._conditions: list[Condition] = []
+        with cyclone_call("create WaitSet"):
+            self._cyclone: Any = CycloneWaitSet(participant._cyclone)
+
+    def _on_close(self) -> None:
+        self._conditions.clear()
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        """The attached conditions."""
+        return tuple(c for c in self._conditions if not c.closed)
+
+    def attach(self, condition: Condition) -> None:
+        """Wake :meth:`wait` when ``condition`` holds."""
+        self._check_open()
+        if not isinstance(condition, Condition):
+            raise BadParameterError(f"only conditions can be attached, got {type(condition).__name__}")
+        condition._check_open()
+        if condition._participant() is not self._owner:
+            raise BadParameterError("the condition belongs to another participant than the WaitSet")
+        if condition in self._conditions:
+            return
+        with cyclone_call("attach condition"):
+            self._cyclone.attach(_target(condition))
+        self._conditions.append(condition)
+
+    def detach(self, condition: Condition) -> None:
+        """Stop waiting for ``condition``."""
+        self._check_open()
+        if condition not in self._conditions:
+            raise PreconditionNotMetError("that condition is not attached to this WaitSet")
+        if not condition.closed:
+            with cyclone_call("detach condition"):
+                self._cyclone.detach(_target(condition))
+        self._conditions.remove(condition)
+
+    def wait(self, timeout: timedelta | float | None = None) -> list[Condition]:
+        """Block until at least one attached condition holds; return those that do.
+
+        Raises :class:`DcpsTimeoutError` if none holds within ``timeout``.
+        """
+        self._check_open()
+        with cyclone_call("wait"):
+            count = self._cyclone.wait(duration_ns(timeout))
+        if count == 0:
+            raise DcpsTimeoutError(f"no condition triggered within {timeout}")
+        return [c for c in self.conditions if c.triggered]
+
+
+def _target(condition: Condition) -> Any:
+    if isinstance(condition, StatusCondition):
+        return condition._attach_target()
+    return condition._cyclone

@@ -1,0 +1,98 @@
+"""The common shape of every DCPS entity: an owned Cyclone entity, children, close."""
+
+from __future__ import annotations
+
+import enum
+import threading
+from types import TracebackType
+from typing import Any, Self
+
+from dcps._retcode import cyclone_call
+from idl._errors import AlreadyClosedError
+
+
+class EntityState(enum.Enum):
+    """Life of an entity: usable until closed, then never again."""
+
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class Entity:
+    """Base of DomainParticipant, Topic, Publisher, Subscriber, DataWriter, DataReader.
+
+    An entity owns one Cyclone entity and its dcps children; ``close()`` closes
+    the children first, then deletes the Cyclone entity. Entities are context
+    managers. Any use after ``close()`` raises :class:`AlreadyClosedError`.
+    """
+
+    _cyclone: Any
+
+    def __init__(self, parent: Entity | None) -> None:
+        self._state = EntityState.OPEN
+        self._children: list[Entity] = []
+        self._parent = parent
+        self._lock = threading.RLock()
+        if parent is not None:
+            parent._check_open()
+            parent._children.append(self)
+
+    # -- lifecycle -----------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called (on this entity or a parent)."""
+        return self._state is EntityState.CLOSED
+
+    def _check_open(self) -> None:
+        if self._state is EntityState.CLOSED:
+            raise AlreadyClosedError(f"{self._describe()} is closed")
+
+    def _describe(self) -> str:
+        return type(self).__name__
+
+    def close(self) -> None:
+        """Close this entity and everything created from it. Idempotent."""
+        with self._lock:
+            if self._state is EntityState.CLOSED:
+                return
+            for child in list(self._children):
+                child.close()
+            self._on_close()
+            self._state = EntityState.CLOSED
+            cyclone = getattr(self, "_cyclone", None)
+            if cyclone is not None:
+                # The binding deletes in __del__; calling it now deletes at once
+                # and makes the later garbage-collection call a no-op.
+                cyclone.__del__()
+            if self._parent is not None and self in self._parent._children:
+                self._parent._children.remove(self)
+
+    def _on_close(self) -> None:
+        """Hook for subclasses: release what they own before the Cyclone entity goes."""
+
+    def __enter__(self) -> Self:
+        self._check_open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- common operations ---------------------------------------------------
+    @property
+    def instance_handle(self) -> int:
+        """This entity's instance handle (as peers see it in matched statuses)."""
+        self._check_open()
+        with cyclone_call(f"get instance handle of {self._describe()}"):
+            return int(self._cyclone.get_instance_handle())
+
+    @property
+    def guid(self) -> str:
+        """This entity's globally unique id."""
+        self._check_open()
+        with cyclone_call(f"get guid of {self._describe()}"):
+            return str(self._cyclone.get_guid())

@@ -1,0 +1,120 @@
+"""Publisher and Subscriber: groups of writers/readers sharing partitions and group QoS."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+from cyclonedds.pub import Publisher as CyclonePublisher
+from cyclonedds.sub import Subscriber as CycloneSubscriber
+
+import qos as q
+from dcps._entity import Entity
+from dcps._participant import DomainParticipant
+from dcps._qos_bridge import apply_qos, resolve_qos
+from dcps._retcode import cyclone_call
+from dcps._time import duration_ns
+from idl._errors import BadParameterError, DcpsTimeoutError
+
+Q = TypeVar("Q", q.PublisherQos, q.SubscriberQos)
+
+
+def _with_partitions(qos: Q, partitions: Iterable[str] | None) -> Q:
+    if partitions is None:
+        return qos
+    if isinstance(partitions, str):
+        partitions = [partitions]
+    names = tuple(partitions)
+    for name in names:
+        if not isinstance(name, str):
+            raise BadParameterError(f"partition names are strings, got {name!r}")
+    return qos.with_(q.Partition(names))
+
+
+class _Group(Entity):
+    _qos: Any
+    _kind: str
+
+    def __init__(self, participant: DomainParticipant) -> None:
+        if not isinstance(participant, DomainParticipant):
+            raise BadParameterError(
+                f"a {self._kind} is created on a DomainParticipant, got {type(participant).__name__}"
+            )
+        super().__init__(participant)
+        self._participant = participant
+
+    @property
+    def participant(self) -> DomainParticipant:
+        """The participant this entity belongs to."""
+        return self._participant
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        """The partitions (names or wildcard patterns) this entity's endpoints live in."""
+        return tuple(self._qos.get(q.Partition).names)
+
+    def set_partitions(self, partitions: Sequence[str]) -> None:
+        """Move all endpoints of this entity to other partitions, at run time."""
+        self._check_open()
+        self._qos = apply_qos(self, self._qos, _with_partitions(self._qos, partitions))
+
+    def set_qos(self, qos: Any) -> None:
+        """Change the QoS (only changeable policies may differ)."""
+        self._check_open()
+        self._qos = apply_qos(self, self._qos, qos)
+
+
+class Publisher(_Group):
+    """Groups DataWriters; its Partition policy decides which readers they reach."""
+
+    _kind = "Publisher"
+
+    def __init__(
+        self,
+        participant: DomainParticipant,
+        *,
+        partitions: Iterable[str] | None = None,
+        qos: q.PublisherQos | None = None,
+    ) -> None:
+        super().__init__(participant)
+        self._qos = _with_partitions(resolve_qos(qos, q.PublisherQos, "Publisher"), partitions)
+        self._qos.check()
+        with cyclone_call("create Publisher"):
+            self._cyclone = CyclonePublisher(participant._cyclone, qos=q.to_cyclone(self._qos))
+
+    @property
+    def qos(self) -> q.PublisherQos:
+        """The publisher's current QoS."""
+        return self._qos
+
+    def wait_for_acknowledgments(self, timeout: Any = None) -> None:
+        """Block until every reliable reader acknowledged all data of all writers here."""
+        self._check_open()
+        with cyclone_call("wait for acknowledgments"):
+            ok = self._cyclone.wait_for_acks(duration_ns(timeout))
+        if ok is False:
+            raise DcpsTimeoutError(f"not all samples were acknowledged within {timeout}")
+
+
+class Subscriber(_Group):
+    """Groups DataReaders; its Partition policy decides which writers they hear."""
+
+    _kind = "Subscriber"
+
+    def __init__(
+        self,
+        participant: DomainParticipant,
+        *,
+        partitions: Iterable[str] | None = None,
+        qos: q.SubscriberQos | None = None,
+    ) -> None:
+        super().__init__(participant)
+        self._qos = _with_partitions(resolve_qos(qos, q.SubscriberQos, "Subscriber"), partitions)
+        self._qos.check()
+        with cyclone_call("create Subscriber"):
+            self._cyclone = CycloneSubscriber(participant._cyclone, qos=q.to_cyclone(self._qos))
+
+    @property
+    def qos(self) -> q.SubscriberQos:
+        """The subscriber's current QoS."""
+        return self._qos

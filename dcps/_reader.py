@@ -1,0 +1,399 @@
+"""DataReader: typed samples with their full SampleInfo, selected by state masks."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from cyclonedds._clayer import ddspy_read, ddspy_read_handle, ddspy_take, ddspy_take_handle
+from cyclonedds.sub import DataReader as CycloneReader
+
+import idl
+import qos as q
+from dcps import _status as st
+from dcps._cyclone_c import instance_key, peek_infos
+from dcps._entity import Entity
+from dcps._listener import Listener, build_cyclone_listener
+from dcps._participant import DomainParticipant
+from dcps._publisher import Subscriber
+from dcps._qos_bridge import apply_qos, resolve_qos
+from dcps._retcode import cyclone_call, error_for
+from dcps._sample import ANY_STATE, InstanceState, Sample, SampleInfo, SampleState, ViewState
+from dcps._time import duration_ns
+from dcps._topic import Topic
+from idl._errors import BadParameterError, DcpsTimeoutError
+
+if TYPE_CHECKING:
+    from dcps._condition import ReadCondition
+
+T = TypeVar("T")
+
+#: Read or take everything available (the binding caps one call at this many samples).
+LENGTH_UNLIMITED = 1_000_000
+
+
+def state_mask(
+    sample_states: SampleState | int, view_states: ViewState | int, instance_states: InstanceState | int
+) -> int:
+    """The Cyclone mask for a combination of state selections."""
+    for value, kind, full in (
+        (sample_states, "sample_states", SampleState.ANY),
+        (view_states, "view_states", ViewState.ANY),
+        (instance_states, "instance_states", InstanceState.ANY),
+    ):
+        if not isinstance(value, int) or not value or int(value) & ~int(full):
+            raise BadParameterError(f"{kind} must be a non-empty combination of {full.__class__.__name__}, got {value!r}")
+    return int(sample_states) | int(view_states) | int(instance_states)
+
+
+class DataReader(Entity, Generic[T]):
+    """Receives samples of one topic.
+
+    ``read`` leaves samples in the reader (marked READ); ``take`` removes them.
+    Both return :class:`Sample` objects: ``sample.data`` and ``sample.info``.
+    ``async for sample in reader`` takes samples as they arrive.
+    """
+
+    def __init__(
+        self,
+        subscriber: Subscriber | DomainParticipant,
+        topic: Topic[T],
+        *,
+        qos: q.DataReaderQos | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        if isinstance(subscriber, DomainParticipant):
+            subscriber = Subscriber(subscriber)
+            self._own_subscriber: Subscriber | None = subscriber
+        elif isinstance(subscriber, Subscriber):
+            self._own_subscriber = None
+        else:
+            raise BadParameterError(
+                f"a DataReader is created on a Subscriber or DomainParticipant, "
+                f"got {type(subscriber).__name__}"
+            )
+        if not isinstance(topic, Topic):
+            raise BadParameterError(f"a DataReader needs a Topic, got {type(topic).__name__}")
+        if topic.participant is not subscriber.participant:
+            raise BadParameterError("the topic and the subscriber belong to different participants")
+        topic._check_open()
+        super().__init__(subscriber)
+        self._subscriber = subscriber
+        self._topic = topic
+        self._type = topic.data_type
+        self._qos = resolve_qos(qos, q.DataReaderQos, "DataReader")
+        self._listener = listener
+        self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._wakeup_lock = threading.Lock()
+        with cyclone_call(f"create DataReader on {topic._describe()}"):
+            self._cyclone: Any = CycloneReader(
+                subscriber._cyclone, topic._cyclone, qos=q.to_cyclone(self._qos),
+                listener=self._cyclone_listener(),
+            )
+
+    def _describe(self) -> str:
+        return f"DataReader({self._topic.name!r})"
+
+    def _cyclone_listener(self) -> Any:
+        return build_cyclone_listener(self, self._listener, on_data_available=self._wake)
+
+    def _on_close(self) -> None:
+        self._wake()
+        if self._own_subscriber is not None:
+            self._parent = None
+            self._own_subscriber._children.remove(self)
+            for child in list(self._children):
+                child.close()
+            self._cyclone.__del__()
+            self._own_subscriber.close()
+
+    # -- properties ----------------------------------------------------------
+    @property
+    def topic(self) -> Topic[T]:
+        """The topic this reader subscribes to."""
+        return self._topic
+
+    @property
+    def subscriber(self) -> Subscriber:
+        """The subscriber this reader belongs to."""
+        return self._subscriber
+
+    @property
+    def qos(self) -> q.DataReaderQos:
+        """The reader's current QoS."""
+        return self._qos
+
+    def set_qos(self, qos: q.DataReaderQos) -> None:
+        """Change the reader's QoS (only changeable policies may differ)."""
+        self._check_open()
+        self._qos = apply_qos(self, self._qos, qos)
+
+    def set_listener(self, listener: Listener | None) -> None:
+        """Replace this reader's listener (``None`` removes it)."""
+        self._check_open()
+        self._listener = listener
+        with cyclone_call("set listener"):
+            self._cyclone.set_listener(self._cyclone_listener())
+
+    # -- read / take ---------------------------------------------------------
+    def read(
+        self,
+        max_samples: int = LENGTH_UNLIMITED,
+        *,
+        sample_states: SampleState = SampleState.ANY,
+        view_states: ViewState = ViewState.ANY,
+        instance_states: InstanceState = InstanceState.ANY,
+        instance: int | None = None,
+        condition: ReadCondition | None = None,
+    ) -> list[Sample[T]]:
+        """Samples matching the states (or ``condition``), left in the reader and marked READ.
+
+        ``instance`` restricts the result to one instance handle.
+        """
+        return self._access(False, max_samples, sample_states, view_states, instance_states,
+                            instance, condition)
+
+    def take(
+        self,
+        max_samples: int = LENGTH_UNLIMITED,
+        *,
+        sample_states: SampleState = SampleState.ANY,
+        view_states: ViewState = ViewState.ANY,
+        instance_states: InstanceState = InstanceState.ANY,
+        instance: int | None = None,
+        condition: ReadCondition | None = None,
+    ) -> list[Sample[T]]:
+        """Like :meth:`read`, but removes the returned samples from the reader."""
+        return self._access(True, max_samples, sample_states, view_states, instance_states,
+                            instance, condition)
+
+    def read_next_instance(
+        self,
+        previous: int | None = None,
+        max_samples: int = LENGTH_UNLIMITED,
+        *,
+        sample_states: SampleState = SampleState.ANY,
+        view_states: ViewState = ViewState.ANY,
+        instance_states: InstanceState = InstanceState.ANY,
+    ) -> list[Sample[T]]:
+        """Samples of the instance with the smallest handle greater than ``previous``
+        that has matching samples (``None`` starts at the beginning); ``[]`` at the end."""
+        return self._next_instance(False, previous, max_samples, sample_states, view_states,
+                                   instance_states)
+
+    def take_next_instance(
+        self,
+        previous: int | None = None,
+        max_samples: int = LENGTH_UNLIMITED,
+        *,
+        sample_states: SampleState = SampleState.ANY,
+        view_states: ViewState = ViewState.ANY,
+        instance_states: InstanceState = InstanceState.ANY,
+    ) -> list[Sample[T]]:
+        """Like :meth:`read_next_instance`, but takes the samples."""
+        return self._next_instance(True, previous, max_samples, sample_states, view_states,
+                                   instance_states)
+
+    def instances(
+        self,
+        *,
+        take: bool = False,
+        sample_states: SampleState = SampleState.ANY,
+        view_states: ViewState = ViewState.ANY,
+        instance_states: InstanceState = InstanceState.ANY,
+    ) -> Iterator[list[Sample[T]]]:
+        """Iterate instance by instance (in handle order), yielding each one's samples."""
+        previous: int | None = None
+        while True:
+            batch = self._next_instance(take, previous, LENGTH_UNLIMITED, sample_states,
+                                        view_states, instance_states)
+            if not batch:
+                return
+            previous = batch[0].info.instance_handle
+            yield batch
+
+    def _next_instance(
+        self, take: bool, previous: int | None, max_samples: int,
+        sample_states: SampleState, view_states: ViewState, instance_states: InstanceState,
+    ) -> list[Sample[T]]:
+        self._check_open()
+        mask = state_mask(sample_states, view_states, instance_states)
+        floor = -1 if previous is None else previous
+        handles = {info.instance_handle for info in peek_infos(self._cyclone._ref, mask, LENGTH_UNLIMITED)}
+        later = [h for h in handles if h > floor]
+        if not later:
+            return []
+        return self._access(take, max_samples, sample_states, view_states, instance_states,
+                            min(later), None)
+
+    def _access(
+        self, take: bool, max_samples: int,
+        sample_states: SampleState, view_states: ViewState, instance_states: InstanceState,
+        instance: int | None, condition: ReadCondition | None,
+    ) -> list[Sample[T]]:
+        self._check_open()
+        if not isinstance(max_samples, int) or not (1 <= max_samples <= LENGTH_UNLIMITED):
+            raise BadParameterError(f"max_samples must be from 1 to {LENGTH_UNLIMITED}, got {max_samples!r}")
+        if condition is not None:
+            if condition._reader is not self:
+                raise BadParameterError("the condition belongs to another reader")
+            condition._check_open()
+            ref, mask = condition._cyclone._ref, condition.mask
+        else:
+            ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
+        if instance is None:
+            raw = (ddspy_take if take else ddspy_read)(ref, mask, max_samples)
+        else:
+            raw = (ddspy_take_handle if take else ddspy_read_handle)(ref, mask, max_samples, instance)
+        if isinstance(raw, int):
+            action = "take" if take else "read"
+            if instance is not None and raw == -3:
+                raise BadParameterError(f"{self._describe()} has no instance with handle {instance}")
+            raise error_for(raw, f"{action} on {self._describe()}")
+        deserialize, deserialize_key = self._type.deserialize, self._type.deserialize_key  # type: ignore[attr-defined]
+        out: list[Sample[T]] = []
+        for data, info in raw:
+            value = deserialize(data) if info.valid_data else deserialize_key(data)
+            out.append(Sample(value, SampleInfo._from_cyclone(info)))
+        return out
+
+    # -- instances -----------------------------------------------------------
+    def lookup_instance(self, sample: T) -> int | None:
+        """The handle of the instance with ``sample``'s key, or None if the reader has none."""
+        self._check_open()
+        if not isinstance(sample, self._type):
+            raise idl.IdlError(
+                f"expected a {idl.describe(self._type).typename} sample, got {type(sample).__name__}"
+            )
+        with cyclone_call(f"lookup_instance on {self._describe()}"):
+            handle = self._cyclone.lookup_instance(sample)
+        return None if not handle else int(handle)
+
+    def key_value(self, handle: int) -> T:
+        """A sample whose key fields are those of instance ``handle``."""
+        self._check_open()
+        data = instance_key(self._cyclone._ref, handle)
+        if data is None:
+            raise BadParameterError(f"{self._describe()} has no instance with handle {handle}")
+        return self._type.deserialize_key(data)  # type: ignore[attr-defined,no-any-return]
+
+    # -- waiting -------------------------------------------------------------
+    def wait_for_historical_data(self, timeout: timedelta | float | None = 10.0) -> None:
+        """Block until transient-local history from matched writers has arrived."""
+        self._check_open()
+        with cyclone_call("wait for historical data"):
+            ok = self._cyclone.wait_for_historical_data(duration_ns(timeout))
+        if not ok:
+            raise DcpsTimeoutError(f"historical data did not arrive within {timeout}")
+
+    def wait_for_writers(self, count: int = 1, timeout: timedelta | float | None = 10.0) -> None:
+        """Block until at least ``count`` writers are matched."""
+        from dcps._wait import wait_until
+
+        wait_until(
+            lambda: self.subscription_matched_status.current_count >= count,
+            timeout, f"{self._describe()} waiting for {count} matched writer(s)",
+        )
+
+    def wait_for_data(self, timeout: timedelta | float | None = 10.0) -> None:
+        """Block until the reader holds an unread sample."""
+        from dcps._condition import ReadCondition, WaitSet
+
+        self._check_open()
+        participant = self._topic.participant
+        with ReadCondition(self, sample_states=SampleState.NOT_READ) as cond, \
+                WaitSet(participant) as ws:
+            ws.attach(cond)
+            ws.wait(timeout)
+
+    # -- asyncio -------------------------------------------------------------
+    def _wake(self) -> None:
+        with self._wakeup_lock:
+            wakeups = list(self._wakeups)
+        for loop, event in wakeups:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that loop is closed; its iterator is gone
+                pass
+
+    async def atake(self, max_samples: int = LENGTH_UNLIMITED) -> list[Sample[T]]:
+        """Wait (without blocking the event loop) for unread samples, then take them."""
+        async for batch in self._batches(max_samples):
+            return batch
+        return []
+
+    def __aiter__(self) -> AsyncIterator[Sample[T]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Sample[T]]:
+        async for batch in self._batches(LENGTH_UNLIMITED):
+            for sample in batch:
+                yield sample
+
+    async def _batches(self, max_samples: int) -> AsyncIterator[list[Sample[T]]]:
+        # One data-available listener per reader wakes every waiting coroutine:
+        # no thread per call, no polling.
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        entry = (loop, event)
+        with self._wakeup_lock:
+            self._wakeups.append(entry)
+        try:
+            while not self.closed:
+                event.clear()
+                batch = self.take(max_samples, sample_states=SampleState.NOT_READ)
+                if batch:
+                    yield batch
+                    continue
+                await event.wait()
+        finally:
+            with self._wakeup_lock:
+                self._wakeups.remove(entry)
+
+    # -- matching and statuses ----------------------------------------------
+    @property
+    def matched_publications(self) -> list[int]:
+        """Instance handles of the writers this reader currently matches."""
+        self._check_open()
+        with cyclone_call("get matched publications"):
+            return [int(h) for h in self._cyclone.get_matched_publications()]
+
+    @property
+    def subscription_matched_status(self) -> st.SubscriptionMatchedStatus:
+        """Writers matched so far and now (reading it resets the change counts)."""
+        return self._status("get_subscription_matched_status", st.SubscriptionMatchedStatus)
+
+    @property
+    def liveliness_changed_status(self) -> st.LivelinessChangedStatus:
+        """How many matched writers are alive and not alive."""
+        return self._status("get_liveliness_changed_status", st.LivelinessChangedStatus)
+
+    @property
+    def requested_deadline_missed_status(self) -> st.RequestedDeadlineMissedStatus:
+        """How often an instance was not updated within the deadline."""
+        return self._status("get_requested_deadline_missed_status", st.RequestedDeadlineMissedStatus)
+
+    @property
+    def requested_incompatible_qos_status(self) -> st.RequestedIncompatibleQosStatus:
+        """Writers whose offered QoS this reader could not accept."""
+        return self._status(
+            "get_requested_incompatible_qos_status", st.RequestedIncompatibleQosStatus
+        )
+
+    @property
+    def sample_lost_status(self) -> st.SampleLostStatus:
+        """Samples lost on their way to this reader."""
+        return self._status("get_sample_lost_status", st.SampleLostStatus)
+
+    @property
+    def sample_rejected_status(self) -> st.SampleRejectedStatus:
+        """Samples rejected by this reader's resource limits."""
+        return self._status("get_sample_rejected_status", st.SampleRejectedStatus)
+
+    def _status(self, getter: str, cls: type[st.S]) -> st.S:
+        self._check_open()
+        with cyclone_call(f"{getter} on {self._describe()}"):
+            return st._from_cyclone(cls, getattr(self._cyclone, getter)())

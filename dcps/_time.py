@@ -1,0 +1,44 @@
+"""Conversions between Python time values and Cyclone's nanosecond integers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from idl._errors import BadParameterError
+
+#: Cyclone's "infinite" duration (DDS_INFINITY).
+INFINITE_NS = 0x7FFFFFFFFFFFFFFF
+
+
+def duration_ns(value: timedelta | float | None, what: str = "timeout") -> int:
+    """Nanoseconds of a timeout: a ``timedelta``, seconds as a number, or ``None`` for infinite."""
+    if value is None:
+        return INFINITE_NS
+    if isinstance(value, timedelta):
+        if value == timedelta.max:
+            return INFINITE_NS
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise BadParameterError(f"{what} must be a timedelta or seconds, got {value!r}")
+    if seconds < 0:
+        raise BadParameterError(f"{what} must not be negative, got {value!r}")
+    return min(int(seconds * 1e9), INFINITE_NS)
+
+
+def timestamp_ns(value: datetime | int) -> int:
+    """Nanoseconds since the Unix epoch of a source timestamp (aware datetime or int ns)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise BadParameterError("a source timestamp must be timezone-aware (e.g. UTC)")
+        delta = value - datetime(1970, 1, 1, tzinfo=UTC)
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise BadParameterError(f"a source timestamp must be an aware datetime or ns >= 0, got {value!r}")
+
+
+def ns_to_datetime(ns: int) -> datetime:
+    """A UTC datetime from nanoseconds since the Unix epoch (microsecond precision)."""
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=ns // 1000)

@@ -1,0 +1,250 @@
+"""DataWriter: writes typed samples and manages the instances it publishes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+from cyclonedds.pub import DataWriter as CycloneWriter
+
+import idl
+import qos as q
+from dcps import _status as st
+from dcps._cyclone_c import assert_liveliness, instance_key
+from dcps._entity import Entity
+from dcps._listener import Listener, build_cyclone_listener
+from dcps._participant import DomainParticipant
+from dcps._publisher import Publisher
+from dcps._qos_bridge import apply_qos, resolve_qos
+from dcps._retcode import cyclone_call
+from dcps._time import duration_ns, timestamp_ns
+from dcps._topic import Topic
+from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+
+T = TypeVar("T")
+
+
+class DataWriter(Entity, Generic[T]):
+    """Publishes samples of one topic.
+
+    Created on a :class:`Publisher` (whose partitions it uses) or directly on a
+    :class:`DomainParticipant` (it then gets a publisher of its own).
+    """
+
+    def __init__(
+        self,
+        publisher: Publisher | DomainParticipant,
+        topic: Topic[T],
+        *,
+        qos: q.DataWriterQos | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        if isinstance(publisher, DomainParticipant):
+            publisher = Publisher(publisher)
+            self._own_publisher: Publisher | None = publisher
+        elif isinstance(publisher, Publisher):
+            self._own_publisher = None
+        else:
+            raise BadParameterError(
+                f"a DataWriter is created on a Publisher or DomainParticipant, "
+                f"got {type(publisher).__name__}"
+            )
+        if not isinstance(topic, Topic):
+            raise BadParameterError(f"a DataWriter needs a Topic, got {type(topic).__name__}")
+        if topic.participant is not publisher.participant:
+            raise BadParameterError("the topic and the publisher belong to different participants")
+        topic._check_open()
+        super().__init__(publisher)
+        self._publisher = publisher
+        self._topic = topic
+        self._type = topic.data_type
+        self._type_check = idl.validate
+        self._qos = resolve_qos(qos, q.DataWriterQos, "DataWriter")
+        self._listener = listener
+        with cyclone_call(f"create DataWriter on {topic._describe()}"):
+            self._cyclone: Any = CycloneWriter(
+                publisher._cyclone, topic._cyclone, qos=q.to_cyclone(self._qos),
+                listener=build_cyclone_listener(self, listener),
+            )
+
+    def _describe(self) -> str:
+        return f"DataWriter({self._topic.name!r})"
+
+    def _on_close(self) -> None:
+        if self._own_publisher is not None:
+            # Our implicit publisher is our parent; close it after we are gone.
+            self._parent = None
+            self._own_publisher._children.remove(self)
+            self._cyclone.__del__()
+            self._own_publisher.close()
+
+    # -- properties ----------------------------------------------------------
+    @property
+    def topic(self) -> Topic[T]:
+        """The topic this writer publishes."""
+        return self._topic
+
+    @property
+    def publisher(self) -> Publisher:
+        """The publisher this writer belongs to."""
+        return self._publisher
+
+    @property
+    def qos(self) -> q.DataWriterQos:
+        """The writer's current QoS."""
+        return self._qos
+
+    def set_qos(self, qos: q.DataWriterQos) -> None:
+        """Change the writer's QoS (only changeable policies may differ)."""
+        self._check_open()
+        self._qos = apply_qos(self, self._qos, qos)
+
+    def set_listener(self, listener: Listener | None) -> None:
+        """Replace this writer's listener (``None`` removes it)."""
+        self._check_open()
+        self._listener = listener
+        with cyclone_call("set listener"):
+            self._cyclone.set_listener(build_cyclone_listener(self, listener))
+
+    # -- writing -------------------------------------------------------------
+    def _checked(self, sample: T) -> T:
+        self._check_open()
+        self._type_check(sample, self._type)
+        return sample
+
+    def write(self, sample: T, timestamp: datetime | int | None = None) -> None:
+        """Publish ``sample``; ``timestamp`` overrides the source timestamp (UTC datetime or ns)."""
+        self._checked(sample)
+        with cyclone_call(f"write on {self._describe()}"):
+            if timestamp is None:
+                self._cyclone.write(sample)
+            else:
+                self._cyclone.write(sample, timestamp_ns(timestamp))
+
+    def write_dispose(self, sample: T, timestamp: datetime | int | None = None) -> None:
+        """Publish ``sample`` and dispose its instance in one step."""
+        self._checked(sample)
+        ts = None if timestamp is None else timestamp_ns(timestamp)
+        with cyclone_call(f"write_dispose on {self._describe()}"):
+            self._cyclone.write_dispose(sample, ts)
+
+    def dispose(self, instance: T | int, timestamp: datetime | int | None = None) -> None:
+        """Dispose an instance, given by a sample with its key or by its handle."""
+        self._check_open()
+        ts = None if timestamp is None else timestamp_ns(timestamp)
+        with cyclone_call(f"dispose on {self._describe()}"):
+            if isinstance(instance, int):
+                self._cyclone.dispose_instance_handle(self._known_handle(instance), ts)
+            else:
+                self._cyclone.dispose(self._checked_key(instance), ts)
+
+    def unregister_instance(
+        self, instance: T | int, timestamp: datetime | int | None = None
+    ) -> None:
+        """Stop updating an instance; readers see NOT_ALIVE_NO_WRITERS once no writer is left."""
+        self._check_open()
+        ts = None if timestamp is None else timestamp_ns(timestamp)
+        with cyclone_call(f"unregister on {self._describe()}"):
+            if isinstance(instance, int):
+                self._cyclone.unregister_instance_handle(self._known_handle(instance), ts)
+            else:
+                self._cyclone.unregister_instance(self._checked_key(instance), ts)
+
+    def register_instance(self, sample: T) -> int:
+        """Pre-register the instance of ``sample``; returns its handle."""
+        self._checked_key(sample)
+        with cyclone_call(f"register_instance on {self._describe()}"):
+            return int(self._cyclone.register_instance(sample))
+
+    def lookup_instance(self, sample: T) -> int | None:
+        """The handle of ``sample``'s instance, or None if this writer does not know it."""
+        self._checked_key(sample)
+        with cyclone_call(f"lookup_instance on {self._describe()}"):
+            handle = self._cyclone.lookup_instance(sample)
+        return None if not handle else int(handle)
+
+    def key_value(self, handle: int) -> T:
+        """A sample whose key fields are those of instance ``handle``."""
+        self._check_open()
+        data = instance_key(self._cyclone._ref, handle)
+        if data is None:
+            raise BadParameterError(f"{self._describe()} has no instance with handle {handle}")
+        return self._type.deserialize_key(data)  # type: ignore[attr-defined,no-any-return]
+
+    def _known_handle(self, handle: int) -> int:
+        if instance_key(self._cyclone._ref, handle) is None:
+            raise PreconditionNotMetError(
+                f"{self._describe()} has no registered instance with handle {handle}"
+            )
+        return handle
+
+    def _checked_key(self, sample: T) -> T:
+        self._check_open()
+        if not isinstance(sample, self._type):
+            raise idl.IdlError(
+                f"expected a {idl.describe(self._type).typename} sample, got {type(sample).__name__}"
+            )
+        idl.validate(sample, self._type)
+        return sample
+
+    def wait_for_acknowledgments(self, timeout: timedelta | float | None = None) -> None:
+        """Block until all reliable readers acknowledged everything written so far.
+
+        Raises :class:`DcpsTimeoutError` if that does not happen within ``timeout``.
+        """
+        self._check_open()
+        with cyclone_call(f"wait for acknowledgments on {self._describe()}"):
+            ok = self._cyclone.wait_for_acks(duration_ns(timeout))
+        if not ok:
+            raise DcpsTimeoutError(
+                f"{self._describe()}: not all samples were acknowledged within {timeout}"
+            )
+
+    def assert_liveliness(self) -> None:
+        """Assert this writer is alive (for MANUAL_BY_TOPIC/PARTICIPANT liveliness)."""
+        self._check_open()
+        assert_liveliness(self._cyclone._ref)
+
+    # -- matching and statuses ----------------------------------------------
+    @property
+    def matched_subscriptions(self) -> list[int]:
+        """Instance handles of the readers this writer currently matches."""
+        self._check_open()
+        with cyclone_call("get matched subscriptions"):
+            return [int(h) for h in self._cyclone.get_matched_subscriptions()]
+
+    def wait_for_readers(self, count: int = 1, timeout: timedelta | float | None = 10.0) -> None:
+        """Block until at least ``count`` readers are matched (discovery is asynchronous)."""
+        from dcps._wait import wait_until
+
+        wait_until(
+            lambda: self.publication_matched_status.current_count >= count,
+            timeout, f"{self._describe()} waiting for {count} matched reader(s)",
+        )
+
+    @property
+    def publication_matched_status(self) -> st.PublicationMatchedStatus:
+        """Readers matched so far and now (reading it resets the change counts)."""
+        return self._status("get_publication_matched_status", st.PublicationMatchedStatus)
+
+    @property
+    def liveliness_lost_status(self) -> st.LivelinessLostStatus:
+        """How often this writer failed to assert liveliness."""
+        return self._status("get_liveliness_lost_status", st.LivelinessLostStatus)
+
+    @property
+    def offered_deadline_missed_status(self) -> st.OfferedDeadlineMissedStatus:
+        """How often this writer missed its deadline for an instance."""
+        return self._status("get_offered_deadline_missed_status", st.OfferedDeadlineMissedStatus)
+
+    @property
+    def offered_incompatible_qos_status(self) -> st.OfferedIncompatibleQosStatus:
+        """Readers that requested a QoS this writer does not offer."""
+        return self._status(
+            "get_offered_incompatible_qos_status", st.OfferedIncompatibleQosStatus
+        )
+
+    def _status(self, getter: str, cls: type[st.S]) -> st.S:
+        self._check_open()
+        with cyclone_call(f"{getter} on {self._describe()}"):
+            return st._from_cyclone(cls, getattr(self._cyclone, getter)())
