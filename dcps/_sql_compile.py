@@ -456,7 +456,12 @@ def _convert(
     """Convert a literal (or bare enumerator name) to the value type of ``slot``."""
     kind = slot.kind
     shown = param[1] if param else getattr(operand, "text", "?")
-    subject = f"parameter %{param[0]} ({shown!r})" if param else repr(shown)
+    if param:
+        subject = f"parameter %{param[0]} ({shown!r})"
+    elif isinstance(operand, Field):
+        subject = repr(shown)
+    else:
+        subject = shown
     pos = operand.pos if param is None else -1
 
     def bad(expected: str) -> FilterSyntaxError:
@@ -473,9 +478,10 @@ def _convert(
             members = slot.python_type.__members__
             if name in members:
                 return members[name]
+            what = "" if param else "a field of the topic type nor "
             raise _error(
                 expression,
-                f"{subject} is neither a field of the topic type nor an enumerator of "
+                f"{subject} is {'not' if param else 'neither'} {what}an enumerator of "
                 f"{slot.python_type.__name__} ({', '.join(members)})",
                 max(pos, 0),
             )

@@ -335,6 +335,13 @@ def _translate(exc: UnexpectedInput, text: str) -> FilterSyntaxError:
                 position=len(text),
             )
         pos = token.start_pos if token.start_pos is not None else len(text)
+        if token.type == "_ORDER" and "_ORDER" not in (exc.expected or ()):
+            return FilterSyntaxError(
+                "ORDER BY is only allowed in a query expression (QueryExpression), "
+                "not in a filter",
+                expression=text,
+                position=pos,
+            )
         return FilterSyntaxError(
             f"unexpected {token.value!r}{_expected(exc.expected)}",
             expression=text,
