@@ -15,8 +15,6 @@ def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None
     """The QoS set an entity starts with: ``value`` checked, or the default."""
     if value is None:
         return default if default is not None else kind()
-    if isinstance(value, q.Profile):
-        value = value.for_kind(kind)
     if not isinstance(value, kind):
         raise BadParameterError(
             f"{entity} takes a {kind.__name__}, got {type(value).__name__}"

@@ -94,9 +94,9 @@ class RequestedDeadlineMissedStatus:
 
 
 def _policy_name(policy_id: int) -> str:
-    from qos import policy_name_for_id  # qos sits above dcps' status values
+    import qos
 
-    return policy_name_for_id(policy_id)
+    return "" if policy_id == 0 else qos.policy_class(policy_id).__name__
 
 
 @attrs.frozen

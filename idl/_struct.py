@@ -129,7 +129,7 @@ class Struct(IdlStruct, metaclass=_StructMeta):
     arrays accept any array-like on write and come back as ``numpy.ndarray``.
     """
 
-    _dcps_root: ClassVar[bool] = True
+    _dcps_root = True  # no annotation: the binding would take it for a field
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         kwargs.pop("typename", None)
