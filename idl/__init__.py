@@ -32,7 +32,8 @@ from ._introspect import (
     is_topic_type,
     key_fields,
 )
-from ._struct import Enum, Struct, make_struct
+from ._loader import IdlModule, load, loads
+from ._struct import Enum, Struct, make_enum, make_struct
 from ._validate import validate
 from ._types import (
     array,
@@ -59,6 +60,7 @@ __all__ = [
     "Enum",
     "FieldInfo",
     "IdlError",
+    "IdlModule",
     "IdlSyntaxError",
     "Struct",
     "StructInfo",
@@ -79,6 +81,9 @@ __all__ = [
     "is_topic_type",
     "key",
     "key_fields",
+    "load",
+    "loads",
+    "make_enum",
     "make_struct",
     "mutable",
     "octet",

@@ -27,7 +27,7 @@ from ._errors import IdlError
 from ._numpy_machines import numpyfy
 from ._types import KEY
 
-__all__ = ["Enum", "Struct", "make_struct"]
+__all__ = ["Enum", "Struct", "make_enum", "make_struct"]
 
 _EXTENSIBILITIES = ("final", "appendable", "mutable")
 
@@ -176,3 +176,15 @@ def make_struct(name: str, fields: dict[str, Any], *, typename: str | None = Non
     for fname, ann in fields.items():
         ns["__annotations__"][fname] = Annotated[ann, KEY] if fname in keys else ann
     return _StructMeta(name, bases, dict(ns), **kwds)
+
+
+def make_enum(name: str, values: dict[str, int], *, typename: str | None = None) -> type:
+    """Create an ``idl.Enum`` subclass at run time: ``values`` maps names to integers."""
+    from cyclonedds.idl._main import IdlEnumMeta
+
+    ns = IdlEnumMeta.__prepare__(name, (Enum,), typename=typename or name)
+    for member, value in values.items():
+        ns[member] = value
+    ns["__module__"] = "idl.dynamic"
+    ns["__qualname__"] = name
+    return IdlEnumMeta(name, (Enum,), ns)
