@@ -10,6 +10,7 @@ consistency and request/offered compatibility checks of DDS 1.4.
 from qos._compat import Incompatibility, check_compatible, compatibility, policy_class, policy_id
 from qos._cyclone import from_cyclone, to_cyclone
 from qos._duration import INFINITE
+from qos._profiles import Profile, ProfileLibrary, builtin_profiles, load_profiles, profile
 from qos._policies import (
     LENGTH_UNLIMITED,
     DataRepresentation,
@@ -64,8 +65,6 @@ from qos._sets import (
 )
 
 __all__ = [
-    "INFINITE",
-    "LENGTH_UNLIMITED",
     "DataReaderQos",
     "DataRepresentation",
     "DataRepresentationId",
@@ -82,9 +81,11 @@ __all__ = [
     "GroupData",
     "History",
     "HistoryKind",
+    "INFINITE",
     "IgnoreLocal",
     "IgnoreLocalKind",
     "Incompatibility",
+    "LENGTH_UNLIMITED",
     "LatencyBudget",
     "Lifespan",
     "Liveliness",
@@ -95,6 +96,8 @@ __all__ = [
     "Partition",
     "Presentation",
     "PresentationAccessScope",
+    "Profile",
+    "ProfileLibrary",
     "PublisherQos",
     "QosPolicy",
     "QosSet",
@@ -112,12 +115,15 @@ __all__ = [
     "TypeConsistencyKind",
     "UserData",
     "WriterDataLifecycle",
+    "builtin_profiles",
     "check_change",
     "check_compatible",
     "compatibility",
     "from_cyclone",
     "keyword_name",
+    "load_profiles",
     "policy_class",
     "policy_id",
+    "profile",
     "to_cyclone",
 ]

@@ -24,7 +24,6 @@ from idl._errors import BadParameterError
 from qos._duration import INFINITE
 
 __all__ = [
-    "LENGTH_UNLIMITED",
     "DataRepresentation",
     "DataRepresentationId",
     "Deadline",
@@ -40,6 +39,7 @@ __all__ = [
     "HistoryKind",
     "IgnoreLocal",
     "IgnoreLocalKind",
+    "LENGTH_UNLIMITED",
     "LatencyBudget",
     "Lifespan",
     "Liveliness",
