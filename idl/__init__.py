@@ -33,6 +33,7 @@ from ._introspect import (
     key_fields,
 )
 from ._loader import IdlModule, load, loads
+from ._schema import arrow_schema, from_arrow, numpy_dtype, to_arrow
 from ._struct import Enum, Struct, make_enum, make_struct
 from ._validate import validate
 from ._types import (
@@ -66,6 +67,7 @@ __all__ = [
     "StructInfo",
     "appendable",
     "array",
+    "arrow_schema",
     "bounded_str",
     "char",
     "describe",
@@ -73,6 +75,7 @@ __all__ = [
     "final",
     "float32",
     "float64",
+    "from_arrow",
     "get_path",
     "int16",
     "int32",
@@ -86,9 +89,11 @@ __all__ = [
     "make_enum",
     "make_struct",
     "mutable",
+    "numpy_dtype",
     "octet",
     "sequence",
     "string",
+    "to_arrow",
     "typedef",
     "uint16",
     "uint32",
