@@ -1,0 +1,438 @@
+"""The store protocol and its transport over Cyclone DDS (the raw ``cyclonedds`` binding).
+
+Everything the channel layer sends travels here, on four DDS topics in the
+store's namespace:
+
+``dcps_channels_request`` / ``dcps_channels_reply``
+    Request/reply with the store, in partition ``<ns>``, correlated by
+    ``(client, request_id)``; reliable, keep-all, volatile.
+``dcps_channels_batch``
+    The live tail of each channel, in partition ``<ns>/<topic>/<channel>``:
+    one sample per accepted batch; reliable, transient-local (last 32).
+``dcps_channels_assignment``
+    Channel ownership of each (topic, group), keyed by both, in partition
+    ``<ns>``; reliable, transient-local, last value.
+
+The other channel modules use only :class:`Endpoint`, :class:`StoreClient`
+and the message types defined here, so moving onto dcps's own entities later
+touches this module only.
+"""
+
+# No "from __future__ import annotations": cyclonedds resolves IDL field types at run time.
+
+import enum
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from cyclonedds.core import GuardCondition, InstanceState, Policy, Qos, ReadCondition
+from cyclonedds.core import SampleState, ViewState, WaitSet
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import types as t
+from cyclonedds.idl._machinery import BytesMachine
+from cyclonedds.idl.annotations import key
+from cyclonedds.pub import DataWriter, Publisher
+from cyclonedds.sub import DataReader, Subscriber
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    DcpsError,
+    DcpsTimeoutError,
+    IllegalOperationError,
+    InconsistentPolicyError,
+    OutOfResourcesError,
+    PreconditionNotMetError,
+    UnsupportedError,
+)
+
+__all__ = [
+    "Assignment",
+    "Endpoint",
+    "LiveBatch",
+    "Op",
+    "Reply",
+    "Request",
+    "StoreClient",
+    "batch_partition",
+    "check_name",
+    "delete_entity",
+    "error_code",
+    "pack",
+    "raise_for_reply",
+    "unpack",
+]
+
+
+class Op(enum.IntEnum):
+    """Store request kinds."""
+
+    PING = 0
+    ENSURE_TOPIC = 1
+    PUBLISH = 2
+    FETCH = 3
+    COMMIT = 4
+    SEEK = 5
+    STATE = 6
+    JOIN = 7
+    LEAVE = 8
+    HEARTBEAT = 9
+    DESTROY_GROUP = 10
+
+
+class SeekMode(enum.IntEnum):
+    """How a SEEK request's ``offsets`` are read."""
+
+    POSITION = 0
+    TIMESTAMP = 1
+    HEAD = 2
+    TAIL = 3
+
+
+@dataclass
+class Request(IdlStruct, typename="dcps_channels.Request"):
+    """A request to the store; unused fields stay empty."""
+
+    client: str
+    request_id: t.int64
+    op: t.int32
+    topic: str = ""
+    group: str = ""
+    member: str = ""
+    number: t.int64 = 0
+    flag: t.int32 = 0
+    text: str = ""
+    channels: t.sequence[t.int32] = field(default_factory=list)
+    offsets: t.sequence[t.int64] = field(default_factory=list)
+    sizes: t.sequence[t.int32] = field(default_factory=list)
+    blob: t.sequence[t.uint8] = b""  # type: ignore[assignment]
+
+
+@dataclass
+class Reply(IdlStruct, typename="dcps_channels.Reply"):
+    """The store's answer to one request (``status`` 0 means success)."""
+
+    client: str
+    request_id: t.int64
+    status: t.int32 = 0
+    error: str = ""
+    number: t.int64 = 0
+    flag: t.int32 = 0
+    text: str = ""
+    channels: t.sequence[t.int32] = field(default_factory=list)
+    offsets: t.sequence[t.int64] = field(default_factory=list)
+    stamps: t.sequence[t.int64] = field(default_factory=list)
+    codes: t.sequence[t.int32] = field(default_factory=list)
+    heads: t.sequence[t.int64] = field(default_factory=list)
+    tails: t.sequence[t.int64] = field(default_factory=list)
+    sizes: t.sequence[t.int32] = field(default_factory=list)
+    blob: t.sequence[t.uint8] = b""  # type: ignore[assignment]
+
+
+@dataclass
+class LiveBatch(IdlStruct, typename="dcps_channels.LiveBatch"):
+    """One accepted batch of a channel, pushed live: elements at ``first``, ``first + 1``, ..."""
+
+    topic: str
+    channel: t.int32
+    first: t.int64
+    timestamp: t.int64
+    sizes: t.sequence[t.int32] = field(default_factory=list)
+    blob: t.sequence[t.uint8] = b""  # type: ignore[assignment]
+
+
+@dataclass
+class Assignment(IdlStruct, typename="dcps_channels.Assignment"):
+    """Channel owners of one group: ``owners[c]`` indexes ``members`` (-1: no owner)."""
+
+    topic: str
+    group: str
+    key("topic")
+    key("group")
+    incarnation: str = ""
+    generation: t.int64 = 0
+    members: t.sequence[str] = field(default_factory=list)
+    owners: t.sequence[t.int32] = field(default_factory=list)
+    expelled: t.sequence[str] = field(default_factory=list)
+
+
+def _blob_as_bytes(cls: Any) -> None:
+    """Make the ``blob`` field (IDL ``sequence<octet>``) travel as Python ``bytes``.
+
+    The binding (de)serialises ``sequence<uint8>`` element by element into a
+    list of ints, and its XTypes builder cannot describe a ``bytes`` field; the
+    CDR of both is the same (a uint32 length, then the octets), so we describe
+    the field as ``sequence<octet>`` and swap in the binding's bytes machine.
+    """
+    idl = cls.__idl__
+    idl.populate()
+    for machine in (idl.v1_machine, idl.v2_machine):
+        machine.members_machines["blob"] = BytesMachine()
+
+
+for _cls in (Request, Reply, LiveBatch):
+    _blob_as_bytes(_cls)
+
+
+def pack(payloads: list[bytes]) -> dict[str, Any]:
+    """The ``sizes``/``blob`` fields carrying a list of byte strings.
+
+    (A sequence of byte sequences would be the natural IDL, but the binding's
+    XTypes builder cannot describe it, and one blob is faster anyway.)
+    """
+    return {"sizes": [len(p) for p in payloads], "blob": b"".join(payloads)}
+
+
+def unpack(message: Any) -> list[bytes]:
+    """The byte strings of a message's ``sizes``/``blob`` fields."""
+    blob = message.blob
+    out = []
+    pos = 0
+    for size in message.sizes:
+        out.append(blob[pos : pos + size])
+        pos += size
+    return out
+
+
+# -- errors over the wire ------------------------------------------------------
+
+_ERRORS: list[type[DcpsError]] = [
+    DcpsError,
+    BadParameterError,
+    PreconditionNotMetError,
+    UnsupportedError,
+    IllegalOperationError,
+    OutOfResourcesError,
+    InconsistentPolicyError,
+    AlreadyClosedError,
+]
+
+
+def error_code(exc: BaseException) -> int:
+    """The wire status of an exception (most specific known class; 1 for others)."""
+    for code in range(len(_ERRORS) - 1, 0, -1):
+        if isinstance(exc, _ERRORS[code]):
+            return code + 1
+    return 1
+
+
+def raise_for_reply(reply: Reply) -> Reply:
+    """Return ``reply`` or raise the dcps error its status names."""
+    if reply.status == 0:
+        return reply
+    cls = _ERRORS[reply.status - 1] if 0 < reply.status <= len(_ERRORS) else DcpsError
+    raise cls(reply.error)
+
+
+def check_name(what: str, name: str) -> str:
+    """Refuse names that would break DDS partition expressions."""
+    if not isinstance(name, str) or not name or any(ch in name for ch in "*?\\"):
+        raise BadParameterError(f"{what} must be a non-empty string without '*', '?' or '\\'")
+    return name
+
+
+def batch_partition(namespace: str, topic: str, channel: int) -> str:
+    """The DDS partition carrying a channel's live batches."""
+    return f"{namespace}/{topic}/{channel}"
+
+
+def delete_entity(entity: Any) -> None:
+    """Delete a cyclonedds entity now (the binding otherwise waits for garbage collection)."""
+    entity.__del__()
+
+
+# -- QoS -------------------------------------------------------------------------
+
+_BLOCK = duration(seconds=10)
+CONTROL_QOS = Qos(
+    Policy.Reliability.Reliable(max_blocking_time=_BLOCK),
+    Policy.History.KeepAll,
+    Policy.Durability.Volatile,
+)
+BATCH_WRITER_QOS = Qos(
+    Policy.Reliability.Reliable(max_blocking_time=_BLOCK),
+    Policy.History.KeepLast(32),
+    Policy.Durability.TransientLocal,
+)
+BATCH_READER_QOS = Qos(
+    Policy.Reliability.Reliable(max_blocking_time=_BLOCK),
+    Policy.History.KeepAll,
+    Policy.Durability.TransientLocal,
+)
+ASSIGN_QOS = Qos(
+    Policy.Reliability.Reliable(max_blocking_time=_BLOCK),
+    Policy.History.KeepLast(1),
+    Policy.Durability.TransientLocal,
+)
+ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
+
+
+class Endpoint:
+    """A DomainParticipant with the channel-layer topics of one namespace."""
+
+    def __init__(self, domain_id: int, namespace: str) -> None:
+        self.namespace = check_name("namespace", namespace)
+        self.participant = DomainParticipant(domain_id)
+        dp = self.participant
+        self.request_topic = Topic(dp, "dcps_channels_request", Request)
+        self.reply_topic = Topic(dp, "dcps_channels_reply", Reply)
+        self.batch_topic = Topic(dp, "dcps_channels_batch", LiveBatch)
+        self.assign_topic = Topic(dp, "dcps_channels_assignment", Assignment)
+        self._closed = False
+
+    def writer(self, topic: Topic[Any], partition: str, qos: Qos) -> DataWriter[Any]:
+        """A writer of ``topic`` in one partition."""
+        pub = Publisher(self.participant, qos=Qos(Policy.Partition([partition])))
+        return DataWriter(pub, topic, qos=qos)
+
+    def reader(self, topic: Topic[Any], partition: str, qos: Qos) -> DataReader[Any]:
+        """A reader of ``topic`` in one partition."""
+        sub = Subscriber(self.participant, qos=Qos(Policy.Partition([partition])))
+        return DataReader(sub, topic, qos=qos)
+
+    def close(self) -> None:
+        """Delete the participant and everything in it (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            delete_entity(self.participant)
+
+
+def drop_endpoint(entity: DataReader[Any] | DataWriter[Any]) -> None:
+    """Delete a reader or writer made by :meth:`Endpoint.reader`/``writer`` and its parent."""
+    parent = entity.parent
+    delete_entity(entity)
+    if parent is not None:
+        delete_entity(parent)
+
+
+class StoreClient:
+    """Request/reply with the store of a namespace.
+
+    One daemon thread takes replies and completes the futures of
+    :meth:`call_async`; requests unanswered within ``request_timeout`` fail with
+    :class:`~dcps.DcpsTimeoutError`.
+    """
+
+    def __init__(self, endpoint: Endpoint, *, request_timeout: float = 10.0) -> None:
+        self.endpoint = endpoint
+        self.client_id = uuid.uuid4().hex
+        self.request_timeout = request_timeout
+        self._ids = itertools.count(1)
+        self._pending: dict[int, tuple[Future[Reply], float]] = {}
+        self._lock = threading.Lock()
+        self._writer = endpoint.writer(endpoint.request_topic, endpoint.namespace, CONTROL_QOS)
+        self._reader = endpoint.reader(endpoint.reply_topic, endpoint.namespace, CONTROL_QOS)
+        self._ws = WaitSet(endpoint.participant)
+        self._cond = ReadCondition(self._reader, ANY_STATE)
+        self._guard = GuardCondition(endpoint.participant)
+        self._ws.attach(self._cond)
+        self._ws.attach(self._guard)
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="dcps-store-client", daemon=True)
+        self._thread.start()
+
+    def connect(self, timeout: float) -> None:
+        """Wait until the store answers a ping; raise ``DcpsTimeoutError`` after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._writer.get_matched_subscriptions():
+                fut = self.call_async(Op.PING)
+                try:
+                    fut.result(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
+                    return
+                except (TimeoutError, DcpsTimeoutError):
+                    self._forget(fut)
+            else:
+                time.sleep(0.02)
+        raise DcpsTimeoutError(
+            f"no dcps store answered in namespace {self.endpoint.namespace!r} "
+            f"(domain {self.endpoint.participant.domain_id}) within {timeout:g} s"
+        )
+
+    def _forget(self, fut: Future[Reply]) -> None:
+        with self._lock:
+            for rid, (f, _) in list(self._pending.items()):
+                if f is fut:
+                    del self._pending[rid]
+
+    def call_async(self, op: Op, **fields: Any) -> Future[Reply]:
+        """Send a request; the future completes with the reply (errors not raised)."""
+        if self._closed:
+            raise AlreadyClosedError("the store client is closed")
+        fut: Future[Reply] = Future()
+        rid = next(self._ids)
+        with self._lock:
+            self._pending[rid] = (fut, time.monotonic() + self.request_timeout)
+        self._writer.write(Request(client=self.client_id, request_id=rid, op=int(op), **fields))
+        return fut
+
+    def call(self, op: Op, timeout: float | None = None, **fields: Any) -> Reply:
+        """Send a request and wait for its reply; store errors raise as dcps errors."""
+        fut = self.call_async(op, **fields)
+        try:
+            reply = fut.result(timeout=timeout if timeout is not None else self.request_timeout + 1)
+        except TimeoutError as exc:
+            self._forget(fut)
+            raise DcpsTimeoutError(f"the store did not answer {op.name} in time") from exc
+        return raise_for_reply(reply)
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._ws.wait(duration(milliseconds=100))
+            if self._closed:
+                break
+            replies = self._reader.take(N=512)
+            done: list[tuple[Future[Reply], Reply]] = []
+            now = time.monotonic()
+            expired: list[Future[Reply]] = []
+            with self._lock:
+                for reply in replies:
+                    if getattr(reply, "client", None) != self.client_id:
+                        continue
+                    entry = self._pending.pop(reply.request_id, None)
+                    if entry is not None:
+                        done.append((entry[0], reply))
+                for rid, (fut, deadline) in list(self._pending.items()):
+                    if deadline < now:
+                        del self._pending[rid]
+                        expired.append(fut)
+            for fut, reply in done:
+                if not fut.done():
+                    fut.set_result(reply)
+            for fut in expired:
+                if not fut.done():
+                    fut.set_exception(DcpsTimeoutError("the store did not answer in time"))
+
+    def close(self) -> None:
+        """Stop the reply thread and fail pending requests (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._guard.set(True)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+        for fut, _ in pending:
+            if not fut.done():
+                fut.set_exception(AlreadyClosedError("the store client was closed"))
+        for entity in (self._cond, self._guard, self._ws):
+            delete_entity(entity)
+        drop_endpoint(self._reader)
+        drop_endpoint(self._writer)
+
+
+def run_waitset_thread(name: str, body: Callable[[], None]) -> threading.Thread:
+    """Start a daemon thread running ``body``."""
+    thread = threading.Thread(target=body, name=name, daemon=True)
+    thread.start()
+    return thread
