@@ -200,6 +200,16 @@ def _kind(enum_type: type[enum.Enum]) -> Any:
     return check
 
 
+def _instance(expected: type) -> Any:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, expected):
+            raise BadParameterError(
+                f"{_where(instance, attribute)} must be a {expected.__name__}, got {value!r}"
+            )
+
+    return check
+
+
 def _to_bytes(value: object) -> object:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
@@ -337,7 +347,7 @@ class DurabilityService(QosPolicy):
     """
 
     service_cleanup_delay: timedelta = attrs.field(default=timedelta(0), validator=_duration)
-    history: History = attrs.field(default=History(), validator=attrs.validators.instance_of(History))
+    history: History = attrs.field(default=History(), validator=_instance(History))
     max_samples: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
     max_instances: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
     max_samples_per_instance: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
@@ -649,4 +659,4 @@ IgnoreLocal.PROCESS = IgnoreLocal(IgnoreLocalKind.PROCESS)
 class EntityName(QosPolicy):
     """Cyclone DDS extension: a name shown by discovery tools (empty: none)."""
 
-    name: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+    name: str = attrs.field(default="", validator=_instance(str))
