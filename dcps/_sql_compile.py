@@ -50,6 +50,9 @@ __all__ = ["Compiled", "ParamSite", "compile_expression", "like_regex"]
 _PY_OPS = {"=": "==", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _ORDERING = frozenset({"<", "<=", ">", ">="})
 
+#: How deeply AND/OR/NOT may nest (Python's own parser stops near 200 brackets).
+MAX_DEPTH = 100
+
 
 @attrs.frozen
 class ParamSite:
@@ -263,13 +266,15 @@ class _Compiler:
 
     # -- predicates ----------------------------------------------------------
 
-    def node(self, node: Node) -> str:
+    def node(self, node: Node, depth: int = 0) -> str:
+        if depth > MAX_DEPTH:
+            raise self.fail(f"expression nests deeper than {MAX_DEPTH} levels", node.pos)
         if isinstance(node, Or):
-            return "(" + " or ".join(self.node(n) for n in node.operands) + ")"
+            return "(" + " or ".join(self.node(n, depth + 1) for n in node.operands) + ")"
         if isinstance(node, And):
-            return "(" + " and ".join(self.node(n) for n in node.operands) + ")"
+            return "(" + " and ".join(self.node(n, depth + 1) for n in node.operands) + ")"
         if isinstance(node, Not):
-            return f"(not {self.node(node.operand)})"
+            return f"(not {self.node(node.operand, depth + 1)})"
         if isinstance(node, Compare):
             return self.compare(node)
         if isinstance(node, Like):

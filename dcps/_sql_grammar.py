@@ -6,7 +6,7 @@ package without package-data configuration.
 Annex B, with these choices:
 
 * Keywords (``AND OR NOT BETWEEN LIKE IN TRUE FALSE ORDER BY``) are
-  case-insensitive.
+  case-insensitive and reserved: they cannot name fields.
 * A comparison, ``LIKE``, ``BETWEEN`` or ``IN`` takes any operands (field,
   literal, ``%n`` parameter); the type checker requires at least one field
   among them, which gives the type the others are converted to.
@@ -44,7 +44,7 @@ order_by: _ORDER _BY field ("," field)*
         | literal
         | PARAM -> param
 
-field: NAME (_DOT NAME | "[" INDEX "]")*
+field: NAME (_DOT NAME | "[" INTEGER "]")*
 
 ?literal: INTEGER -> integer
         | HEX -> hex
@@ -70,7 +70,6 @@ _DOT: "."
 PARAM: /%[0-9]+/
 SCOPED_NAME.2: /[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+/
 NAME: /[A-Za-z_][A-Za-z0-9_]*/
-INDEX: /[0-9]+/
 HEX.2: /[+-]?0[xX][0-9a-fA-F]+/
 FLOAT.1: /[+-]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+/
 INTEGER: /[+-]?[0-9]+/

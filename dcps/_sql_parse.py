@@ -231,7 +231,15 @@ class _ToAst(Transformer[Token, Any]):
     def field(self, *tokens: Token) -> Field:
         parts: list[str | int] = []
         for token in tokens:
-            parts.append(int(token.value) if token.type == "INDEX" else token.value)
+            if token.type == "INTEGER":
+                if not token.value.isdigit():
+                    raise _Error(
+                        f"an index must be a non-negative integer, not {token.value}",
+                        token.start_pos or 0,
+                    )
+                parts.append(int(token.value))
+            else:
+                parts.append(token.value)
         return Field(tuple(parts), tokens[0].start_pos or 0)
 
     def param(self, token: Token) -> Param:
@@ -273,6 +281,7 @@ def _parser() -> Lark:
         parser="lalr",
         start=["filter", "query", "literal_only"],
         maybe_placeholders=True,
+        lexer="basic",
     )
 
 
@@ -292,7 +301,6 @@ _TERMINAL_NAMES = {
     "PARAM": "a parameter",
     "SCOPED_NAME": "an enumerator",
     "NAME": "a field name",
-    "INDEX": "an index",
     "HEX": "a number",
     "FLOAT": "a number",
     "INTEGER": "a number",
