@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 SUBNET = "10.213.0"
 IFNAME = "eth0"
@@ -100,11 +102,19 @@ class PeerProcess:
         except FileNotFoundError:
             return ""
 
+    def mark(self) -> int:
+        """The number of events received so far, for ``expect(..., since=mark)``."""
+        return len(self.drain())
+
     def expect(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10.0, what: str = ""
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        timeout: float = 10.0,
+        what: str = "",
+        since: int = 0,
     ) -> dict[str, Any]:
-        """Wait for the first event (seen before or arriving) satisfying ``predicate``."""
-        for event in self.events:
+        """Wait for the first event from index ``since`` on (seen or arriving) matching."""
+        for event in self.events[since:]:
             if predicate(event):
                 return event
         deadline = time.monotonic() + timeout
@@ -270,6 +280,39 @@ def lan(hosts: int = 2) -> Iterator[Lan]:
         yield network
     finally:
         network.close()
+
+
+@pytest.fixture
+def make_lan() -> Iterator[Callable[[int], Lan]]:
+    """A factory of LANs (``make_lan(3)``) torn down after the test; skips without netns."""
+    reason = netns_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    lans: list[Lan] = []
+
+    def make(hosts: int = 2) -> Lan:
+        network = Lan(hosts)
+        lans.append(network)
+        return network
+
+    yield make
+    for network in lans:
+        network.close()
+
+
+def local_peer(config: dict[str, Any], workdir: Path) -> PeerProcess:
+    """Start the DDS peer program in this (root) namespace, e.g. over loopback."""
+    stderr_path = workdir / f"local-{uuid.uuid4().hex[:6]}.stderr"
+    env = {k: v for k, v in os.environ.items() if k != "CYCLONEDDS_URI"}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    with stderr_path.open("w") as stderr:
+        popen = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            text=True, env=env, cwd=str(REPO),
+        )
+    return PeerProcess(popen, stderr_path, "local peer")
 
 
 # --------------------------------------------------------------------------------------------
