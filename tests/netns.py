@@ -451,16 +451,114 @@ def main(config: dict[str, Any]) -> None:
                         names.add(name)
                         _emit(ev="participant", name=name)
             stop.wait(0.02)
-    elif role in ("echo", "pinger"):
-        _ping_roles(config, role, participant, topic, qos, stop)
+    elif role in ("sink", "source"):
+        _bench_roles(config, role, participant, Reading, commands, stop)
     else:
         raise SystemExit(f"unknown role {role!r}")
     del domain
 
 
-def _ping_roles(config: dict[str, Any], role: str, participant: Any, topic: Any, qos: Any,
-                stop: threading.Event) -> None:  # pragma: no cover - filled in by the benchmark
-    raise SystemExit(f"role {role!r} is not implemented")
+def _bench_roles(config: dict[str, Any], role: str, participant: Any, reading: Any,
+                 commands: "queue.Queue[dict[str, Any]]", stop: threading.Event) -> None:
+    """Benchmark roles: ``sink`` counts a burst and echoes pings; ``source`` drives both."""
+    from cyclonedds.core import ReadCondition, SampleState, ViewState, InstanceState, WaitSet
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.qos import Policy, Qos
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+    from cyclonedds.util import duration
+
+    keep_all = Qos(
+        Policy.Reliability.Reliable(duration(seconds=10)),
+        Policy.History.KeepAll,
+        Policy.Durability.Volatile,
+    )
+    name = config["topic"]
+    data_topic = Topic(participant, f"{name}_data", reading)
+    ping_topic = Topic(participant, f"{name}_ping", reading)
+    pong_topic = Topic(participant, f"{name}_pong", reading)
+    any_state = SampleState.Any | ViewState.Any | InstanceState.Any
+
+    def waiter(reader: Any) -> Any:
+        waitset = WaitSet(participant)
+        waitset.attach(ReadCondition(reader, any_state))
+        return waitset
+
+    if role == "sink":
+        data_reader = DataReader(participant, data_topic, qos=keep_all)
+        ping_reader = DataReader(participant, ping_topic, qos=keep_all)
+        pong_writer = DataWriter(participant, pong_topic, qos=keep_all)
+        waitset = WaitSet(participant)
+        waitset.attach(ReadCondition(data_reader, any_state))
+        waitset.attach(ReadCondition(ping_reader, any_state))
+        _emit(ev="ready", role=role)
+        count, first = 0, 0.0
+        while not stop.is_set():
+            waitset.wait(duration(milliseconds=50))
+            for sample in ping_reader.take(N=64):
+                if sample.sample_info.valid_data:
+                    pong_writer.write(sample)
+            for sample in data_reader.take(N=1024):
+                if not sample.sample_info.valid_data:
+                    continue
+                if sample.value < 0:
+                    elapsed = time.perf_counter() - first
+                    _emit(ev="throughput", count=count, seconds=elapsed)
+                    count = 0
+                    continue
+                if count == 0:
+                    first = time.perf_counter()
+                count += 1
+        return
+
+    data_writer = DataWriter(participant, data_topic, qos=keep_all)
+    ping_writer = DataWriter(participant, ping_topic, qos=keep_all)
+    pong_reader = DataReader(participant, pong_topic, qos=keep_all)
+    pong_wait = waiter(pong_reader)
+    _emit(ev="ready", role=role)
+    matched = (-1, -1)
+    while not stop.is_set():
+        now = (
+            data_writer.get_publication_matched_status().current_count,
+            pong_reader.get_subscription_matched_status().current_count,
+        )
+        if now != matched:
+            matched = now
+            _emit(ev="matched", data=now[0], pong=now[1])
+        try:
+            command = commands.get(timeout=0.02)
+        except queue.Empty:
+            continue
+        if command["op"] == "burst":
+            payload = "x" * command.get("size", 0)
+            start = time.perf_counter()
+            for index in range(command["count"]):
+                data_writer.write(reading(id=index % 64, value=index, payload=payload))
+            data_writer.write(reading(id=0, value=-1))
+            _emit(ev="burst_done", seconds=time.perf_counter() - start)
+        elif command["op"] == "ping":
+            rtts = []
+            for index in range(command["count"] + command.get("warmup", 50)):
+                start_ns = time.perf_counter_ns()
+                ping_writer.write(reading(id=0, value=index, stamp=start_ns))
+                got = False
+                deadline = time.monotonic() + 5
+                while not got and time.monotonic() < deadline:
+                    pong_wait.wait(duration(milliseconds=100))
+                    for sample in pong_reader.take(N=16):
+                        if sample.sample_info.valid_data and sample.value == index:
+                            got = True
+                if not got:
+                    _emit(ev="error", text=f"no pong for ping {index}")
+                    break
+                if index >= command.get("warmup", 50):
+                    rtts.append(time.perf_counter_ns() - start_ns)
+            rtts.sort()
+            if rtts:
+                _emit(ev="latency", count=len(rtts), p50_us=rtts[len(rtts) // 2] / 1000,
+                      p90_us=rtts[int(len(rtts) * 0.9)] / 1000)
+        elif command["op"] == "exit":
+            break
 
 
 if __name__ == "__main__":
