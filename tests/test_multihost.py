@@ -134,6 +134,22 @@ class TestLinkFailure:
         reader.expect(_is("sample", key=1, value=2, state="ALIVE"), 10, "instance alive again",
                       since=reader_mark)
 
+    def test_lost_writer_with_default_autodispose_shows_disposed(
+        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str
+    ) -> None:
+        """With Cyclone's default autodispose, a writer lost to an outage disposes its instances."""
+        a, b = make_lan(2).hosts
+        reader = _start(b, "reader", domain_id, topic_name, lease=1.0)
+        writer = _start(a, "writer", domain_id, topic_name, lease=1.0)
+        writer.expect(_is("pub_matched", count=1), 15, "writer matched")
+        writer.send(op="write", key=4, value=4)
+        reader.expect(_is("sample", key=4, value=4, state="ALIVE"), 10, "first sample")
+        mark = reader.mark()
+        a.link_down()
+        reader.expect(_is("liveliness", alive=0), 10, "liveliness lost", since=mark)
+        reader.expect(_is("sample", key=4, valid=False, state="NOT_ALIVE_DISPOSED"), 10,
+                      "instance disposed", since=mark)
+
     def test_reliable_samples_sent_while_unplugged_arrive_after(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str
     ) -> None:
