@@ -8,13 +8,25 @@ receive them anonymously or as members of a subscriber group.
 from ._assignment import assign_channels
 from ._log import SyncMode, TopicInfo, default_channel_count
 from ._position import CommitResult, CommitStatus, Position
+from ._publisher import ChannelPublisher, OrderBy
+from ._store import Store, run_store
+from ._subscriber import ChannelOwnershipListener, ChannelSubscriber, Element
+from ._topic import ChannelledTopic
 
 __all__ = [
+    "ChannelOwnershipListener",
+    "ChannelPublisher",
+    "ChannelSubscriber",
+    "ChannelledTopic",
     "CommitResult",
     "CommitStatus",
+    "Element",
+    "OrderBy",
     "Position",
+    "Store",
     "SyncMode",
     "TopicInfo",
     "assign_channels",
     "default_channel_count",
+    "run_store",
 ]

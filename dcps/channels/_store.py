@@ -49,6 +49,7 @@ from ._topic import ChannelledTopic
 __all__ = ["STORE_FILE", "Store", "run_store"]
 
 STORE_FILE = "channels.db"
+ANONYMOUS_PREFIX = "~anonymous/"
 COMMIT_CODES = list(CommitStatus)
 
 
@@ -95,6 +96,10 @@ class Store:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log = ChannelLog(self.data_dir / STORE_FILE, sync=sync)
         try:
+            for info in self.log.topics():  # anonymous subscribers do not outlive a store
+                for group in self.log.groups(info.name):
+                    if group.startswith(ANONYMOUS_PREFIX):
+                        self.log.destroy_group(info.name, group)
             for topic in topics:
                 self._ensure(topic.name, topic.channel_count or 0, topic.retain_consumed, "")
             self.namespace = namespace

@@ -1,0 +1,296 @@
+"""Publishing to a channelled topic: channel choice, batching, confirmation, flow control."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import zlib
+from concurrent.futures import Future
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    DcpsError,
+    DcpsTimeoutError,
+    InconsistentPolicyError,
+)
+
+from ._position import Position
+from ._protocol import Endpoint, Op, Reply, StoreClient, pack, raise_for_reply
+from ._topic import ChannelledTopic
+
+__all__ = ["ChannelPublisher", "OrderBy", "connect_topic"]
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class OrderBy:
+    """How a publisher picks the channel of each sample.
+
+    ``OrderBy.key()`` (the default) hashes the key fields' CDR bytes (CRC-32),
+    so one key always lands in one channel and keeps its order; keyless types
+    then use one channel per publisher. ``OrderBy.round_robin()`` spreads
+    samples over all channels (no ordering). ``OrderBy.channel(c)`` pins one.
+    """
+
+    kind: str
+    channel: int = -1
+
+    @classmethod
+    def key(cls) -> OrderBy:
+        """Order per key: samples of one key go to one channel."""
+        return cls("key")
+
+    @classmethod
+    def round_robin(cls) -> OrderBy:
+        """Spread samples over the channels in turn."""
+        return cls("round_robin")
+
+    @classmethod
+    def fixed(cls, channel: int) -> OrderBy:
+        """Send every sample to ``channel``."""
+        if not isinstance(channel, int) or channel < 0:
+            raise BadParameterError(f"a fixed channel must be an int >= 0, got {channel!r}")
+        return cls("fixed", channel)
+
+
+def _seconds(value: timedelta, what: str) -> float:
+    if not isinstance(value, timedelta) or value < timedelta(0):
+        raise BadParameterError(f"{what} must be a non-negative datetime.timedelta, got {value!r}")
+    return value.total_seconds()
+
+
+def connect_topic(client: StoreClient, topic: ChannelledTopic) -> tuple[int, bool]:
+    """Make sure the store knows ``topic``; return its ``(channel_count, retain_consumed)``."""
+    flag = -1 if topic.retain_consumed is None else int(topic.retain_consumed)
+    reply = client.call(
+        Op.ENSURE_TOPIC,
+        topic=topic.name,
+        number=topic.channel_count or 0,
+        flag=flag,
+        text=getattr(topic.type, "__idl_typename__", topic.type.__name__),
+    )
+    return int(reply.number), bool(reply.flag)
+
+
+@attrs.define
+class _Batch:
+    items: list[tuple[bytes, Future[Position | None]]] = attrs.Factory(list)
+    size: int = 0
+    started: float = 0.0
+
+
+class ChannelPublisher(Generic[T]):
+    """Publishes samples of a :class:`ChannelledTopic` through the store.
+
+    Samples are batched per channel and a batch is sent when it holds
+    ``batch_count`` samples or ``batch_bytes`` bytes, or ``linger`` after its
+    first sample. :meth:`publish` returns a future: in confirmed mode it
+    completes with the element's :class:`Position` once the store persisted
+    it; unconfirmed, it completes at once with ``None``. At most
+    ``max_in_flight`` batches await the store; beyond that :meth:`publish`
+    blocks up to ``timeout`` and then raises :class:`~dcps.DcpsTimeoutError`.
+    """
+
+    def __init__(
+        self,
+        topic: ChannelledTopic,
+        *,
+        domain_id: int = 0,
+        namespace: str = "dcps",
+        order_by: OrderBy | None = None,
+        confirmed: bool = True,
+        batch_count: int = 256,
+        batch_bytes: int = 1 << 20,
+        linger: timedelta = timedelta(milliseconds=2),
+        max_in_flight: int = 8,
+        timeout: timedelta = timedelta(seconds=10),
+        connect_timeout: timedelta = timedelta(seconds=10),
+    ) -> None:
+        if batch_count < 1 or batch_bytes < 1 or max_in_flight < 1:
+            raise BadParameterError("batch_count, batch_bytes and max_in_flight must be >= 1")
+        self.topic = topic
+        self.confirmed = confirmed
+        self._order = order_by or OrderBy.key()
+        self._batch_count = batch_count
+        self._batch_bytes = batch_bytes
+        self._linger = _seconds(linger, "linger")
+        self._timeout = _seconds(timeout, "timeout")
+        self._endpoint = Endpoint(domain_id, namespace)
+        try:
+            self._client = StoreClient(self._endpoint, request_timeout=max(self._timeout, 1.0))
+            self._client.connect(_seconds(connect_timeout, "connect_timeout"))
+            self.channel_count, self.retain_consumed = connect_topic(self._client, topic)
+        except BaseException:
+            self._endpoint.close()
+            raise
+        if self._order.kind == "fixed" and self._order.channel >= self.channel_count:
+            self.close()
+            raise InconsistentPolicyError(
+                f"fixed channel {self._order.channel} does not exist: topic {topic.name!r} "
+                f"has {self.channel_count} channels"
+            )
+        self._rr = itertools.count()
+        self._own_channel = zlib.crc32(self._client.client_id.encode()) % self.channel_count
+        self._lock = threading.Lock()
+        self._slots = threading.Semaphore(max_in_flight)
+        self._pending: dict[int, _Batch] = {}
+        self._in_flight: set[Future[Reply]] = set()
+        self._idle = threading.Condition(self._lock)
+        self._closed = False
+        self._wake = threading.Event()
+        self._linger_thread = threading.Thread(
+            target=self._linger_loop, name="dcps-publisher-linger", daemon=True
+        )
+        self._linger_thread.start()
+
+    # -- publishing ------------------------------------------------------------
+
+    def channel_of(self, sample: T) -> int:
+        """The channel this publisher sends ``sample`` to (round robin advances)."""
+        kind = self._order.kind
+        if kind == "fixed":
+            return self._order.channel
+        if kind == "round_robin":
+            return next(self._rr) % self.channel_count
+        idl = type(sample).__idl__  # type: ignore[attr-defined]
+        if idl.keyless:
+            return self._own_channel
+        return zlib.crc32(idl.serialize_key(sample)) % self.channel_count
+
+    def publish(self, sample: T) -> Future[Position | None]:
+        """Queue ``sample``; the future completes with its position (or None unconfirmed)."""
+        if self._closed:
+            raise AlreadyClosedError(f"the publisher of {self.topic.name!r} is closed")
+        if not isinstance(sample, self.topic.type):
+            raise BadParameterError(
+                f"topic {self.topic.name!r} carries {self.topic.type.__name__}, "
+                f"not {type(sample).__name__}"
+            )
+        data = sample.serialize()  # type: ignore[attr-defined]
+        channel = self.channel_of(sample)
+        fut: Future[Position | None] = Future()
+        with self._lock:
+            batch = self._pending.get(channel)
+            if batch is None:
+                batch = self._pending[channel] = _Batch(started=time.monotonic())
+            full = (
+                len(batch.items) + 1 >= self._batch_count
+                or batch.size + len(data) >= self._batch_bytes
+            )
+            if full and not self._slots.acquire(timeout=self._timeout):
+                raise DcpsTimeoutError(
+                    f"publish to {self.topic.name!r} timed out: {self._timeout:g} s with "
+                    "every in-flight batch unconfirmed (the store is falling behind)"
+                )
+            batch.items.append((data, fut))
+            batch.size += len(data)
+            if full:
+                self._send_locked(channel)
+            elif len(batch.items) == 1:
+                self._wake.set()
+        if not self.confirmed:
+            fut.set_result(None)
+        return fut
+
+    def _send_locked(self, channel: int) -> None:
+        """Send the channel's batch; the caller holds the lock and one in-flight slot."""
+        batch = self._pending.pop(channel)
+        try:
+            reply = self._client.call_async(
+                Op.PUBLISH,
+                topic=self.topic.name,
+                channels=[channel],
+                **pack([data for data, _ in batch.items]),
+            )
+        except BaseException as exc:
+            self._slots.release()
+            for _, fut in batch.items:
+                if not fut.done():
+                    fut.set_exception(exc)
+            raise
+        self._in_flight.add(reply)
+        reply.add_done_callback(lambda r: self._confirmed(r, channel, batch))
+
+    def _confirmed(self, reply_future: Future[Reply], channel: int, batch: _Batch) -> None:
+        self._slots.release()
+        try:
+            reply = raise_for_reply(reply_future.result())
+        except BaseException as exc:
+            error = exc if isinstance(exc, DcpsError) else DcpsError(str(exc))
+            for _, fut in batch.items:
+                if not fut.done():
+                    fut.set_exception(error)
+        else:
+            first = reply.offsets[0]
+            for i, (_, fut) in enumerate(batch.items):
+                if not fut.done():
+                    fut.set_result(Position(channel, first + i))
+        with self._lock:
+            self._in_flight.discard(reply_future)
+            self._idle.notify_all()
+
+    def _linger_loop(self) -> None:
+        while not self._closed:
+            self._wake.wait(timeout=max(self._linger, 0.001))
+            self._wake.clear()
+            time.sleep(self._linger)  # let the batch fill for its linger time
+            self._send_stale(force=False)
+
+    def _send_stale(self, *, force: bool, deadline: float | None = None) -> None:
+        with self._lock:
+            now = time.monotonic()
+            for channel, batch in list(self._pending.items()):
+                if not force and now - batch.started < self._linger:
+                    self._wake.set()
+                    continue
+                if deadline is None:
+                    if not self._slots.acquire(blocking=False):
+                        self._wake.set()
+                        continue
+                elif not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    raise DcpsTimeoutError(
+                        f"flushing {self.topic.name!r} timed out waiting for the store"
+                    )
+                self._send_locked(channel)
+
+    def flush(self, timeout: timedelta | None = None) -> None:
+        """Send every queued batch and wait until the store answered all of them."""
+        limit = self._timeout if timeout is None else _seconds(timeout, "timeout")
+        deadline = time.monotonic() + limit
+        self._send_stale(force=True, deadline=deadline)
+        with self._lock:
+            while self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise DcpsTimeoutError(
+                        f"flushing {self.topic.name!r}: the store did not confirm within {limit:g} s"
+                    )
+                self._idle.wait(left)
+
+    def close(self) -> None:
+        """Flush, then release the publisher's DDS entities (idempotent)."""
+        if self._closed:
+            return
+        try:
+            if hasattr(self, "_pending"):
+                self.flush()
+        finally:
+            self._closed = True
+            if hasattr(self, "_wake"):
+                self._wake.set()
+                self._linger_thread.join()
+            self._client.close()
+            self._endpoint.close()
+
+    def __enter__(self) -> ChannelPublisher[T]:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

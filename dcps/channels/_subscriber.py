@@ -1,0 +1,708 @@
+"""Subscribing to a channelled topic, anonymously or as a member of a subscriber group."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from datetime import datetime, timedelta, timezone
+from typing import Any, Generic, TypeVar, overload
+
+import attrs
+from cyclonedds.core import GuardCondition, ReadCondition, WaitSet
+from cyclonedds.util import duration
+
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    DcpsError,
+    PreconditionNotMetError,
+)
+
+from ._position import CommitResult, CommitStatus, Position
+from ._protocol import (
+    ANY_STATE,
+    ASSIGN_QOS,
+    BATCH_READER_QOS,
+    Assignment,
+    Endpoint,
+    LiveBatch,
+    Op,
+    Reply,
+    SeekMode,
+    StoreClient,
+    batch_partition,
+    check_name,
+    delete_entity,
+    drop_endpoint,
+    raise_for_reply,
+    unpack,
+)
+from ._publisher import _seconds, connect_topic
+from ._topic import ChannelledTopic
+
+__all__ = ["ChannelOwnershipListener", "ChannelSubscriber", "Element"]
+
+T = TypeVar("T")
+COMMIT_CODES = list(CommitStatus)
+FETCH_MAX = 512
+
+
+@attrs.frozen
+class Element(Generic[T]):
+    """A received element: its value, its position and the store's accept time."""
+
+    value: T
+    position: Position
+    timestamp: datetime
+
+    @property
+    def channel(self) -> int:
+        """The channel the element came from."""
+        return self.position.channel
+
+
+class ChannelOwnershipListener:
+    """Told when a group member's channel ownership changes (override what you need).
+
+    Callbacks run on the subscriber's delivery thread; keep them short.
+    """
+
+    def on_channels_assigned(self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]) -> None:
+        """``channels`` are now owned by ``subscriber``."""
+
+    def on_channels_revoked(self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]) -> None:
+        """``channels`` moved to other members in a rebalance."""
+
+    def on_channels_lost(self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]) -> None:
+        """``channels`` were taken because the member timed out (or the store restarted)."""
+
+
+@attrs.define
+class _Channel:
+    reader: Any
+    cond: Any
+    next: int | None = None
+    buf: deque[tuple[int, int, bytes]] = attrs.Factory(deque)
+    need_fetch: bool = True
+
+
+def _to_ns(when: datetime) -> int:
+    if not isinstance(when, datetime):
+        raise BadParameterError(f"a seek timestamp must be a datetime, got {when!r}")
+    if when.tzinfo is None:
+        raise BadParameterError("a seek timestamp must be timezone-aware (e.g. UTC)")
+    delta = when - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def _from_ns(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc) + timedelta(
+        microseconds=(ns % 1_000_000_000) // 1000
+    )
+
+
+class ChannelSubscriber(Generic[T]):
+    """Receives a :class:`ChannelledTopic`'s elements through channels.
+
+    Without ``group`` the subscriber is anonymous and owns every channel (a
+    private group the store removes when it closes, so it keeps its place
+    while alive). With ``group`` it joins that subscriber group and owns the
+    channels the store assigns it; each element reaches one member of the
+    group. :meth:`receive` returns futures completed in order, on one thread.
+    A member that neither calls :meth:`receive` (nor waits in it) nor
+    :meth:`heartbeat` for ``timeout`` loses its channels; its next receive
+    rejoins. ``complete_on_empty`` completes receives with ``None``/``[]``
+    when nothing is available instead of waiting. ``filter`` skips elements
+    whose value it rejects; ``converter`` maps values before delivery.
+    """
+
+    def __init__(
+        self,
+        topic: ChannelledTopic,
+        *,
+        group: str | None = None,
+        domain_id: int = 0,
+        namespace: str = "dcps",
+        complete_on_empty: bool = False,
+        filter: Callable[[Any], bool] | None = None,
+        converter: Callable[[Any], Any] | None = None,
+        listeners: Iterable[ChannelOwnershipListener] = (),
+        timeout: timedelta = timedelta(seconds=30),
+        connect_timeout: timedelta = timedelta(seconds=10),
+    ) -> None:
+        self.topic = topic
+        self.anonymous = group is None
+        self.member = uuid.uuid4().hex
+        self.group = f"~anonymous/{self.member}" if group is None else check_name("group", group)
+        self._complete_on_empty = complete_on_empty
+        self._filter = filter
+        self._converter = converter
+        self._listeners = list(listeners)
+        self._timeout = _seconds(timeout, "timeout")
+        if self._timeout <= 0:
+            raise BadParameterError("the subscriber timeout must be positive")
+        self._lock = threading.RLock()
+        self._requests: deque[tuple[int | None, Future[Any]]] = deque()
+        self._chans: dict[int, _Channel] = {}
+        self._generation = 0
+        self._incarnation = ""
+        self._need_join = False
+        self._closed = False
+        self._rr = 0
+        self._last_heartbeat = 0.0
+        self._last_poll = time.monotonic()
+        self._endpoint = Endpoint(domain_id, namespace)
+        try:
+            self._client = StoreClient(self._endpoint)
+            self._client.connect(_seconds(connect_timeout, "connect_timeout"))
+            self.channel_count, self.retain_consumed = connect_topic(self._client, topic)
+            self._ws = WaitSet(self._endpoint.participant)
+            self._guard = GuardCondition(self._endpoint.participant)
+            self._ws.attach(self._guard)
+            self._assign_reader = self._endpoint.reader(
+                self._endpoint.assign_topic, namespace, ASSIGN_QOS
+            )
+            self._assign_cond = ReadCondition(self._assign_reader, ANY_STATE)
+            self._ws.attach(self._assign_cond)
+            self._join()
+        except BaseException:
+            self._endpoint.close()
+            raise
+        self._thread = threading.Thread(target=self._run, name="dcps-subscriber", daemon=True)
+        self._thread.start()
+
+    # -- membership --------------------------------------------------------------
+
+    def _join(self) -> None:
+        reply = self._client.call(
+            Op.JOIN,
+            topic=self.topic.name,
+            group=self.group,
+            member=self.member,
+            number=int(self._timeout * 1000),
+            flag=int(self.anonymous),
+        )
+        self._need_join = False
+        self._incarnation = reply.text
+        self._generation = int(reply.number)
+        self._last_heartbeat = time.monotonic()
+        self._set_owned(set(reply.channels), lost=False)
+
+    def _set_owned(self, owned: set[int], *, lost: bool) -> None:
+        with self._lock:
+            current = set(self._chans)
+            gained, gone = owned - current, current - owned
+            for c in gone:
+                ch = self._chans.pop(c)
+                self._ws.detach(ch.cond)
+                delete_entity(ch.cond)
+                drop_endpoint(ch.reader)
+            for c in sorted(gained):
+                reader = self._endpoint.reader(
+                    self._endpoint.batch_topic,
+                    batch_partition(self._endpoint.namespace, self.topic.name, c),
+                    BATCH_READER_QOS,
+                )
+                cond = ReadCondition(reader, ANY_STATE)
+                self._ws.attach(cond)
+                self._chans[c] = _Channel(reader, cond)
+            if gained:
+                self._refresh_cursors(sorted(gained))
+        self._notify(gained, gone, lost)
+
+    def _refresh_cursors(self, channels: list[int]) -> None:
+        reply = self._client.call(
+            Op.STATE, topic=self.topic.name, group=self.group, channels=channels
+        )
+        for i, c in enumerate(reply.channels):
+            ch = self._chans.get(c)
+            if ch is None:
+                continue
+            committed = reply.offsets[i] if reply.offsets else reply.heads[i] - 1
+            ch.next = max(committed + 1, reply.heads[i])
+            ch.buf.clear()
+            ch.need_fetch = True
+
+    def _notify(self, gained: set[int], gone: set[int], lost: bool) -> None:
+        for listener in self._listeners:
+            if gone:
+                if lost:
+                    listener.on_channels_lost(self, frozenset(gone))
+                else:
+                    listener.on_channels_revoked(self, frozenset(gone))
+            if gained:
+                listener.on_channels_assigned(self, frozenset(gained))
+
+    def _apply_assignments(self) -> None:
+        for sample in self._assign_reader.take(N=256):
+            if not isinstance(sample, Assignment):
+                continue
+            if sample.topic != self.topic.name or sample.group != self.group:
+                continue
+            if sample.incarnation != self._incarnation or sample.generation <= self._generation:
+                continue
+            self._generation = sample.generation
+            if self.member not in sample.members:
+                self._expel()
+                continue
+            me = sample.members.index(self.member)
+            owned = {c for c, owner in enumerate(sample.owners) if owner == me}
+            self._set_owned(owned, lost=False)
+
+    def _expel(self) -> None:
+        if not self._need_join:
+            self._need_join = True
+            self._set_owned(set(), lost=True)
+
+    def _send_heartbeat(self) -> None:
+        self._last_heartbeat = time.monotonic()
+        if self._need_join:
+            return
+        fut = self._client.call_async(
+            Op.HEARTBEAT, topic=self.topic.name, group=self.group, member=self.member
+        )
+        fut.add_done_callback(self._heartbeat_done)
+
+    def _heartbeat_done(self, fut: Future[Reply]) -> None:
+        try:
+            reply = fut.result()
+        except Exception:
+            return  # no answer (store down): the next heartbeat retries
+        if reply.status != 0 or reply.text != self._incarnation:
+            self._need_join = True
+            self._guard.set(True)
+
+    def heartbeat(self) -> None:
+        """Tell the store this member is alive (a no-op for anonymous subscribers)."""
+        self._check_open()
+        if not self.anonymous:
+            self._send_heartbeat()
+
+    # -- the delivery thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._ws.wait(duration(milliseconds=100))
+            self._guard.set(False)
+            if self._closed:
+                break
+            try:
+                with self._lock:
+                    self._step()
+            except DcpsError:
+                time.sleep(0.05)  # store unreachable: retry on the next round
+
+    def _step(self) -> None:
+        self._apply_assignments()
+        if self._need_join and (self._requests or self.anonymous):
+            if self._chans:
+                self._set_owned(set(), lost=True)
+            self._join()
+        now = time.monotonic()
+        if (self._requests or self.anonymous) and now - self._last_heartbeat > self._timeout / 4:
+            self._send_heartbeat()
+        for c, ch in self._chans.items():
+            for batch in ch.reader.take(N=256):
+                if isinstance(batch, LiveBatch):
+                    self._add_live(c, ch, batch)
+        delivered = self._deliver()
+        if self._requests and not delivered and now - self._last_poll > 1.0:
+            self._poll_tails()
+
+    def _add_live(self, c: int, ch: _Channel, batch: LiveBatch) -> None:
+        if ch.next is None or ch.need_fetch:
+            return
+        expected = ch.next + len(ch.buf)
+        if batch.first > expected:
+            ch.need_fetch = True
+            return
+        stamp = batch.timestamp
+        for i, data in enumerate(unpack(batch)):
+            offset = batch.first + i
+            if offset >= expected:
+                ch.buf.append((offset, stamp, data))
+
+    def _poll_tails(self) -> None:
+        """Safety net for live batches lost before discovery completed."""
+        self._last_poll = time.monotonic()
+        if not self._chans:
+            return
+        reply = self._client.call(
+            Op.STATE, topic=self.topic.name, channels=sorted(self._chans)
+        )
+        for i, c in enumerate(reply.channels):
+            ch = self._chans.get(c)
+            if ch is not None and ch.next is not None and reply.tails[i] >= ch.next + len(ch.buf):
+                ch.need_fetch = True
+
+    def _fetch(self, c: int, ch: _Channel) -> None:
+        if ch.next is None:
+            return
+        expected = ch.next + len(ch.buf)
+        reply = self._client.call(
+            Op.FETCH, topic=self.topic.name, channels=[c], offsets=[expected], number=FETCH_MAX
+        )
+        payloads = unpack(reply)
+        if payloads and reply.offsets[0] > expected and not ch.buf:
+            ch.next = expected = reply.offsets[0]  # removed by retention: skip ahead
+        elif not payloads and reply.heads[0] > expected and not ch.buf:
+            ch.next = reply.heads[0]
+        for offset, stamp, data in zip(reply.offsets, reply.stamps, payloads, strict=True):
+            if offset == ch.next + len(ch.buf):
+                ch.buf.append((offset, stamp, data))
+        ch.need_fetch = len(payloads) >= FETCH_MAX
+
+    def _collect(self, n: int) -> list[Element[Any]]:
+        out: list[Element[Any]] = []
+        order = sorted(self._chans)
+        if not order:
+            return out
+        start = self._rr % len(order)
+        self._rr += 1
+        committed: dict[int, int] = {}
+        for c in order[start:] + order[:start]:
+            ch = self._chans[c]
+            if ch.next is None:
+                continue
+            while len(out) < n:
+                if not ch.buf and ch.need_fetch:
+                    self._fetch(c, ch)
+                if not ch.buf:
+                    break
+                offset, stamp, data = ch.buf.popleft()
+                ch.next = offset + 1
+                committed[c] = offset
+                value = self.topic.type.deserialize(data)
+                if self._filter is not None and not self._filter(value):
+                    continue
+                if self._converter is not None:
+                    value = self._converter(value)
+                out.append(Element(value, Position(c, offset), _from_ns(stamp)))
+            if len(out) >= n:
+                break
+        if committed and self.anonymous:
+            self._client.call_async(
+                Op.COMMIT,
+                topic=self.topic.name,
+                group=self.group,
+                member=self.member,
+                channels=list(committed),
+                offsets=list(committed.values()),
+            )
+        return out
+
+    def _deliver(self) -> bool:
+        delivered = False
+        while self._requests:
+            max_count, fut = self._requests[0]
+            if fut.cancelled():
+                self._requests.popleft()
+                continue
+            elements = self._collect(1 if max_count is None else max_count)
+            if not elements and not self._complete_on_empty:
+                break
+            self._requests.popleft()
+            delivered = True
+            result: Any = elements if max_count is not None else (elements[0] if elements else None)
+            if fut.set_running_or_notify_cancel():
+                fut.set_result(result)
+        return delivered
+
+    # -- receiving -------------------------------------------------------------------
+
+    @overload
+    def receive(self) -> Future[Element[T] | None]: ...
+
+    @overload
+    def receive(self, max_elements: int) -> Future[list[Element[T]]]: ...
+
+    def receive(self, max_elements: int | None = None) -> Future[Any]:
+        """Receive one element, or up to ``max_elements``; futures complete in order.
+
+        Without ``max_elements`` the future's value is an :class:`Element` (or
+        ``None`` when completing on empty); with it, a list (maybe shorter).
+        """
+        self._check_open()
+        if max_elements is not None and (not isinstance(max_elements, int) or max_elements < 1):
+            raise BadParameterError(f"max_elements must be an int >= 1, got {max_elements!r}")
+        fut: Future[Any] = Future()
+        with self._lock:
+            self._requests.append((max_elements, fut))
+            if not self.anonymous and time.monotonic() - self._last_heartbeat > self._timeout / 4:
+                self._send_heartbeat()
+        self._guard.set(True)
+        return fut
+
+    # -- ownership ---------------------------------------------------------------------
+
+    @property
+    def channels(self) -> list[int]:
+        """The channels this subscriber owns now, sorted."""
+        with self._lock:
+            return sorted(self._chans)
+
+    def is_owner(self, channel: int) -> bool:
+        """True when this subscriber owns ``channel`` now."""
+        with self._lock:
+            return channel in self._chans
+
+    @property
+    def is_active(self) -> bool:
+        """False once closed."""
+        return not self._closed
+
+    # -- commits -------------------------------------------------------------------------
+
+    @staticmethod
+    def _positions(channel_or_map: int | Mapping[int, Position], position: Position | None) -> dict[int, Position]:
+        if isinstance(channel_or_map, Mapping):
+            positions = dict(channel_or_map)
+        else:
+            if position is None:
+                raise BadParameterError("commit(channel, position) needs a position")
+            positions = {channel_or_map: position}
+        for c, p in positions.items():
+            if not isinstance(p, Position) or p.channel != c:
+                raise BadParameterError(f"{p!r} is not a Position of channel {c}")
+        return positions
+
+    def commit_async(
+        self, channel_or_map: int | Mapping[int, Position], position: Position | None = None
+    ) -> Future[Any]:
+        """Commit asynchronously; the future holds a :class:`CommitResult` (or a dict of them)."""
+        self._check_open()
+        positions = self._positions(channel_or_map, position)
+        single = not isinstance(channel_or_map, Mapping)
+        request = self._client.call_async(
+            Op.COMMIT,
+            topic=self.topic.name,
+            group=self.group,
+            member=self.member,
+            channels=list(positions),
+            offsets=[p.offset for p in positions.values()],
+        )
+        out: Future[Any] = Future()
+
+        def done(f: Future[Reply]) -> None:
+            try:
+                reply = raise_for_reply(f.result())
+            except BaseException as exc:
+                if isinstance(exc, PreconditionNotMetError):
+                    results = {
+                        c: CommitResult(c, p, CommitStatus.UNOWNED, str(exc))
+                        for c, p in positions.items()
+                    }
+                else:
+                    out.set_exception(exc)
+                    return
+            else:
+                results = {
+                    c: CommitResult(c, positions[c], COMMIT_CODES[code])
+                    for c, code in zip(reply.channels, reply.codes, strict=True)
+                }
+            out.set_result(next(iter(results.values())) if single else results)
+
+        request.add_done_callback(done)
+        return out
+
+    @overload
+    def commit(self, channel_or_map: int, position: Position) -> CommitResult: ...
+
+    @overload
+    def commit(self, channel_or_map: Mapping[int, Position]) -> dict[int, CommitResult]: ...
+
+    def commit(
+        self, channel_or_map: int | Mapping[int, Position], position: Position | None = None
+    ) -> Any:
+        """Commit a position (and every earlier one of its channel), or a map of them."""
+        return self.commit_async(channel_or_map, position).result()
+
+    # -- seeking ---------------------------------------------------------------------------
+
+    def _seek(self, mode: SeekMode, targets: Mapping[int, int]) -> dict[int, Position]:
+        self._check_open()
+        with self._lock:
+            unowned = [c for c in targets if c not in self._chans]
+            if unowned:
+                raise PreconditionNotMetError(
+                    f"cannot seek channels {sorted(unowned)} of {self.topic.name!r}: "
+                    "this subscriber does not own them"
+                )
+            reply = self._client.call(
+                Op.SEEK,
+                topic=self.topic.name,
+                group=self.group,
+                member=self.member,
+                number=int(mode),
+                channels=list(targets),
+                offsets=list(targets.values()),
+            )
+            result = {}
+            for c, target in zip(reply.channels, reply.offsets, strict=True):
+                ch = self._chans[c]
+                ch.next = target + 1
+                ch.buf.clear()
+                ch.need_fetch = True
+                result[c] = Position(c, target)
+        self._guard.set(True)
+        return result
+
+    @overload
+    def seek(self, channel_or_map: int, to: Position | datetime) -> Position: ...
+
+    @overload
+    def seek(self, channel_or_map: Mapping[int, Position]) -> dict[int, Position]: ...
+
+    def seek(
+        self, channel_or_map: int | Mapping[int, Position], to: Position | datetime | None = None
+    ) -> Any:
+        """Reposition so the next element received from the channel follows ``to``.
+
+        ``to`` is a :class:`Position` or an aware ``datetime`` (resume at the first
+        element accepted at or after it). The position actually seeked to is
+        returned (clamped to the channel's head - 1 and tail). Seeking back
+        before the group's commit rolls the commit back; seeking forward does
+        not commit. A map of channel to position seeks several channels.
+        """
+        if isinstance(channel_or_map, Mapping):
+            positions = self._positions(channel_or_map, None)
+            return self._seek(SeekMode.POSITION, {c: p.offset for c, p in positions.items()})
+        if isinstance(to, datetime):
+            return self._seek(SeekMode.TIMESTAMP, {channel_or_map: _to_ns(to)})[channel_or_map]
+        positions = self._positions(channel_or_map, to)
+        return self._seek(SeekMode.POSITION, {channel_or_map: positions[channel_or_map].offset})[
+            channel_or_map
+        ]
+
+    def seek_and_commit(
+        self, channel_or_map: int | Mapping[int, Position], to: Position | datetime | None = None
+    ) -> Any:
+        """:meth:`seek`, then commit the position seeked to."""
+        result = self.seek(channel_or_map, to)  # type: ignore[call-overload]
+        targets = result if isinstance(result, dict) else {result.channel: result}
+        self._commit_targets(targets)
+        return result
+
+    def _commit_targets(self, targets: Mapping[int, Position]) -> None:
+        real = {c: p for c, p in targets.items() if p.offset >= 0}
+        if real:
+            self.commit(real)
+
+    def seek_to_head(self, *channels: int) -> dict[int, Position]:
+        """Reposition channels (all owned if none given) at their heads, clearing commits."""
+        return self._seek(SeekMode.HEAD, dict.fromkeys(channels or self.channels, 0))
+
+    def seek_to_tail(self, *channels: int) -> dict[int, Position]:
+        """Reposition channels (all owned if none given) after their last element."""
+        return self._seek(SeekMode.TAIL, dict.fromkeys(channels or self.channels, 0))
+
+    def seek_to_tail_and_commit(self, *channels: int) -> dict[int, Position]:
+        """:meth:`seek_to_tail`, then commit the tails."""
+        result = self.seek_to_tail(*channels)
+        self._commit_targets(result)
+        return result
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def _state(self) -> Reply:
+        self._check_open()
+        return self._client.call(
+            Op.STATE, topic=self.topic.name, group=self.group, channels=self.channels or []
+        ) if self.channels else Reply(client="", request_id=0)
+
+    def heads(self) -> dict[int, Position]:
+        """The first available element's position of each owned channel."""
+        reply = self._state()
+        return {c: Position(c, h) for c, h in zip(reply.channels, reply.heads, strict=True)}
+
+    def tails(self) -> dict[int, Position]:
+        """The last element's position of each owned channel (offset -1 when empty)."""
+        reply = self._state()
+        return {c: Position(c, t) for c, t in zip(reply.channels, reply.tails, strict=True)}
+
+    def head(self, channel: int) -> Position | None:
+        """The head of ``channel``, or None when not owned."""
+        return self.heads().get(channel)
+
+    def tail(self, channel: int) -> Position | None:
+        """The tail of ``channel``, or None when not owned."""
+        return self.tails().get(channel)
+
+    def last_committed(self, channel: int | None = None) -> Any:
+        """The group's last commit per owned channel (a dict), or of one channel (or None)."""
+        reply = self._state()
+        result = {
+            c: Position(c, off)
+            for c, off, explicit in zip(reply.channels, reply.offsets, reply.codes, strict=True)
+            if explicit
+        }
+        return result if channel is None else result.get(channel)
+
+    def remaining_messages(self, channel: int | None = None) -> int:
+        """Elements not yet received in ``channel`` (0 when not owned), or in all owned ones."""
+        reply = self._state()
+        total = 0
+        with self._lock:
+            for c, tail in zip(reply.channels, reply.tails, strict=True):
+                ch = self._chans.get(c)
+                if ch is None or ch.next is None or (channel is not None and c != channel):
+                    continue
+                total += max(0, tail + 1 - ch.next)
+        return total
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosedError(f"the subscriber of {self.topic.name!r} is closed")
+
+    def close(self) -> None:
+        """Leave the group, cancel pending receives, release DDS entities (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._guard.set(True)
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        with self._lock:
+            for _, fut in self._requests:
+                fut.cancel()
+            self._requests.clear()
+            try:
+                self._client.call(
+                    Op.LEAVE, timeout=2.0, topic=self.topic.name, group=self.group, member=self.member
+                )
+            except DcpsError:
+                pass  # the store will time this member out
+            for ch in self._chans.values():
+                delete_entity(ch.cond)
+                drop_endpoint(ch.reader)
+            self._chans.clear()
+        delete_entity(self._assign_cond)
+        drop_endpoint(self._assign_reader)
+        delete_entity(self._guard)
+        delete_entity(self._ws)
+        self._client.close()
+        self._endpoint.close()
+
+    def destroy_group(self) -> bool:
+        """Close this member and delete its group (and its commits) in the store.
+
+        Returns False when the group did not exist any more.
+        """
+        if self.anonymous:
+            raise BadParameterError("an anonymous subscriber has no group to destroy")
+        self._check_open()
+        reply = self._client.call(Op.DESTROY_GROUP, topic=self.topic.name, group=self.group)
+        self.close()
+        return bool(reply.flag)
+
+    def __enter__(self) -> ChannelSubscriber[T]:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
