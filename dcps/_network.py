@@ -55,7 +55,7 @@ __all__ = ["NetworkConfig", "NetworkInterface", "Peer"]
 
 #: Highest DDS domain id the default DDSI port mapping (7400 + 250 * id) allows.
 MAX_DOMAIN_ID = 232
-#: Highest participant index whose unicast ports stay below 65536 in domain 232.
+#: Highest participant index accepted (ports must also fit: 7411 + 250 * domain + 2 * index).
 MAX_PARTICIPANT_INDEX = 120
 
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
@@ -415,6 +415,12 @@ class NetworkConfig:
     def to_cyclone_xml(self, domain_id: int) -> str:
         """The Cyclone DDS configuration (XML) of domain ``domain_id`` with these settings."""
         _check_domain_id(domain_id)
+        index = self.max_participant_index
+        if index is not None and 7411 + 250 * domain_id + 2 * index > 65535:
+            raise BadParameterError(
+                f"max_participant_index: {index} gives unicast ports above 65535 in domain "
+                f"{domain_id} (7411 + 250 * domain + 2 * index)"
+            )
         general: list[str] = []
         if self.interfaces:
             rows = []

@@ -114,6 +114,13 @@ class TestOtherSettings:
         with pytest.raises(dcps.BadParameterError, match="max_participant_index"):
             NetworkConfig(max_participant_index=index)
 
+    def test_participant_index_must_fit_the_ports_of_the_domain(self) -> None:
+        """An index whose unicast port would pass 65535 in that domain is rejected."""
+        config = NetworkConfig(max_participant_index=100)
+        assert "<MaxAutoParticipantIndex>100<" in config.to_cyclone_xml(0)
+        with pytest.raises(dcps.BadParameterError, match="max_participant_index.*domain 232"):
+            config.to_cyclone_xml(232)
+
     def test_lease_must_be_positive(self) -> None:
         """A zero or negative lease duration is rejected."""
         with pytest.raises(dcps.BadParameterError, match="lease_duration"):
