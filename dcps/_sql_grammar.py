@@ -11,7 +11,8 @@ Annex B, with these choices:
   literal, ``%n`` parameter); the type checker requires at least one field
   among them, which gives the type the others are converted to.
 * ``IN (a, b, ...)`` and ``NOT IN`` are an extension to Annex B.
-* Strings are single-quoted; a quote inside is written twice (``'it''s'``).
+* Strings are single-quoted; a quote inside is written twice (``'it''s'``);
+  unlike Annex B they may span lines.
 * A bare identifier is a field path or, when compared with an enum field and
   no such field exists, an enumerator; ``Enum::LITERAL`` is always an
   enumerator.
@@ -73,7 +74,7 @@ NAME: /[A-Za-z_][A-Za-z0-9_]*/
 HEX.2: /[+-]?0[xX][0-9a-fA-F]+/
 FLOAT.1: /[+-]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+/
 INTEGER: /[+-]?[0-9]+/
-STRING: /'([^'\n]|'')*'/
+STRING: /'([^']|'')*'/
 
 %ignore /[ \t\r\n]+/
 """
