@@ -97,10 +97,26 @@ class _StructMeta(IdlMeta):
         except BaseException:
             IDLNamespaceScope.exit()
             raise
+        # ``Struct`` is a virtual base: the binding's XTypes builder would turn a real
+        # base class into IDL inheritance (``struct Reading : Struct``), which C
+        # peers do not have. Subclass IdlStruct directly and copy Struct's methods.
+        if Struct in bases:
+            bases = tuple(IdlStruct if b is Struct else b for b in bases)
+            namespace.setdefault("__eq__", _struct_eq)
+            namespace.setdefault("__hash__", None)
+            namespace.setdefault("__doc__", None)
         cls = super().__new__(mcls, name, bases, namespace)
         cls = dataclasses.dataclass(cls, eq=False)
         cls.__idl__ = _NumpyIDL(cls)
         return cls
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        if cls.__dict__.get("_dcps_root", False):
+            return isinstance(subclass, _StructMeta)
+        return super().__subclasscheck__(subclass)
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return cls.__subclasscheck__(type(instance))
 
 
 def _as_array(v: Any) -> Any:
@@ -120,6 +136,16 @@ def _values_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _struct_eq(self: Any, other: object) -> bool:
+    """Field-wise equality; numpy fields compare by shape and values."""
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    return all(
+        _values_equal(getattr(self, f.name), getattr(other, f.name))
+        for f in dataclasses.fields(self)
+    )
+
+
 class Struct(IdlStruct, metaclass=_StructMeta):
     """Base class of topic types; subclasses are dataclasses and ``IdlStruct``\\ s.
 
@@ -131,24 +157,9 @@ class Struct(IdlStruct, metaclass=_StructMeta):
 
     _dcps_root = True  # no annotation: the binding would take it for a field
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        kwargs.pop("typename", None)
-        kwargs.pop("extensibility", None)
-        super().__init_subclass__(**kwargs)
+    # Subclasses do not really inherit from Struct (see _StructMeta.__new__);
+    # isinstance/issubclass still answer True for them.
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(
-            _values_equal(getattr(self, f.name), getattr(other, f.name))
-            for f in dataclasses.fields(self)  # type: ignore[arg-type]
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # mutable value type
-
-
-# ``_dcps_root`` must not leak to subclasses as "root": it is looked up in the
-# class namespace only (namespace.get), so inheriting the attribute is harmless.
 
 
 class Enum(IdlEnum):
