@@ -31,6 +31,19 @@ if TYPE_CHECKING:
 class Condition(Entity):
     """Something a :class:`WaitSet` can wait for."""
 
+    def __init__(self, parent: Entity) -> None:
+        super().__init__(parent)
+        self._waitsets: list[WaitSet] = []
+
+    def _rebind(self) -> None:
+        """Follow the reader onto its re-created Cyclone reader; stay attached."""
+        old = self._cyclone
+        self._cyclone = self._create()  # type: ignore[attr-defined]
+        for ws in self._waitsets:
+            with cyclone_call("re-attach condition"):
+                ws._cyclone.attach(_target(self))
+        old.__del__()
+
     @property
     def triggered(self) -> bool:
         """Whether the condition holds now."""
@@ -170,6 +183,12 @@ class StatusCondition(Condition):
         self._cyclone = None  # the Cyclone entity itself is what a wait set attaches
         self.set_enabled_statuses(enabled_statuses)
 
+    def _rebind(self) -> None:
+        self.set_enabled_statuses(self.enabled_statuses)
+        for ws in self._waitsets:
+            with cyclone_call("re-attach condition"):
+                ws._cyclone.attach(_target(self))
+
     def set_enabled_statuses(self, statuses: StatusKind) -> None:
         """Choose the statuses this condition (and the entity's wait-set trigger) reacts to."""
         self._check_open()
@@ -204,6 +223,9 @@ class WaitSet(Entity):
             self._cyclone: Any = CycloneWaitSet(participant._cyclone)
 
     def _on_close(self) -> None:
+        for condition in self._conditions:
+            if self in condition._waitsets:
+                condition._waitsets.remove(self)
         self._conditions.clear()
 
     @property
@@ -224,6 +246,7 @@ class WaitSet(Entity):
         with cyclone_call("attach condition"):
             self._cyclone.attach(_target(condition))
         self._conditions.append(condition)
+        condition._waitsets.append(self)
 
     def detach(self, condition: Condition) -> None:
         """Stop waiting for ``condition``."""
@@ -234,6 +257,7 @@ class WaitSet(Entity):
             with cyclone_call("detach condition"):
                 self._cyclone.detach(_target(condition))
         self._conditions.remove(condition)
+        condition._waitsets.remove(self)
 
     def wait(self, timeout: timedelta | float | None = None) -> list[Condition]:
         """Block until at least one attached condition holds; return those that do.

@@ -54,14 +54,39 @@ class _Group(Entity):
         return tuple(self._qos.get(q.Partition).names)
 
     def set_partitions(self, partitions: Sequence[str]) -> None:
-        """Move all endpoints of this entity to other partitions, at run time."""
-        self._check_open()
-        self._qos = apply_qos(self, self._qos, _with_partitions(self._qos, partitions))
+        """Move all endpoints of this entity to other partitions, at run time.
+
+        Cyclone DDS cannot change the partitions of a live publisher or
+        subscriber, so dcps re-creates the Cyclone entities underneath: your
+        writers, readers, conditions and listeners stay valid. Readers start
+        with an empty cache in the new partitions (take what you still need
+        first); a writer's TRANSIENT_LOCAL history restarts, and readers in the
+        old partitions see its instances lose their writer (not disposed).
+        """
+        self.set_qos(_with_partitions(self._qos, partitions))
 
     def set_qos(self, qos: Any) -> None:
         """Change the QoS (only changeable policies may differ)."""
         self._check_open()
-        self._qos = apply_qos(self, self._qos, qos)
+        if qos.get(q.Partition) == self._qos.get(q.Partition):
+            self._qos = apply_qos(self, self._qos, qos)
+            return
+        if type(qos) is not type(self._qos):
+            raise BadParameterError(f"{self._kind} takes a {type(self._qos).__name__}")
+        qos.check()
+        q.check_change(self._qos, qos)
+        self._rebuild(qos)
+
+    def _create_cyclone(self, qos: Any) -> Any:
+        raise NotImplementedError
+
+    def _rebuild(self, qos: Any) -> None:
+        with cyclone_call(f"re-create {self._kind} for new partitions"):
+            new = self._create_cyclone(qos)
+        old, self._cyclone, self._qos = self._cyclone, new, qos
+        for child in list(self._children):
+            child._rebind(new)  # type: ignore[attr-defined]
+        old.__del__()
 
 
 class Publisher(_Group):
@@ -80,7 +105,10 @@ class Publisher(_Group):
         self._qos = _with_partitions(resolve_qos(qos, q.PublisherQos, "Publisher"), partitions)
         self._qos.check()
         with cyclone_call("create Publisher"):
-            self._cyclone = CyclonePublisher(participant._cyclone, qos=q.to_cyclone(self._qos))
+            self._cyclone = self._create_cyclone(self._qos)
+
+    def _create_cyclone(self, qos: Any) -> Any:
+        return CyclonePublisher(self._participant._cyclone, qos=q.to_cyclone(qos))
 
     @property
     def qos(self) -> q.PublisherQos:
@@ -112,7 +140,10 @@ class Subscriber(_Group):
         self._qos = _with_partitions(resolve_qos(qos, q.SubscriberQos, "Subscriber"), partitions)
         self._qos.check()
         with cyclone_call("create Subscriber"):
-            self._cyclone = CycloneSubscriber(participant._cyclone, qos=q.to_cyclone(self._qos))
+            self._cyclone = self._create_cyclone(self._qos)
+
+    def _create_cyclone(self, qos: Any) -> Any:
+        return CycloneSubscriber(self._participant._cyclone, qos=q.to_cyclone(qos))
 
     @property
     def qos(self) -> q.SubscriberQos:

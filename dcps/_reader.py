@@ -89,10 +89,22 @@ class DataReader(Entity, Generic[T]):
         self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._wakeup_lock = threading.Lock()
         with cyclone_call(f"create DataReader on {topic._describe()}"):
-            self._cyclone: Any = CycloneReader(
-                subscriber._cyclone, topic._cyclone, qos=q.to_cyclone(self._qos),
-                listener=self._cyclone_listener(),
-            )
+            self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
+
+    def _create_cyclone(self, cyclone_subscriber: Any) -> Any:
+        return CycloneReader(
+            cyclone_subscriber, self._topic._cyclone, qos=q.to_cyclone(self._qos),
+            listener=self._cyclone_listener(),
+        )
+
+    def _rebind(self, cyclone_subscriber: Any) -> None:
+        """Move onto a re-created Cyclone subscriber (its partitions changed)."""
+        with cyclone_call(f"re-create {self._describe()} for new partitions"):
+            new = self._create_cyclone(cyclone_subscriber)
+        old, self._cyclone = self._cyclone, new
+        for condition in list(self._children):
+            condition._rebind()  # type: ignore[attr-defined]
+        old.__del__()
 
     def _describe(self) -> str:
         return f"DataReader({self._topic.name!r})"

@@ -62,10 +62,28 @@ class DataWriter(Entity, Generic[T]):
         self._qos = resolve_qos(qos, q.DataWriterQos, "DataWriter")
         self._listener = listener
         with cyclone_call(f"create DataWriter on {topic._describe()}"):
-            self._cyclone: Any = CycloneWriter(
-                publisher._cyclone, topic._cyclone, qos=q.to_cyclone(self._qos),
-                listener=build_cyclone_listener(self, listener),
-            )
+            self._cyclone: Any = self._create_cyclone(publisher._cyclone)
+
+    def _create_cyclone(self, cyclone_publisher: Any) -> Any:
+        return CycloneWriter(
+            cyclone_publisher, self._topic._cyclone, qos=q.to_cyclone(self._qos),
+            listener=build_cyclone_listener(self, self._listener),
+        )
+
+    def _rebind(self, cyclone_publisher: Any) -> None:
+        """Move onto a re-created Cyclone publisher (its partitions changed)."""
+        with cyclone_call(f"re-create {self._describe()} for new partitions"):
+            new = self._create_cyclone(cyclone_publisher)
+        old, self._cyclone = self._cyclone, new
+        for condition in list(self._children):
+            condition._rebind()  # type: ignore[attr-defined]
+        # Leaving a partition must not dispose instances for the readers left behind.
+        keep = self._qos.with_(q.WriterDataLifecycle(autodispose_unregistered_instances=False))
+        try:
+            old.set_qos(q.to_cyclone(keep))
+        except Exception:  # noqa: S110 - best effort; deleting it follows either way
+            pass
+        old.__del__()
 
     def _describe(self) -> str:
         return f"DataWriter({self._topic.name!r})"

@@ -18,9 +18,8 @@ def _policies(spec: dict[str, Any]) -> list[qos.QosPolicy]:
         out.append(qos.History.keep_last(spec["depth"]))
     if spec.get("keep_all"):
         out.append(qos.History.KEEP_ALL)
-    if "strength" in spec:
+    if "strength" in spec:  # a reader only asks for EXCLUSIVE; a writer also has a strength
         out.append(qos.Ownership.EXCLUSIVE)
-        out.append(qos.OwnershipStrength(spec["strength"]))
     if "deadline" in spec:
         out.append(qos.Deadline(timedelta(seconds=spec["deadline"])))
     if "lease" in spec:
@@ -35,7 +34,10 @@ def _policies(spec: dict[str, Any]) -> list[qos.QosPolicy]:
 
 def writer_qos(spec: dict[str, Any]) -> qos.DataWriterQos:
     """A DataWriterQos from a dict such as ``{"reliable": True, "depth": 5}``."""
-    return qos.DataWriterQos(*_policies(spec))
+    policies = _policies(spec)
+    if "strength" in spec:
+        policies.append(qos.OwnershipStrength(spec["strength"]))
+    return qos.DataWriterQos(*policies)
 
 
 def reader_qos(spec: dict[str, Any]) -> qos.DataReaderQos:
