@@ -108,6 +108,9 @@ class _StructMeta(IdlMeta):
         cls = super().__new__(mcls, name, bases, namespace)
         cls = dataclasses.dataclass(cls, eq=False)
         cls.__idl__ = _NumpyIDL(cls)
+        from ._introspect import _members  # late: _introspect imports this module
+
+        _members(cls, "", None, (cls,))  # reject non-IDL field types at declaration
         return cls
 
     def __subclasscheck__(cls, subclass: type) -> bool:
