@@ -10,7 +10,6 @@ consistency and request/offered compatibility checks of DDS 1.4.
 from qos._compat import Incompatibility, check_compatible, compatibility, policy_class, policy_id
 from qos._cyclone import from_cyclone, to_cyclone
 from qos._duration import INFINITE
-from qos._profiles import Profile, ProfileLibrary, builtin_profiles, load_profiles, profile
 from qos._policies import (
     LENGTH_UNLIMITED,
     DataRepresentation,
@@ -52,6 +51,7 @@ from qos._policies import (
     UserData,
     WriterDataLifecycle,
 )
+from qos._profiles import Profile, ProfileLibrary, builtin_profiles, load_profiles, profile
 from qos._sets import (
     DataReaderQos,
     DataWriterQos,
@@ -65,6 +65,8 @@ from qos._sets import (
 )
 
 __all__ = [
+    "INFINITE",
+    "LENGTH_UNLIMITED",
     "DataReaderQos",
     "DataRepresentation",
     "DataRepresentationId",
@@ -81,11 +83,9 @@ __all__ = [
     "GroupData",
     "History",
     "HistoryKind",
-    "INFINITE",
     "IgnoreLocal",
     "IgnoreLocalKind",
     "Incompatibility",
-    "LENGTH_UNLIMITED",
     "LatencyBudget",
     "Lifespan",
     "Liveliness",

@@ -100,7 +100,9 @@ def compatibility(
     for flag in ("coherent_access", "ordered_access"):
         if getattr(sub, flag) and not getattr(pub, flag):
             found.append(
-                Incompatibility(Presentation, f"subscriber requests {flag}, publisher does not offer it")
+                Incompatibility(
+                    Presentation, f"subscriber requests {flag}, publisher does not offer it"
+                )
             )
 
     for policy, field in ((Deadline, "period"), (LatencyBudget, "duration")):
@@ -199,7 +201,9 @@ def policy_class(cyclone_policy_id: int) -> type[QosPolicy]:
     the requested/offered incompatible QoS status)."""
     found = _BY_ID.get(cyclone_policy_id)
     if found is None:
-        raise BadParameterError(f"no dcps QoS policy has Cyclone DDS policy id {cyclone_policy_id!r}")
+        raise BadParameterError(
+            f"no dcps QoS policy has Cyclone DDS policy id {cyclone_policy_id!r}"
+        )
     return found
 
 

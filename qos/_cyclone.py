@@ -326,9 +326,7 @@ _FROM: dict[str, Callable[[Any], QosPolicy]] = {
     "PresentationAccessScope": _from_presentation,
     "Deadline": lambda p: Deadline(from_nanos(p.deadline)),
     "LatencyBudget": lambda p: LatencyBudget(from_nanos(p.budget)),
-    "Ownership": lambda p: (
-        Ownership.EXCLUSIVE if p == P.Ownership.Exclusive else Ownership.SHARED
-    ),
+    "Ownership": lambda p: Ownership.EXCLUSIVE if p == P.Ownership.Exclusive else Ownership.SHARED,
     "OwnershipStrength": lambda p: OwnershipStrength(p.strength),
     "Liveliness": _from_liveliness,
     "TimeBasedFilter": lambda p: TimeBasedFilter(from_nanos(p.filter_time)),

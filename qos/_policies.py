@@ -24,6 +24,7 @@ from idl._errors import BadParameterError
 from qos._duration import INFINITE
 
 __all__ = [
+    "LENGTH_UNLIMITED",
     "DataRepresentation",
     "DataRepresentationId",
     "Deadline",
@@ -39,7 +40,6 @@ __all__ = [
     "HistoryKind",
     "IgnoreLocal",
     "IgnoreLocalKind",
-    "LENGTH_UNLIMITED",
     "LatencyBudget",
     "Lifespan",
     "Liveliness",
@@ -210,6 +210,10 @@ def _instance(expected: type) -> Any:
     return check
 
 
+def _to_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, Iterable) else value
+
+
 def _to_bytes(value: object) -> object:
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
@@ -231,6 +235,14 @@ def _str_tuple(instance: object, attribute: attrs.Attribute[Any], value: object)
         )
 
 
+def _representations(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    items = value if isinstance(value, tuple) else ()
+    for item in items:
+        _kind(DataRepresentationId)(instance, attribute, item)
+    if len(set(items)) != len(items):
+        raise BadParameterError(f"{_where(instance, attribute)} repeats a value: {value}")
+
+
 # --------------------------------------------------------------------- base class
 
 
@@ -246,6 +258,10 @@ class QosPolicy:
     policy_name: ClassVar[str]
     changeable: ClassVar[bool]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.policy_name = cls.__name__
+
     def with_(self, **changes: Any) -> Self:
         """A copy with the given fields replaced (validated like a new policy)."""
         try:
@@ -254,44 +270,41 @@ class QosPolicy:
             raise BadParameterError(f"{type(self).__name__}: {exc}") from exc
 
 
-def _policy(*, changeable: bool) -> Any:
-    """Class decorator: a frozen, slotted attrs policy class."""
-
-    def wrap(cls: type[Any]) -> type[Any]:
-        cls.changeable = changeable
-        cls.policy_name = cls.__name__
-        return attrs.frozen(cls)
-
-    return wrap
-
-
 # ------------------------------------------------------------------------ policies
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class UserData(QosPolicy):
     """Opaque application data attached to a participant, writer or reader."""
 
+    changeable: ClassVar[bool] = True
+
     value: bytes = attrs.field(default=b"", converter=_to_bytes, validator=_bytes)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class TopicData(QosPolicy):
     """Opaque application data attached to a topic."""
 
+    changeable: ClassVar[bool] = True
+
     value: bytes = attrs.field(default=b"", converter=_to_bytes, validator=_bytes)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class GroupData(QosPolicy):
     """Opaque application data attached to a publisher or subscriber."""
 
+    changeable: ClassVar[bool] = True
+
     value: bytes = attrs.field(default=b"", converter=_to_bytes, validator=_bytes)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class Durability(QosPolicy):
     """Whether and how long samples are kept for late-joining readers."""
+
+    changeable: ClassVar[bool] = False
 
     kind: DurabilityKind = attrs.field(
         default=DurabilityKind.VOLATILE, validator=_kind(DurabilityKind)
@@ -309,12 +322,14 @@ Durability.TRANSIENT = Durability(DurabilityKind.TRANSIENT)
 Durability.PERSISTENT = Durability(DurabilityKind.PERSISTENT)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class History(QosPolicy):
     """How many samples per instance are kept: the last ``depth`` or all.
 
     ``depth`` only matters for KEEP_LAST and must be positive.
     """
+
+    changeable: ClassVar[bool] = False
 
     kind: HistoryKind = attrs.field(default=HistoryKind.KEEP_LAST, validator=_kind(HistoryKind))
     depth: int = attrs.field(default=1, validator=_int)
@@ -323,7 +338,9 @@ class History(QosPolicy):
 
     def __attrs_post_init__(self) -> None:
         if self.kind is HistoryKind.KEEP_LAST and self.depth <= 0:
-            raise BadParameterError(f"History.depth must be positive for KEEP_LAST, got {self.depth}")
+            raise BadParameterError(
+                f"History.depth must be positive for KEEP_LAST, got {self.depth}"
+            )
 
     @classmethod
     def keep_last(cls, depth: int) -> History:
@@ -338,13 +355,15 @@ class History(QosPolicy):
 History.KEEP_ALL = History(HistoryKind.KEEP_ALL, 1)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class DurabilityService(QosPolicy):
     """History and limits of the service keeping TRANSIENT/PERSISTENT data.
 
     On Cyclone DDS it also bounds what a TRANSIENT_LOCAL writer keeps for late
     joiners (see :func:`qos.to_cyclone`).
     """
+
+    changeable: ClassVar[bool] = False
 
     service_cleanup_delay: timedelta = attrs.field(default=timedelta(0), validator=_duration)
     history: History = attrs.field(default=History(), validator=_instance(History))
@@ -353,9 +372,11 @@ class DurabilityService(QosPolicy):
     max_samples_per_instance: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class Presentation(QosPolicy):
     """Coherent and ordered access on a publisher/subscriber."""
+
+    changeable: ClassVar[bool] = False
 
     access_scope: PresentationAccessScope = attrs.field(
         default=PresentationAccessScope.INSTANCE, validator=_kind(PresentationAccessScope)
@@ -364,9 +385,11 @@ class Presentation(QosPolicy):
     ordered_access: bool = attrs.field(default=False, validator=_bool)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class Deadline(QosPolicy):
     """Each instance is updated at least once per ``period``."""
+
+    changeable: ClassVar[bool] = True
 
     period: timedelta = attrs.field(default=INFINITE, validator=_duration)
 
@@ -375,16 +398,20 @@ class Deadline(QosPolicy):
         return Deadline(period)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class LatencyBudget(QosPolicy):
     """A hint of the acceptable delay from write to delivery."""
+
+    changeable: ClassVar[bool] = True
 
     duration: timedelta = attrs.field(default=timedelta(0), validator=_duration)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class Ownership(QosPolicy):
     """SHARED: every writer updates an instance; EXCLUSIVE: only the strongest."""
+
+    changeable: ClassVar[bool] = False
 
     kind: OwnershipKind = attrs.field(default=OwnershipKind.SHARED, validator=_kind(OwnershipKind))
 
@@ -396,16 +423,20 @@ Ownership.SHARED = Ownership(OwnershipKind.SHARED)
 Ownership.EXCLUSIVE = Ownership(OwnershipKind.EXCLUSIVE)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class OwnershipStrength(QosPolicy):
     """A writer's strength for EXCLUSIVE ownership (higher wins)."""
+
+    changeable: ClassVar[bool] = True
 
     value: int = attrs.field(default=0, validator=_int)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class Liveliness(QosPolicy):
     """How a writer shows it is alive, and how often (``lease_duration``)."""
+
+    changeable: ClassVar[bool] = False
 
     kind: LivelinessKind = attrs.field(
         default=LivelinessKind.AUTOMATIC, validator=_kind(LivelinessKind)
@@ -437,19 +468,23 @@ class Liveliness(QosPolicy):
 Liveliness.AUTOMATIC = Liveliness()
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class TimeBasedFilter(QosPolicy):
     """A reader wants at most one sample per instance per ``minimum_separation``."""
+
+    changeable: ClassVar[bool] = True
 
     minimum_separation: timedelta = attrs.field(default=timedelta(0), validator=_duration)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class Partition(QosPolicy):
     """The partitions (names or wildcard patterns) of a publisher/subscriber.
 
     No names means the default partition ``""``.
     """
+
+    changeable: ClassVar[bool] = True
 
     names: tuple[str, ...] = attrs.field(default=(), converter=_to_str_tuple, validator=_str_tuple)
 
@@ -471,10 +506,12 @@ class Partition(QosPolicy):
         return Partition(*names)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class Reliability(QosPolicy):
     """BEST_EFFORT or RELIABLE delivery; a reliable writer with a full history
     blocks up to ``max_blocking_time``."""
+
+    changeable: ClassVar[bool] = False
 
     kind: ReliabilityKind = attrs.field(
         default=ReliabilityKind.BEST_EFFORT, validator=_kind(ReliabilityKind)
@@ -500,23 +537,29 @@ Reliability.BEST_EFFORT = Reliability(ReliabilityKind.BEST_EFFORT)
 Reliability.RELIABLE = Reliability(ReliabilityKind.RELIABLE)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class TransportPriority(QosPolicy):
     """A hint to the transport of the priority of the data."""
+
+    changeable: ClassVar[bool] = True
 
     value: int = attrs.field(default=0, validator=_int)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class Lifespan(QosPolicy):
     """Samples expire ``duration`` after their source timestamp."""
+
+    changeable: ClassVar[bool] = True
 
     duration: timedelta = attrs.field(default=INFINITE, validator=_duration)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class DestinationOrder(QosPolicy):
     """Order instance updates by reception or by source timestamp."""
+
+    changeable: ClassVar[bool] = False
 
     kind: DestinationOrderKind = attrs.field(
         default=DestinationOrderKind.BY_RECEPTION_TIMESTAMP, validator=_kind(DestinationOrderKind)
@@ -526,36 +569,46 @@ class DestinationOrder(QosPolicy):
     BY_SOURCE_TIMESTAMP: ClassVar[DestinationOrder]
 
 
-DestinationOrder.BY_RECEPTION_TIMESTAMP = DestinationOrder(DestinationOrderKind.BY_RECEPTION_TIMESTAMP)
+DestinationOrder.BY_RECEPTION_TIMESTAMP = DestinationOrder(
+    DestinationOrderKind.BY_RECEPTION_TIMESTAMP
+)
 DestinationOrder.BY_SOURCE_TIMESTAMP = DestinationOrder(DestinationOrderKind.BY_SOURCE_TIMESTAMP)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class ResourceLimits(QosPolicy):
     """Bounds on samples, instances and samples per instance (-1: unlimited)."""
+
+    changeable: ClassVar[bool] = False
 
     max_samples: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
     max_instances: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
     max_samples_per_instance: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class EntityFactory(QosPolicy):
     """Whether child entities are enabled as soon as they are created."""
+
+    changeable: ClassVar[bool] = True
 
     autoenable_created_entities: bool = attrs.field(default=True, validator=_bool)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class WriterDataLifecycle(QosPolicy):
     """Whether unregistering an instance also disposes it."""
+
+    changeable: ClassVar[bool] = True
 
     autodispose_unregistered_instances: bool = attrs.field(default=True, validator=_bool)
 
 
-@_policy(changeable=True)
+@attrs.frozen
 class ReaderDataLifecycle(QosPolicy):
     """How long a reader keeps instances with no writers / disposed instances."""
+
+    changeable: ClassVar[bool] = True
 
     autopurge_nowriter_samples_delay: timedelta = attrs.field(default=INFINITE, validator=_duration)
     autopurge_disposed_samples_delay: timedelta = attrs.field(default=INFINITE, validator=_duration)
@@ -564,7 +617,7 @@ class ReaderDataLifecycle(QosPolicy):
 _FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class SubscriptionKeys(QosPolicy):
     """OpenSplice extension: a DataReader keys instances by its own key list.
 
@@ -574,6 +627,8 @@ class SubscriptionKeys(QosPolicy):
     NEW again), invalid samples (unregister, dispose without data) are skipped,
     and only ``write_dispose`` disposes. DataReader only; immutable once enabled.
     """
+
+    changeable: ClassVar[bool] = False
 
     key_list: tuple[str, ...] = attrs.field(
         default=(), converter=_to_str_tuple, validator=_str_tuple
@@ -606,26 +661,25 @@ class SubscriptionKeys(QosPolicy):
 SubscriptionKeys.NONE = SubscriptionKeys()
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class DataRepresentation(QosPolicy):
     """DDS-XTypes data representations: a writer uses the first, a reader accepts any.
 
     Empty (the default) lets Cyclone DDS choose from the topic type.
     """
 
-    values: tuple[DataRepresentationId, ...] = attrs.field(default=(), converter=tuple)
+    changeable: ClassVar[bool] = False
 
-    @values.validator
-    def _check(self, attribute: attrs.Attribute[Any], value: tuple[object, ...]) -> None:
-        for item in value:
-            _kind(DataRepresentationId)(self, attribute, item)
-        if len(set(value)) != len(value):
-            raise BadParameterError(f"DataRepresentation.values repeats a value: {value}")
+    values: tuple[DataRepresentationId, ...] = attrs.field(
+        default=(), converter=_to_tuple, validator=_representations
+    )
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class TypeConsistencyEnforcement(QosPolicy):
     """DDS-XTypes rules for matching a reader's type with a writer's."""
+
+    changeable: ClassVar[bool] = False
 
     kind: TypeConsistencyKind = attrs.field(
         default=TypeConsistencyKind.ALLOW_TYPE_COERCION, validator=_kind(TypeConsistencyKind)
@@ -637,9 +691,11 @@ class TypeConsistencyEnforcement(QosPolicy):
     force_type_validation: bool = attrs.field(default=False, validator=_bool)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class IgnoreLocal(QosPolicy):
     """Cyclone DDS extension: do not match readers/writers of the same participant or process."""
+
+    changeable: ClassVar[bool] = False
 
     kind: IgnoreLocalKind = attrs.field(
         default=IgnoreLocalKind.NOTHING, validator=_kind(IgnoreLocalKind)
@@ -655,8 +711,10 @@ IgnoreLocal.PARTICIPANT = IgnoreLocal(IgnoreLocalKind.PARTICIPANT)
 IgnoreLocal.PROCESS = IgnoreLocal(IgnoreLocalKind.PROCESS)
 
 
-@_policy(changeable=False)
+@attrs.frozen
 class EntityName(QosPolicy):
     """Cyclone DDS extension: a name shown by discovery tools (empty: none)."""
+
+    changeable: ClassVar[bool] = False
 
     name: str = attrs.field(default="", validator=_instance(str))

@@ -113,10 +113,15 @@ def _policy_classes() -> dict[str, type[QosPolicy]]:
     return _POLICY_BY_KEY
 
 
-@functools.cache
-def _field_types(cls: type[Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in attrs.fields(cls)}
+_FIELD_TYPES: dict[type[QosPolicy], dict[str, Any]] = {}
+
+
+def _field_types(cls: type[QosPolicy]) -> dict[str, Any]:
+    found = _FIELD_TYPES.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls)
+        found = _FIELD_TYPES[cls] = {f.name: hints[f.name] for f in attrs.fields(cls)}  # type: ignore[arg-type]
+    return found
 
 
 def _parse_enum(enum_type: type[enum.Enum], value: object, where: str) -> enum.Enum:
@@ -147,9 +152,7 @@ def _convert(field_type: Any, value: object, where: str) -> object:
         return tuple(_convert(item_type, item, f"{where}[{i}]") for i, item in enumerate(items))
     if field_type in (bool, int, str):
         if type(value) is not field_type:
-            raise BadParameterError(
-                f"{where}: expected a {field_type.__name__}, got {value!r}"
-            )
+            raise BadParameterError(f"{where}: expected a {field_type.__name__}, got {value!r}")
         return value
     raise BadParameterError(f"{where}: cannot read a value of this field from a file")
 
@@ -161,12 +164,11 @@ def _build_policy(cls: type[QosPolicy], value: object, where: str) -> QosPolicy:
         for key, item in value.items():
             if key not in types:
                 raise BadParameterError(
-                    f"{where}: unknown field {key!r} of {cls.__name__} "
-                    f"(fields: {', '.join(types)})"
+                    f"{where}: unknown field {key!r} of {cls.__name__} (fields: {', '.join(types)})"
                 )
             kwargs[key] = _convert(types[key], item, f"{where}.{key}")
         if cls is Partition:
-            return Partition(names=kwargs.get("names", ()))  # type: ignore[arg-type]
+            return Partition(names=kwargs.get("names", ()))
         return cls(**kwargs)
     if cls is History and isinstance(value, int) and not isinstance(value, bool):
         return History.keep_last(value)
@@ -174,7 +176,7 @@ def _build_policy(cls: type[QosPolicy], value: object, where: str) -> QosPolicy:
         kind = _parse_enum(HistoryKind, value, where)
         return History.KEEP_ALL if kind is HistoryKind.KEEP_ALL else History()
     if cls is Partition:
-        return Partition(names=_convert(types["names"], value, where))  # type: ignore[arg-type]
+        return Partition(names=_convert(types["names"], value, where))
     first = next(iter(types))
     if "kind" in types and isinstance(value, str):
         return cls(kind=_convert(types["kind"], value, where))  # type: ignore[call-arg]
@@ -226,7 +228,9 @@ def _parse_profile(
     if name in done:
         return done[name]
     if name in resolving:
-        raise BadParameterError(f"{where}: base profiles form a cycle: {' -> '.join((*resolving, name))}")
+        raise BadParameterError(
+            f"{where}: base profiles form a cycle: {' -> '.join((*resolving, name))}"
+        )
     if not isinstance(table, dict):
         raise BadParameterError(f"{where}: expected a table, got {table!r}")
     description = table.get("description", "")
@@ -253,7 +257,9 @@ def _parse_profile(
     try:
         if "common" in table:
             for target in _COMMON_TARGETS:
-                policies = _section(_SECTIONS[target], table["common"], f"{where}: common", lenient=True)
+                policies = _section(
+                    _SECTIONS[target], table["common"], f"{where}: common", lenient=True
+                )
                 sets[target] = sets[target].with_(*policies)
         for key, set_class in _SECTIONS.items():
             if key in table:

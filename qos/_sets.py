@@ -65,7 +65,7 @@ P = TypeVar("P", bound=QosPolicy)
 
 
 def keyword_name(policy_class: type[QosPolicy]) -> str:
-    """The keyword (and profile key) of a policy class: ``TimeBasedFilter`` -> ``time_based_filter``."""
+    """The keyword (and profile key) of a policy class: TimeBasedFilter is time_based_filter."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", policy_class.__name__).lower()
 
 
@@ -128,8 +128,7 @@ class QosSet:
     def _require_applicable(cls, policy_class: type[QosPolicy]) -> None:
         if policy_class not in cls._defaults:
             raise BadParameterError(
-                f"{policy_class.__name__} does not apply to a {cls.entity_kind} "
-                f"({cls.__name__})"
+                f"{policy_class.__name__} does not apply to a {cls.entity_kind} ({cls.__name__})"
             )
 
     # ---------------------------------------------------------------- immutability
@@ -219,7 +218,7 @@ class QosSet:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return self.effective() == other.effective()  # type: ignore[attr-defined]
+        return self.effective() == other.effective()
 
     def __hash__(self) -> int:
         return hash((type(self), self.effective()))
@@ -275,7 +274,11 @@ def _fmt(duration: timedelta) -> str:
 def _history_vs_limit(
     history: History, limit: int, limit_name: str, history_name: str = "History"
 ) -> None:
-    if history.kind is HistoryKind.KEEP_LAST and limit != LENGTH_UNLIMITED and history.depth > limit:
+    if (
+        history.kind is HistoryKind.KEEP_LAST
+        and limit != LENGTH_UNLIMITED
+        and history.depth > limit
+    ):
         raise InconsistentPolicyError(
             f"{history_name}.depth ({history.depth}) exceeds {limit_name} ({limit})"
         )
@@ -453,7 +456,7 @@ class DataWriterQos(_EndpointQos):
 
 
 class DataReaderQos(_EndpointQos):
-    """QoS of a DataReader (Reliability defaults to BEST_EFFORT); SubscriptionKeys is reader-only."""
+    """QoS of a DataReader (Reliability defaults to BEST_EFFORT; SubscriptionKeys only here)."""
 
     __slots__ = ()
     entity_kind = "DataReader"

@@ -57,10 +57,13 @@ class TestRules:
 
     def test_reliability(self) -> None:
         """A RELIABLE reader does not match a BEST_EFFORT writer; the reverse matches."""
-        assert reasons(DataWriterQos(Reliability.BEST_EFFORT), DataReaderQos(Reliability.RELIABLE)) == [
-            "Reliability: reader requests RELIABLE, writer offers BEST_EFFORT"
-        ]
-        assert reasons(DataWriterQos(Reliability.RELIABLE), DataReaderQos(Reliability.BEST_EFFORT)) == []
+        assert reasons(
+            DataWriterQos(Reliability.BEST_EFFORT), DataReaderQos(Reliability.RELIABLE)
+        ) == ["Reliability: reader requests RELIABLE, writer offers BEST_EFFORT"]
+        assert (
+            reasons(DataWriterQos(Reliability.RELIABLE), DataReaderQos(Reliability.BEST_EFFORT))
+            == []
+        )
 
     @pytest.mark.parametrize(
         ("offered", "requested", "ok"),
@@ -79,7 +82,8 @@ class TestRules:
             assert found == []
         else:
             assert found == [
-                f"Durability: reader requests {requested.kind.name}, writer offers {offered.kind.name}"
+                f"Durability: reader requests {requested.kind.name}, "
+                f"writer offers {offered.kind.name}"
             ]
 
     def test_deadline(self) -> None:
@@ -94,9 +98,14 @@ class TestRules:
 
     def test_latency_budget(self) -> None:
         """The writer's latency budget must be no longer than the reader's."""
-        found = reasons(DataWriterQos(LatencyBudget(SECOND)), DataReaderQos(LatencyBudget(SECOND / 2)))
+        found = reasons(
+            DataWriterQos(LatencyBudget(SECOND)), DataReaderQos(LatencyBudget(SECOND / 2))
+        )
         assert [f.split(":")[0] for f in found] == ["LatencyBudget"]
-        assert reasons(DataWriterQos(LatencyBudget(SECOND / 2)), DataReaderQos(LatencyBudget(SECOND))) == []
+        assert (
+            reasons(DataWriterQos(LatencyBudget(SECOND / 2)), DataReaderQos(LatencyBudget(SECOND)))
+            == []
+        )
 
     def test_ownership(self) -> None:
         """Ownership kinds must be equal, in both directions."""
@@ -109,24 +118,29 @@ class TestRules:
         assert reasons(DataWriterQos(Ownership.EXCLUSIVE), DataReaderQos(Ownership.EXCLUSIVE)) == []
 
     def test_liveliness_kind_and_lease(self) -> None:
-        """The writer's liveliness kind must be at least, and its lease no longer than, the reader's."""
+        """The writer's liveliness kind must be at least the reader's, its lease no longer."""
         assert reasons(
             DataWriterQos(Liveliness.automatic()), DataReaderQos(Liveliness.manual_by_participant())
         ) == ["Liveliness: reader requests MANUAL_BY_PARTICIPANT, writer offers AUTOMATIC"]
         lease = reasons(
-            DataWriterQos(Liveliness.automatic(2 * SECOND)), DataReaderQos(Liveliness.automatic(SECOND))
+            DataWriterQos(Liveliness.automatic(2 * SECOND)),
+            DataReaderQos(Liveliness.automatic(SECOND)),
         )
         assert len(lease) == 1
         assert "lease_duration" in lease[0]
-        assert reasons(
-            DataWriterQos(Liveliness.manual_by_topic(SECOND)),
-            DataReaderQos(Liveliness.manual_by_participant(2 * SECOND)),
-        ) == []
+        assert (
+            reasons(
+                DataWriterQos(Liveliness.manual_by_topic(SECOND)),
+                DataReaderQos(Liveliness.manual_by_participant(2 * SECOND)),
+            )
+            == []
+        )
 
     def test_destination_order(self) -> None:
         """A reader ordering by source timestamp needs a writer that does too."""
         assert reasons(DataWriterQos(), DataReaderQos(DestinationOrder.BY_SOURCE_TIMESTAMP)) == [
-            "DestinationOrder: reader requests BY_SOURCE_TIMESTAMP, writer offers BY_RECEPTION_TIMESTAMP"
+            "DestinationOrder: reader requests BY_SOURCE_TIMESTAMP, "
+            "writer offers BY_RECEPTION_TIMESTAMP"
         ]
         assert reasons(DataWriterQos(DestinationOrder.BY_SOURCE_TIMESTAMP), DataReaderQos()) == []
 
@@ -134,17 +148,21 @@ class TestRules:
         """The publisher's access scope and coherent/ordered access must cover the subscriber's."""
         publisher = PublisherQos(Presentation(PresentationAccessScope.TOPIC))
         subscriber = SubscriberQos(Presentation(PresentationAccessScope.GROUP, True, True))
-        found = reasons(DataWriterQos(), DataReaderQos(), publisher=publisher, subscriber=subscriber)
+        found = reasons(
+            DataWriterQos(), DataReaderQos(), publisher=publisher, subscriber=subscriber
+        )
         assert found == [
             "Presentation: subscriber requests access_scope GROUP, publisher offers TOPIC",
             "Presentation: subscriber requests coherent_access, publisher does not offer it",
             "Presentation: subscriber requests ordered_access, publisher does not offer it",
         ]
         group = PublisherQos(Presentation(PresentationAccessScope.GROUP, True, True))
-        assert reasons(DataWriterQos(), DataReaderQos(), publisher=group, subscriber=subscriber) == []
+        assert (
+            reasons(DataWriterQos(), DataReaderQos(), publisher=group, subscriber=subscriber) == []
+        )
 
     def test_data_representation(self) -> None:
-        """The writer's representation must be one the reader accepts; unset means Cyclone chooses."""
+        """The writer's representation must be one the reader accepts (unset: Cyclone picks)."""
         xcdr1 = DataRepresentation([DataRepresentationId.XCDR1])
         xcdr2 = DataRepresentation([DataRepresentationId.XCDR2])
         assert reasons(DataWriterQos(xcdr2), DataReaderQos(xcdr1)) == [
@@ -157,7 +175,9 @@ class TestRules:
         with pytest.raises(IncompatibleQosError) as caught:
             check_compatible(
                 DataWriterQos(Reliability.BEST_EFFORT),
-                DataReaderQos(Reliability.RELIABLE, Durability.TRANSIENT_LOCAL, Ownership.EXCLUSIVE),
+                DataReaderQos(
+                    Reliability.RELIABLE, Durability.TRANSIENT_LOCAL, Ownership.EXCLUSIVE
+                ),
             )
         message = str(caught.value)
         for name in ("Reliability", "Durability", "Ownership"):
@@ -185,7 +205,9 @@ class TestPolicyIds:
         assert policy_class(25) is DataRepresentation
         assert policy_id(Reliability.RELIABLE) == 11
         assert policy_id(History) == 13
-        assert all(policy_class(policy_id(policy_class(i))) is policy_class(i) for i in range(1, 23))
+        assert all(
+            policy_class(policy_id(policy_class(i))) is policy_class(i) for i in range(1, 23)
+        )
 
     def test_unknown_id_raises(self) -> None:
         """An id no policy has raises BadParameterError naming it."""

@@ -153,7 +153,9 @@ class TestRoundTrip:
             GroupData(b"group"),
             EntityName("g"),
         )
-        entity = (Publisher if kind is PublisherQos else Subscriber)(participant, qos=to_cyclone(sent))
+        entity = (Publisher if kind is PublisherQos else Subscriber)(
+            participant, qos=to_cyclone(sent)
+        )
         assert_carried(sent, from_cyclone(entity.get_qos(), kind))
 
     def test_writer(self, participant: DomainParticipant, topic_name: str) -> None:
@@ -173,7 +175,7 @@ class TestRoundTrip:
     def test_defaults_are_spec_defaults_not_topic_values(
         self, participant: DomainParticipant, topic_name: str
     ) -> None:
-        """A default reader on a reliable topic is best effort (Cyclone's topic merge does not leak in)."""
+        """A default reader on a reliable topic is best effort: Cyclone's topic merge stays out."""
         topic = Topic(participant, topic_name, Sample, qos=to_cyclone(TOPIC))
         reader = DataReader(participant, topic, qos=to_cyclone(DataReaderQos()))
         back = from_cyclone(reader.get_qos(), DataReaderQos)
@@ -201,7 +203,7 @@ class TestConversionDetails:
         assert isinstance(to_cyclone(PublisherQos()), cq.PublisherQos)
 
     def test_implicit_durability_service_follows_history_for_transient_local(self) -> None:
-        """A TRANSIENT_LOCAL writer without DurabilityService gets one from its History and limits."""
+        """A TRANSIENT_LOCAL writer without DurabilityService gets one from History and limits."""
         cyclone = to_cyclone(
             DataWriterQos(
                 Durability.TRANSIENT_LOCAL,
@@ -229,7 +231,9 @@ class TestConversionDetails:
 
     def test_from_cyclone_drops_policies_of_other_kinds(self) -> None:
         """Policies Cyclone keeps that do not apply to the kind are left out."""
-        cyclone = Qos(Policy.Partition(["x"]), Policy.Reliability.Reliable(0), Policy.Property("k", "v"))
+        cyclone = Qos(
+            Policy.Partition(["x"]), Policy.Reliability.Reliable(0), Policy.Property("k", "v")
+        )
         back = from_cyclone(cyclone, "reader")
         assert back[Reliability].max_blocking_time == timedelta(0)
         assert not DataReaderQos.applies(Partition)
@@ -248,7 +252,7 @@ class TestTransientLocalLateJoiner:
     def test_late_joiner_gets_the_writers_history(
         self, participant: DomainParticipant, topic_name: str
     ) -> None:
-        """A reader joining after 8 writes to a TRANSIENT_LOCAL keep-last-5 writer receives the last 5."""
+        """A reader joining after 8 writes to a TL keep-last-5 writer receives the last 5."""
         topic = Topic(participant, topic_name, Sample)
         writer_qos = DataWriterQos(Durability.TRANSIENT_LOCAL, History.keep_last(5))
         writer = DataWriter(participant, topic, qos=to_cyclone(writer_qos))

@@ -85,7 +85,7 @@ class TestBuiltins:
 
     def test_unknown_profile(self) -> None:
         """An unknown profile name raises naming it and the known ones."""
-        with pytest.raises(BadParameterError, match="'sensor'.*sensor_data"):
+        with pytest.raises(BadParameterError, match=r"'sensor'.*sensor_data"):
             profile("sensor")
 
     def test_profiles_file_is_packaged(self) -> None:
@@ -105,7 +105,7 @@ class TestBuiltinsOnCyclone:
     def test_profile_creates_real_entities(
         self, domain_id: int, topic_name: str, name: str
     ) -> None:
-        """Every built-in profile's QoS sets are accepted by Cyclone and the endpoints exchange data."""
+        """Every built-in profile is accepted by Cyclone and its endpoints exchange data."""
         p = profile(name)
         participant = DomainParticipant(domain_id)
         topic = Topic(participant, topic_name, Event, qos=to_cyclone(p.topic))
@@ -120,7 +120,8 @@ class TestBuiltinsOnCyclone:
             writer.write(Event(1))
             received = [e.n for e in reader.take(N=10)]
             time.sleep(0.02)
-        assert received and received[0] == 1
+        assert received
+        assert received[0] == 1
 
 
 class TestUserFiles:
@@ -157,7 +158,9 @@ class TestUserFiles:
         assert p.writer[Reliability] == Reliability.BEST_EFFORT  # from the base
         assert p.writer[History] == History.keep_last(5)
         assert p.writer[Deadline].period == timedelta(milliseconds=100)
-        assert p.writer[Liveliness] == Liveliness(LivelinessKind.MANUAL_BY_TOPIC, timedelta(seconds=2.5))
+        assert p.writer[Liveliness] == Liveliness(
+            LivelinessKind.MANUAL_BY_TOPIC, timedelta(seconds=2.5)
+        )
         assert p.writer[UserData].value == b"hello"
         assert p.reader[SubscriptionKeys] == SubscriptionKeys.of("robot", "pose.frame")
         assert p.reader[TimeBasedFilter].minimum_separation == timedelta(milliseconds=50)
@@ -209,20 +212,64 @@ class TestUserFiles:
 
 
 BAD_FILES = [
-    ("[p.reader]\nhistroy = 3\n", BadParameterError, r"profile 'p': reader: unknown policy 'histroy'"),
-    ("[p.writer]\nhistory = { kind = 'keep_last', dept = 3 }\n", BadParameterError, r"profile 'p': writer\.history: unknown field 'dept'"),
+    (
+        "[p.reader]\nhistroy = 3\n",
+        BadParameterError,
+        r"profile 'p': reader: unknown policy 'histroy'",
+    ),
+    (
+        "[p.writer]\nhistory = { kind = 'keep_last', dept = 3 }\n",
+        BadParameterError,
+        r"profile 'p': writer\.history: unknown field 'dept'",
+    ),
     ("[p]\nreliabilty = 'reliable'\n", BadParameterError, r"profile 'p': unknown key 'reliabilty'"),
-    ("[p.reader]\nreliability = 'sometimes'\n", BadParameterError, r"profile 'p': reader\.reliability: expected one of best_effort, reliable"),
-    ("[p.writer]\ndeadline = { period = 'soon' }\n", BadParameterError, r"profile 'p': writer\.deadline\.period: expected a duration"),
-    ("[p.writer]\nhistory = 0\n", BadParameterError, r"profile 'p': writer\.history: History\.depth"),
-    ("[p.writer]\ntime_based_filter = 1\n", BadParameterError, r"profile 'p': writer: 'time_based_filter' does not apply to a DataWriter"),
-    ("[p.reader]\nownership_strength = 1\n", BadParameterError, r"profile 'p': reader: 'ownership_strength' does not apply"),
-    ("[p]\nbase = 'nowhere'\n", BadParameterError, r"profile 'p': base profile 'nowhere' not found"),
+    (
+        "[p.reader]\nreliability = 'sometimes'\n",
+        BadParameterError,
+        r"profile 'p': reader\.reliability: expected one of best_effort, reliable",
+    ),
+    (
+        "[p.writer]\ndeadline = { period = 'soon' }\n",
+        BadParameterError,
+        r"profile 'p': writer\.deadline\.period: expected a duration",
+    ),
+    (
+        "[p.writer]\nhistory = 0\n",
+        BadParameterError,
+        r"profile 'p': writer\.history: History\.depth",
+    ),
+    (
+        "[p.writer]\ntime_based_filter = 1\n",
+        BadParameterError,
+        r"profile 'p': writer: 'time_based_filter' does not apply to a DataWriter",
+    ),
+    (
+        "[p.reader]\nownership_strength = 1\n",
+        BadParameterError,
+        r"profile 'p': reader: 'ownership_strength' does not apply",
+    ),
+    (
+        "[p]\nbase = 'nowhere'\n",
+        BadParameterError,
+        r"profile 'p': base profile 'nowhere' not found",
+    ),
     ("[a]\nbase = 'b'\n[b]\nbase = 'a'\n", BadParameterError, r"cycle"),
-    ("[p.writer]\nhistory = 5\nresource_limits = { max_samples_per_instance = 2 }\n", InconsistentPolicyError, r"profile 'p': History\.depth \(5\) exceeds"),
+    (
+        "[p.writer]\nhistory = 5\nresource_limits = { max_samples_per_instance = 2 }\n",
+        InconsistentPolicyError,
+        r"profile 'p': History\.depth \(5\) exceeds",
+    ),
     ("[p.reader\nhistory = 5\n", BadParameterError, r"not a valid TOML file"),
-    ("[p.reader]\nuser_data = 5\n", BadParameterError, r"profile 'p': reader\.user_data: expected a string"),
-    ("[p.reader]\nreliability = { kind = 'reliable', max_blocking_time = -1 }\n", BadParameterError, r"reader\.reliability\.max_blocking_time: duration must not be negative"),
+    (
+        "[p.reader]\nuser_data = 5\n",
+        BadParameterError,
+        r"profile 'p': reader\.user_data: expected a string",
+    ),
+    (
+        "[p.reader]\nreliability = { kind = 'reliable', max_blocking_time = -1 }\n",
+        BadParameterError,
+        r"reader\.reliability\.max_blocking_time: duration must not be negative",
+    ),
 ]
 
 
@@ -239,7 +286,7 @@ class TestMalformedFiles:
 
     def test_missing_file(self, tmp_path: Path) -> None:
         """A file that cannot be read raises BadParameterError naming it."""
-        with pytest.raises(BadParameterError, match="missing.toml"):
+        with pytest.raises(BadParameterError, match=r"missing\.toml"):
             load_profiles(tmp_path / "missing.toml")
 
     def test_library_must_be_a_library_or_path(self) -> None:

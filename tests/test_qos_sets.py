@@ -82,12 +82,16 @@ class TestConstruction:
     )
     def test_policy_of_another_kind_is_rejected(self, set_class, policy, kind) -> None:  # type: ignore[no-untyped-def]
         """A policy that does not apply to the entity kind raises naming both."""
-        with pytest.raises(BadParameterError, match=rf"{type(policy).__name__} does not apply to a {kind}"):
+        with pytest.raises(
+            BadParameterError, match=rf"{type(policy).__name__} does not apply to a {kind}"
+        ):
             set_class(policy)
 
     def test_lookup_of_foreign_policy_is_rejected(self) -> None:
         """Asking a set for a policy its kind does not have raises naming it."""
-        with pytest.raises(BadParameterError, match="TimeBasedFilter does not apply to a DataWriter"):
+        with pytest.raises(
+            BadParameterError, match="TimeBasedFilter does not apply to a DataWriter"
+        ):
             DataWriterQos()[TimeBasedFilter]
 
     def test_unknown_keyword_is_rejected(self) -> None:
@@ -173,7 +177,7 @@ class TestFromTopic:
         assert writer[OwnershipStrength].value == 7
 
     def test_reader_copies_topic_defaults_too(self) -> None:
-        """copy_from_topic_qos copies effective values: a default topic gives a best-effort reader."""
+        """copy_from_topic_qos copies effective values: a default topic gives best effort."""
         reader = DataReaderQos.from_topic(TopicQos(History.keep_last(3)))
         assert reader[History].depth == 3
         assert reader[Reliability] == Reliability.BEST_EFFORT
@@ -201,7 +205,10 @@ class TestFromTopic:
 class TestConsistency:
     def test_history_depth_above_max_samples_per_instance(self) -> None:
         """History depth > ResourceLimits.max_samples_per_instance is inconsistent, naming both."""
-        with pytest.raises(InconsistentPolicyError, match=r"History\.depth.*ResourceLimits\.max_samples_per_instance"):
+        with pytest.raises(
+            InconsistentPolicyError,
+            match=r"History\.depth.*ResourceLimits\.max_samples_per_instance",
+        ):
             DataReaderQos(History.keep_last(10), ResourceLimits(max_samples_per_instance=5))
 
     def test_keep_all_ignores_per_instance_limit(self) -> None:
@@ -211,18 +218,25 @@ class TestConsistency:
 
     def test_max_samples_below_per_instance(self) -> None:
         """ResourceLimits.max_samples < max_samples_per_instance is inconsistent."""
-        with pytest.raises(InconsistentPolicyError, match=r"max_samples \(2\).*max_samples_per_instance \(4\)"):
+        with pytest.raises(
+            InconsistentPolicyError, match=r"max_samples \(2\).*max_samples_per_instance \(4\)"
+        ):
             TopicQos(ResourceLimits(max_samples=2, max_samples_per_instance=4))
 
     def test_deadline_shorter_than_time_based_filter(self) -> None:
         """A reader's Deadline period < TimeBasedFilter minimum_separation is inconsistent."""
-        with pytest.raises(InconsistentPolicyError, match=r"Deadline\.period.*TimeBasedFilter\.minimum_separation"):
+        with pytest.raises(
+            InconsistentPolicyError, match=r"Deadline\.period.*TimeBasedFilter\.minimum_separation"
+        ):
             DataReaderQos(Deadline(timedelta(seconds=1)), TimeBasedFilter(timedelta(seconds=2)))
 
     def test_durability_service_depth_above_its_limit(self) -> None:
         """DurabilityService history depth > its max_samples_per_instance is inconsistent."""
         service = DurabilityService(history=History.keep_last(10), max_samples_per_instance=3)
-        with pytest.raises(InconsistentPolicyError, match=r"DurabilityService\.history\.depth.*DurabilityService\.max_samples_per_instance"):
+        with pytest.raises(
+            InconsistentPolicyError,
+            match=r"DurabilityService\.history\.depth.*DurabilityService\.max_samples_per_instance",
+        ):
             DataWriterQos(service)
 
     def test_durability_service_samples_below_per_instance(self) -> None:
