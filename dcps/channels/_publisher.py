@@ -123,15 +123,17 @@ class ChannelPublisher(Generic[T]):
         self._linger = _seconds(linger, "linger")
         self._timeout = _seconds(timeout, "timeout")
         self._endpoint = Endpoint(domain_id, namespace)
+        self._client = StoreClient(self._endpoint, request_timeout=max(self._timeout, 1.0))
         try:
-            self._client = StoreClient(self._endpoint, request_timeout=max(self._timeout, 1.0))
             self._client.connect(_seconds(connect_timeout, "connect_timeout"))
             self.channel_count, self.retain_consumed = connect_topic(self._client, topic)
         except BaseException:
+            self._client.close()
             self._endpoint.close()
             raise
         if self._order.kind == "fixed" and self._order.channel >= self.channel_count:
-            self.close()
+            self._client.close()
+            self._endpoint.close()
             raise InconsistentPolicyError(
                 f"fixed channel {self._order.channel} does not exist: topic {topic.name!r} "
                 f"has {self.channel_count} channels"
@@ -185,6 +187,8 @@ class ChannelPublisher(Generic[T]):
                 or batch.size + len(data) >= self._batch_bytes
             )
             if full and not self._slots.acquire(timeout=self._timeout):
+                if not batch.items:
+                    del self._pending[channel]
                 raise DcpsTimeoutError(
                     f"publish to {self.topic.name!r} timed out: {self._timeout:g} s with "
                     "every in-flight batch unconfirmed (the store is falling behind)"
@@ -279,13 +283,11 @@ class ChannelPublisher(Generic[T]):
         if self._closed:
             return
         try:
-            if hasattr(self, "_pending"):
-                self.flush()
+            self.flush()
         finally:
             self._closed = True
-            if hasattr(self, "_wake"):
-                self._wake.set()
-                self._linger_thread.join()
+            self._wake.set()
+            self._linger_thread.join()
             self._client.close()
             self._endpoint.close()
 

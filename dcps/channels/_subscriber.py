@@ -156,8 +156,8 @@ class ChannelSubscriber(Generic[T]):
         self._last_heartbeat = 0.0
         self._last_poll = time.monotonic()
         self._endpoint = Endpoint(domain_id, namespace)
+        self._client = StoreClient(self._endpoint)
         try:
-            self._client = StoreClient(self._endpoint)
             self._client.connect(_seconds(connect_timeout, "connect_timeout"))
             self.channel_count, self.retain_consumed = connect_topic(self._client, topic)
             self._ws = WaitSet(self._endpoint.participant)
@@ -170,6 +170,7 @@ class ChannelSubscriber(Generic[T]):
             self._ws.attach(self._assign_cond)
             self._join()
         except BaseException:
+            self._client.close()
             self._endpoint.close()
             raise
         self._thread = threading.Thread(target=self._run, name="dcps-subscriber", daemon=True)
