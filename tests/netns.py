@@ -348,10 +348,12 @@ _STATES = {16: "ALIVE", 32: "NOT_ALIVE_DISPOSED", 64: "NOT_ALIVE_NO_WRITERS"}
 
 
 def main(config: dict[str, Any]) -> None:
-    """Run one DDS peer: ``role`` is ``writer``, ``reader``, ``echo`` or ``pinger``.
+    """Run one DDS peer: ``role`` is ``writer``, ``reader``, ``sink`` or ``source``.
 
     Common keys: ``domain``, ``topic``, ``network`` (a NetworkConfig mapping),
-    ``lease`` (writer liveliness lease, s), ``reliable``, ``transient_local``, ``depth``.
+    ``lease`` (writer liveliness lease, s), ``reliable``, ``transient_local``, ``depth``,
+    ``autodispose``; ``api`` is ``dcps`` (dcps entities, the default for writer and
+    reader) or ``raw`` (the cyclonedds binding; always for the benchmark roles).
     """
     from dataclasses import dataclass
 
@@ -373,12 +375,6 @@ def main(config: dict[str, Any]) -> None:
         stamp: int64 = 0
         payload: str = ""
 
-    network = NetworkConfig.from_mapping(config.get("network", {}))
-    domain_id = config["domain"]
-    domain = network.apply(domain_id)
-    participant = DomainParticipant(domain_id, qos=network.participant_qos())
-    role = config["role"]
-    qos = _qos(config)
     stop = threading.Event()
     commands: queue.Queue[dict[str, Any]] = queue.Queue()
 
@@ -392,6 +388,16 @@ def main(config: dict[str, Any]) -> None:
         stop.set()
 
     threading.Thread(target=read_stdin, daemon=True).start()
+    role = config["role"]
+    if config.get("api", "dcps") == "dcps" and role in ("writer", "reader"):
+        _dcps_peer(config, commands, stop)
+        return
+
+    network = NetworkConfig.from_mapping(config.get("network", {}))
+    domain_id = config["domain"]
+    domain = network.apply(domain_id)
+    participant = DomainParticipant(domain_id, qos=network.participant_qos())
+    qos = _qos(config)
     topic = Topic(participant, config["topic"], Reading)
 
     if role == "writer":
@@ -456,6 +462,117 @@ def main(config: dict[str, Any]) -> None:
     else:
         raise SystemExit(f"unknown role {role!r}")
     del domain
+
+
+def _dcps_peer(
+    config: dict[str, Any], commands: "queue.Queue[dict[str, Any]]", stop: threading.Event
+) -> None:
+    """The writer and reader roles on dcps entities."""
+    import datetime
+
+    import dcps
+    import idl
+    import qos as q
+    from dcps._network import NetworkConfig
+
+    class Reading(idl.Struct, typename="dcps_test::Reading"):
+        id: idl.key[idl.int32]
+        value: idl.int64
+        stamp: idl.int64
+        payload: idl.string
+
+    def reading(key: int, value: int = 0) -> Any:
+        return Reading(id=key, value=value, stamp=0, payload="")
+
+    network = NetworkConfig.from_mapping(config.get("network", {}))
+    participant_qos = (
+        q.DomainParticipantQos(q.EntityName(network.participant_name))
+        if network.participant_name is not None
+        else None
+    )
+    participant = dcps.DomainParticipant(config["domain"], qos=participant_qos, network=network)
+    topic = dcps.Topic(participant, config["topic"], Reading)
+    policies: list[Any] = [
+        q.Reliability.reliable(datetime.timedelta(seconds=1))
+        if config.get("reliable", True)
+        else q.Reliability.BEST_EFFORT,
+        q.Durability.TRANSIENT_LOCAL
+        if config.get("transient_local", False)
+        else q.Durability.VOLATILE,
+        q.History.keep_last(config.get("depth", 100)),
+    ]
+    if "lease" in config:
+        policies.append(q.Liveliness.automatic(datetime.timedelta(seconds=config["lease"])))
+    role = config["role"]
+    if role == "writer":
+        if not config.get("autodispose", True):
+            policies.append(q.WriterDataLifecycle(autodispose_unregistered_instances=False))
+        writer = dcps.DataWriter(participant, topic, qos=q.DataWriterQos(*policies))
+        _emit(ev="ready", role=role, api="dcps")
+        matched = -1
+        while not stop.is_set():
+            count = writer.publication_matched_status.current_count
+            if count != matched:
+                matched = count
+                _emit(ev="pub_matched", count=count)
+            try:
+                command = commands.get(timeout=0.02)
+            except queue.Empty:
+                continue
+            op = command["op"]
+            if op == "write":
+                writer.write(reading(command["key"], command["value"]))
+            elif op == "dispose":
+                writer.dispose(reading(command["key"]))
+            elif op == "unregister":
+                writer.unregister_instance(reading(command["key"]))
+            elif op == "exit":
+                break
+            _emit(ev="done", op=op, **{k: v for k, v in command.items() if k != "op"})
+        participant.close()
+        return
+
+    reader = dcps.DataReader(participant, topic, qos=q.DataReaderQos(*policies))
+    watch = None
+    if config.get("watch_participants"):
+        from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsParticipant
+        from cyclonedds.qos import Policy
+
+        watch = BuiltinDataReader(participant._cyclone, BuiltinTopicDcpsParticipant)
+    _emit(ev="ready", role=role, api="dcps")
+    matched, alive, names = -1, -1, set()
+    while not stop.is_set():
+        status = reader.subscription_matched_status
+        if status.current_count != matched:
+            matched = status.current_count
+            _emit(ev="sub_matched", count=matched)
+        live = reader.liveliness_changed_status
+        if live.alive_count != alive:
+            alive = live.alive_count
+            _emit(ev="liveliness", alive=alive, not_alive=live.not_alive_count)
+        for sample in reader.take(256):
+            info = sample.info
+            _emit(
+                ev="sample", key=sample.data.id,
+                value=sample.data.value if info.valid_data else None,
+                valid=bool(info.valid_data), state=InstanceStateName(info.instance_state),
+            )
+        if watch is not None:
+            for participant_sample in watch.take(N=64):
+                found = participant_sample.qos
+                name = found[Policy.EntityName].name if Policy.EntityName in found else None
+                if name is not None and name not in names:
+                    names.add(name)
+                    _emit(ev="participant", name=name)
+        stop.wait(0.02)
+    if watch is not None:
+        watch.__del__()
+    participant.close()
+
+
+def InstanceStateName(state: Any) -> str:  # noqa: N802 - reads like the enum it names
+    """The DDS name of an instance state (``ALIVE``, ``NOT_ALIVE_DISPOSED``, ...)."""
+    return _STATES.get(int(state), str(state))
 
 
 def _bench_roles(config: dict[str, Any], role: str, participant: Any, reading: Any,

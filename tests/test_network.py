@@ -289,6 +289,18 @@ class TestApply:
         finally:
             _release(participant)
 
+    def test_dcps_participant_with_network_config(self, own_domain: int) -> None:
+        """dcps.DomainParticipant(network=...) applies the config; a different one is refused."""
+        network = NetworkConfig(interfaces=["lo"], domain_tag="dcps-net")
+        participant = dcps.DomainParticipant(own_domain, network=network)
+        try:
+            with pytest.raises(dcps.PreconditionNotMetError, match="already exists"):
+                dcps.DomainParticipant(own_domain, network=NetworkConfig(interfaces=["lo"]))
+        finally:
+            participant.close()
+        again = dcps.DomainParticipant(own_domain, network=NetworkConfig(interfaces=["lo"]))
+        again.close()
+
     def test_domain_can_be_applied_again_once_released(self, own_domain: int) -> None:
         """Releasing the handle frees the domain id for a new configuration."""
         _release(NetworkConfig(interfaces=["lo"]).apply(own_domain))
