@@ -212,7 +212,7 @@ def _key_paths(fields: tuple[FieldInfo, ...]) -> list[str]:
 
 def describe(t: type) -> StructInfo:
     """Describe topic type ``t`` (cached). Raises ``IdlError`` if ``t`` is not a topic type."""
-    info = _cache.get(t)
+    info = _cache.get(t) if isinstance(t, type) else None
     if info is not None:
         return info
     if not is_topic_type(t):
