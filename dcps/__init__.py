@@ -58,7 +58,6 @@ from idl._errors import (
 )
 
 __all__ = [
-    "LENGTH_UNLIMITED",
     "AlreadyClosedError",
     "BadParameterError",
     "Condition",
@@ -78,6 +77,7 @@ __all__ = [
     "InconsistentPolicyError",
     "InconsistentTopicStatus",
     "InstanceState",
+    "LENGTH_UNLIMITED",
     "Listener",
     "LivelinessChangedStatus",
     "LivelinessLostStatus",

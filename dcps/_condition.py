@@ -72,6 +72,7 @@ class ReadCondition(Condition):
         super().__init__(reader)
         self._reader = reader
         self._cyclone: Any = self._create()
+        self._adopted()
 
     def _create(self) -> Any:
         with cyclone_call("create ReadCondition"):
@@ -140,6 +141,9 @@ class QueryCondition(ReadCondition):
             raise PreconditionNotMetError("this QueryCondition has no SQL expression")
         self._filter = self._filter.with_parameters(tuple(parameters))
         self._predicate = self._filter.matches
+        # Cyclone caches each sample's match when it arrives: re-create the condition
+        # so samples already in the reader are judged by the new parameters.
+        self._rebind()
 
 
 class GuardCondition(Condition):
@@ -152,6 +156,7 @@ class GuardCondition(Condition):
         self._owner = participant
         with cyclone_call("create GuardCondition"):
             self._cyclone: Any = CycloneGuard(participant._cyclone)
+        self._adopted()
 
     def set_trigger_value(self, value: bool = True) -> None:
         """Trigger (or reset) the condition."""
@@ -182,6 +187,7 @@ class StatusCondition(Condition):
         self._entity = entity
         self._cyclone = None  # the Cyclone entity itself is what a wait set attaches
         self.set_enabled_statuses(enabled_statuses)
+        self._adopted()
 
     def _rebind(self) -> None:
         self.set_enabled_statuses(self.enabled_statuses)
@@ -221,6 +227,7 @@ class WaitSet(Entity):
         self._conditions: list[Condition] = []
         with cyclone_call("create WaitSet"):
             self._cyclone: Any = CycloneWaitSet(participant._cyclone)
+        self._adopted()
 
     def _on_close(self) -> None:
         for condition in self._conditions:

@@ -35,7 +35,11 @@ class Entity:
         self._lock = threading.RLock()
         if parent is not None:
             parent._check_open()
-            parent._children.append(self)
+
+    def _adopted(self) -> None:
+        """Called last in a constructor: only a fully created entity joins its parent."""
+        if self._parent is not None:
+            self._parent._children.append(self)
 
     # -- lifecycle -----------------------------------------------------------
     @property
@@ -88,7 +92,8 @@ class Entity:
         """This entity's instance handle (as peers see it in matched statuses)."""
         self._check_open()
         with cyclone_call(f"get instance handle of {self._describe()}"):
-            return int(self._cyclone.get_instance_handle())
+            # the binding returns handles signed; DDS handles are uint64
+            return int(self._cyclone.get_instance_handle()) & ((1 << 64) - 1)
 
     @property
     def guid(self) -> str:

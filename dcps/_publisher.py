@@ -106,6 +106,7 @@ class Publisher(_Group):
         self._qos.check()
         with cyclone_call("create Publisher"):
             self._cyclone = self._create_cyclone(self._qos)
+        self._adopted()
 
     def _create_cyclone(self, qos: Any) -> Any:
         return CyclonePublisher(self._participant._cyclone, qos=q.to_cyclone(qos))
@@ -141,6 +142,7 @@ class Subscriber(_Group):
         self._qos.check()
         with cyclone_call("create Subscriber"):
             self._cyclone = self._create_cyclone(self._qos)
+        self._adopted()
 
     def _create_cyclone(self, qos: Any) -> Any:
         return CycloneSubscriber(self._participant._cyclone, qos=q.to_cyclone(qos))

@@ -65,31 +65,39 @@ class DataReader(Entity, Generic[T]):
         qos: q.DataReaderQos | None = None,
         listener: Listener | None = None,
     ) -> None:
-        if isinstance(subscriber, DomainParticipant):
-            subscriber = Subscriber(subscriber)
-            self._own_subscriber: Subscriber | None = subscriber
-        elif isinstance(subscriber, Subscriber):
-            self._own_subscriber = None
-        else:
+        if not isinstance(subscriber, Subscriber | DomainParticipant):
             raise BadParameterError(
                 f"a DataReader is created on a Subscriber or DomainParticipant, "
                 f"got {type(subscriber).__name__}"
             )
         if not isinstance(topic, Topic):
             raise BadParameterError(f"a DataReader needs a Topic, got {type(topic).__name__}")
-        if topic.participant is not subscriber.participant:
+        participant = subscriber if isinstance(subscriber, DomainParticipant) else subscriber.participant
+        if topic.participant is not participant:
             raise BadParameterError("the topic and the subscriber belong to different participants")
         topic._check_open()
+        checked_qos = resolve_qos(qos, q.DataReaderQos, "DataReader")
+        # Created on a participant: the subscriber is our own, closed with us.
+        self._own_subscriber: Subscriber | None = (
+            Subscriber(participant) if isinstance(subscriber, DomainParticipant) else None
+        )
+        subscriber = self._own_subscriber or subscriber
         super().__init__(subscriber)
         self._subscriber = subscriber
         self._topic = topic
         self._type = topic.data_type
-        self._qos = resolve_qos(qos, q.DataReaderQos, "DataReader")
+        self._qos = checked_qos
         self._listener = listener
         self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._wakeup_lock = threading.Lock()
-        with cyclone_call(f"create DataReader on {topic._describe()}"):
-            self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
+        try:
+            with cyclone_call(f"create DataReader on {topic._describe()}"):
+                self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
+        except BaseException:
+            if self._own_subscriber is not None:
+                self._own_subscriber.close()
+            raise
+        self._adopted()
 
     def _create_cyclone(self, cyclone_subscriber: Any) -> Any:
         return CycloneReader(

@@ -47,6 +47,7 @@ class Topic(Entity, Generic[T]):
             self._cyclone: Any = CycloneTopic(
                 participant._cyclone, name, data_type, qos=q.to_cyclone(self._qos)
             )
+        self._adopted()
 
     def _describe(self) -> str:
         return f"Topic({self._name!r})"

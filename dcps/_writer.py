@@ -39,30 +39,38 @@ class DataWriter(Entity, Generic[T]):
         qos: q.DataWriterQos | None = None,
         listener: Listener | None = None,
     ) -> None:
-        if isinstance(publisher, DomainParticipant):
-            publisher = Publisher(publisher)
-            self._own_publisher: Publisher | None = publisher
-        elif isinstance(publisher, Publisher):
-            self._own_publisher = None
-        else:
+        if not isinstance(publisher, Publisher | DomainParticipant):
             raise BadParameterError(
                 f"a DataWriter is created on a Publisher or DomainParticipant, "
                 f"got {type(publisher).__name__}"
             )
         if not isinstance(topic, Topic):
             raise BadParameterError(f"a DataWriter needs a Topic, got {type(topic).__name__}")
-        if topic.participant is not publisher.participant:
+        participant = publisher if isinstance(publisher, DomainParticipant) else publisher.participant
+        if topic.participant is not participant:
             raise BadParameterError("the topic and the publisher belong to different participants")
         topic._check_open()
+        checked_qos = resolve_qos(qos, q.DataWriterQos, "DataWriter")
+        # Created on a participant: the publisher is our own, closed with us.
+        self._own_publisher: Publisher | None = (
+            Publisher(participant) if isinstance(publisher, DomainParticipant) else None
+        )
+        publisher = self._own_publisher or publisher
         super().__init__(publisher)
         self._publisher = publisher
         self._topic = topic
         self._type = topic.data_type
         self._type_check = idl.validate
-        self._qos = resolve_qos(qos, q.DataWriterQos, "DataWriter")
+        self._qos = checked_qos
         self._listener = listener
-        with cyclone_call(f"create DataWriter on {topic._describe()}"):
-            self._cyclone: Any = self._create_cyclone(publisher._cyclone)
+        try:
+            with cyclone_call(f"create DataWriter on {topic._describe()}"):
+                self._cyclone: Any = self._create_cyclone(publisher._cyclone)
+        except BaseException:
+            if self._own_publisher is not None:
+                self._own_publisher.close()
+            raise
+        self._adopted()
 
     def _create_cyclone(self, cyclone_publisher: Any) -> Any:
         return CycloneWriter(

@@ -1,0 +1,330 @@
+"""DCPS entities: creation, read/take with masks, instances, conditions, listeners, asyncio, close."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import dcps
+import qos
+from qos_spec import reader_qos, writer_qos
+from topic_types import Reading
+from waiting import eventually
+
+
+@pytest.fixture
+def participant(domain_id: int) -> Iterator[dcps.DomainParticipant]:
+    with dcps.DomainParticipant(domain_id) as p:
+        yield p
+
+
+@pytest.fixture
+def topic(participant: dcps.DomainParticipant, topic_name: str) -> dcps.Topic[Reading]:
+    return dcps.Topic(participant, topic_name, Reading)
+
+
+@pytest.fixture
+def pair(
+    participant: dcps.DomainParticipant, topic: dcps.Topic[Reading]
+) -> tuple[dcps.DataWriter[Reading], dcps.DataReader[Reading]]:
+    reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
+    writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True, "keep_all": True}))
+    writer.wait_for_readers()
+    return writer, reader
+
+
+def settle(writer: dcps.DataWriter[Reading], reader: dcps.DataReader[Reading], count: int) -> None:
+    """Wait until the reader holds ``count`` samples."""
+    writer.wait_for_acknowledgments(10)  # reliable and acknowledged: the samples are in the reader
+
+
+
+class TestReadTake:
+    def test_read_marks_read_and_take_removes(self, pair) -> None:
+        """read() leaves samples (now READ); take() removes them."""
+        writer, reader = pair
+        writer.write(Reading(1, 1.0, "a"))
+        settle(writer, reader, 1)
+        first = reader.read()
+        assert [s.info.sample_state for s in first] == [dcps.SampleState.NOT_READ]
+        assert [s.info.sample_state for s in reader.read()] == [dcps.SampleState.READ]
+        assert reader.read(sample_states=dcps.SampleState.NOT_READ) == []
+        assert [s.data.label for s in reader.take()] == ["a"]
+        assert reader.read() == []
+
+    def test_max_samples_limits_the_result(self, pair) -> None:
+        """At most max_samples samples come back."""
+        writer, reader = pair
+        for i in range(5):
+            writer.write(Reading(i, float(i), ""))
+        settle(writer, reader, 5)
+        assert len(reader.take(2)) == 2
+        assert len(reader.take()) == 3
+
+    def test_view_and_instance_state_masks_select(self, pair) -> None:
+        """Masks on view and instance state select matching instances only."""
+        writer, reader = pair
+        writer.write(Reading(1, 1.0, ""))
+        writer.write(Reading(2, 2.0, ""))
+        writer.dispose(Reading(2, 0.0, ""))
+        settle(writer, reader, 2)
+        disposed = reader.read(instance_states=dcps.InstanceState.NOT_ALIVE_DISPOSED)
+        assert {s.data.sensor for s in disposed} == {2}
+        alive = reader.read(instance_states=dcps.InstanceState.ALIVE)
+        assert {s.data.sensor for s in alive} == {1}
+        # once read, instances are no longer NEW to this reader
+        assert reader.read(view_states=dcps.ViewState.NEW) == []
+        assert {s.data.sensor for s in reader.read(view_states=dcps.ViewState.NOT_NEW)} == {1, 2}
+
+    def test_sample_info_is_complete(self, pair) -> None:
+        """Every sample carries its SampleInfo: handles, timestamp, counts and ranks."""
+        writer, reader = pair
+        from datetime import UTC, datetime
+
+        stamp = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+        writer.write(Reading(1, 1.0, "x"), timestamp=stamp)
+        writer.write(Reading(1, 2.0, "y"))
+        settle(writer, reader, 2)
+        first, second = reader.read()
+        assert first.info.source_timestamp == stamp
+        assert first.info.instance_handle == reader.lookup_instance(Reading(1, 0.0, ""))
+        assert first.info.publication_handle == writer.instance_handle
+        assert (first.info.sample_rank, second.info.sample_rank) == (1, 0)
+        assert (first.info.generation_rank, first.info.absolute_generation_rank) == (0, 0)
+        assert first.info.disposed_generation_count == first.info.no_writers_generation_count == 0
+        assert first.valid_data and second.valid_data
+
+    def test_invalid_sample_carries_only_the_key(self, pair) -> None:
+        """A dispose of an instance with no unread samples arrives as an invalid sample."""
+        writer, reader = pair
+        writer.write(Reading(4, 4.0, "data"))
+        settle(writer, reader, 1)
+        reader.take()
+        writer.dispose(Reading(4, 0.0, ""))
+        writer.wait_for_acknowledgments(10)
+        (sample,) = eventually(lambda: reader.take())
+        assert not sample.valid_data
+        assert sample.data.sensor == 4
+        assert sample.info.instance_state == dcps.InstanceState.NOT_ALIVE_DISPOSED
+
+
+class TestInstances:
+    def test_per_instance_read_and_take(self, pair) -> None:
+        """read/take with an instance handle touch that instance only."""
+        writer, reader = pair
+        for sensor in (1, 2, 2):
+            writer.write(Reading(sensor, float(sensor), ""))
+        settle(writer, reader, 3)
+        handle = reader.lookup_instance(Reading(2, 0.0, ""))
+        assert handle is not None
+        assert [s.data.sensor for s in reader.take(instance=handle)] == [2, 2]
+        assert [s.data.sensor for s in reader.read()] == [1]
+
+    def test_next_instance_iterates_in_handle_order(self, pair) -> None:
+        """read_next_instance walks the instances by increasing handle without marking others read."""
+        writer, reader = pair
+        for sensor in (5, 6, 7):
+            writer.write(Reading(sensor, 0.0, ""))
+        settle(writer, reader, 3)
+        handles, previous = [], None
+        while batch := reader.read_next_instance(previous):
+            previous = batch[0].info.instance_handle
+            handles.append(previous)
+        assert handles == sorted(handles) and len(handles) == 3
+        taken = [b[0].data.sensor for b in reader.instances(take=True)]
+        assert sorted(taken) == [5, 6, 7]
+        assert reader.read() == []
+
+    def test_key_value_of_handle(self, pair) -> None:
+        """key_value() returns the key fields of an instance handle, on reader and writer."""
+        writer, reader = pair
+        handle = writer.register_instance(Reading(9, 0.0, ""))
+        assert writer.lookup_instance(Reading(9, 5.0, "other")) == handle
+        assert writer.key_value(handle).sensor == 9
+        writer.write(Reading(9, 1.0, "x"))
+        settle(writer, reader, 1)
+        rhandle = reader.lookup_instance(Reading(9, 0.0, ""))
+        assert reader.key_value(rhandle).sensor == 9
+        assert reader.lookup_instance(Reading(99, 0.0, "")) is None
+        with pytest.raises(dcps.BadParameterError, match="no instance"):
+            reader.key_value(12345)
+
+    def test_write_dispose_disposes_with_data(self, pair) -> None:
+        """write_dispose delivers the sample and marks the instance disposed."""
+        writer, reader = pair
+        writer.write_dispose(Reading(3, 3.0, "last"))
+        settle(writer, reader, 1)
+        (sample,) = reader.take()
+        assert sample.valid_data and sample.data.label == "last"
+        assert sample.info.instance_state == dcps.InstanceState.NOT_ALIVE_DISPOSED
+
+
+class TestConditions:
+    def test_waitset_returns_the_triggered_conditions(self, participant, pair) -> None:
+        """A wait set wakes on a read condition and reports which condition triggered."""
+        writer, reader = pair
+        guard = dcps.GuardCondition(participant)
+        data = dcps.ReadCondition(reader, sample_states=dcps.SampleState.NOT_READ)
+        ws = dcps.WaitSet(participant)
+        ws.attach(guard)
+        ws.attach(data)
+        with pytest.raises(dcps.DcpsTimeoutError):
+            ws.wait(0.05)
+        writer.write(Reading(1, 1.0, ""))
+        assert ws.wait(10) == [data]
+        reader.take(condition=data)
+        guard.set_trigger_value(True)
+        assert ws.wait(10) == [guard]
+
+    def test_query_condition_filters_by_expression(self, participant, pair) -> None:
+        """A query condition selects samples by an SQL expression with parameters."""
+        writer, reader = pair
+        for i in range(6):
+            writer.write(Reading(i, float(i), "even" if i % 2 == 0 else "odd"))
+        settle(writer, reader, 6)
+        query = dcps.QueryCondition(reader, "value > %0 AND label = 'even'", ["1"])
+        assert sorted(s.data.sensor for s in reader.read(condition=query)) == [2, 4]
+        query.set_parameters(["3"])
+        assert [s.data.sensor for s in reader.read(condition=query)] == [4]
+
+    def test_status_condition_wakes_on_matched_writer(self, participant, topic) -> None:
+        """A status condition on SUBSCRIPTION_MATCHED wakes when a writer appears."""
+        reader = dcps.DataReader(participant, topic)
+        cond = dcps.StatusCondition(reader, dcps.StatusKind.SUBSCRIPTION_MATCHED)
+        ws = dcps.WaitSet(participant)
+        ws.attach(cond)
+        dcps.DataWriter(participant, topic)
+        assert ws.wait(10) == [cond]
+        assert reader.subscription_matched_status.current_count == 1
+
+
+class RecordingListener(dcps.Listener):
+    def __init__(self) -> None:
+        self.data = threading.Event()
+        self.matched: list[int] = []
+
+    def on_data_available(self, reader: dcps.DataReader[Reading]) -> None:
+        self.data.set()
+
+    def on_subscription_matched(self, reader, status: dcps.SubscriptionMatchedStatus) -> None:
+        self.matched.append(status.current_count)
+
+    def on_publication_matched(self, writer, status: dcps.PublicationMatchedStatus) -> None:
+        self.matched.append(-status.current_count)
+
+
+class TestListeners:
+    def test_listeners_report_matches_and_data(self, participant, topic) -> None:
+        """Listeners on both ends hear the match, and the reader's hears new data."""
+        listener = RecordingListener()
+        reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}), listener=listener)
+        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}), listener=listener)
+        eventually(lambda: 1 in listener.matched and -1 in listener.matched)
+        writer.write(Reading(1, 1.0, ""))
+        assert listener.data.wait(10)
+        reader.set_listener(None)
+        assert [s.data.sensor for s in reader.take()] == [1]
+
+
+class TestAsyncio:
+    def test_async_for_takes_samples_as_they_arrive(self, pair) -> None:
+        """`async for` yields samples in order without blocking the event loop."""
+        writer, reader = pair
+
+        async def consume() -> list[int]:
+            got: list[int] = []
+            async for sample in reader:
+                got.append(sample.data.sensor)
+                if len(got) == 3:
+                    return got
+            return got
+
+        async def main() -> list[int]:
+            task = asyncio.create_task(consume())
+            for i in range(3):
+                await asyncio.sleep(0)  # let the consumer wait first
+                writer.write(Reading(i, 0.0, ""))
+            return await asyncio.wait_for(task, 10)
+
+        assert asyncio.run(main()) == [0, 1, 2]
+
+    def test_atake_waits_for_data(self, pair) -> None:
+        """atake() suspends until unread samples exist, then takes them."""
+        writer, reader = pair
+
+        async def main() -> list[dcps.Sample[Reading]]:
+            pending = asyncio.create_task(reader.atake())
+            await asyncio.sleep(0)
+            writer.write(Reading(8, 8.0, ""))
+            return await asyncio.wait_for(pending, 10)
+
+        assert [s.data.sensor for s in asyncio.run(main())] == [8]
+
+
+class TestErrors:
+    def test_closed_entities_raise_already_closed(self, domain_id, topic_name) -> None:
+        """Closing a participant closes its children; using any of them raises AlreadyClosedError."""
+        with dcps.DomainParticipant(domain_id) as participant:
+            topic = dcps.Topic(participant, topic_name, Reading)
+            writer = dcps.DataWriter(participant, topic)
+            reader = dcps.DataReader(participant, topic)
+        for use in (lambda: writer.write(Reading(1, 1.0, "")), reader.take,
+                    lambda: dcps.DataReader(participant, topic)):
+            with pytest.raises(dcps.AlreadyClosedError, match="closed"):
+                use()
+        writer.close()  # closing twice is harmless
+
+    def test_wrong_sample_type_is_rejected(self, pair) -> None:
+        """Writing a sample of another type names both types."""
+        writer, _ = pair
+        with pytest.raises(dcps.IdlError, match="sensors::Reading"):
+            writer.write("not a reading")  # type: ignore[arg-type]
+
+    def test_string_over_bound_is_rejected(self, pair) -> None:
+        """A bounded string that is too long is refused before anything is sent."""
+        writer, _ = pair
+        with pytest.raises(dcps.BadParameterError, match="label"):
+            writer.write(Reading(1, 1.0, "x" * 17))
+
+    def test_bad_parameters_name_the_problem(self, participant, topic) -> None:
+        """Bad domain ids, topic names, types and QoS kinds raise BadParameterError."""
+        with pytest.raises(dcps.BadParameterError, match="domain_id"):
+            dcps.DomainParticipant(999)
+        with pytest.raises(dcps.BadParameterError, match="topic name"):
+            dcps.Topic(participant, "", Reading)
+        with pytest.raises(dcps.BadParameterError, match="not a topic type"):
+            dcps.Topic(participant, "x", dict)
+        with pytest.raises(dcps.BadParameterError, match="DataReaderQos"):
+            dcps.DataReader(participant, topic, qos=qos.DataWriterQos())  # type: ignore[arg-type]
+        reader = dcps.DataReader(participant, topic)
+        with pytest.raises(dcps.BadParameterError, match="max_samples"):
+            reader.read(0)
+
+    def test_inconsistent_qos_is_refused_at_creation(self, participant, topic) -> None:
+        """A QoS whose history exceeds its resource limits is refused, naming both policies."""
+        with pytest.raises(dcps.InconsistentPolicyError, match="History.*ResourceLimits|ResourceLimits.*History"):
+            dcps.DataReader(participant, topic, qos=qos.DataReaderQos(
+                qos.History.keep_last(10), qos.ResourceLimits(max_samples_per_instance=5)))
+
+    def test_immutable_policy_change_is_refused(self, participant, topic) -> None:
+        """Changing Reliability of an enabled reader raises ImmutablePolicyError."""
+        reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": False}))
+        with pytest.raises(dcps.ImmutablePolicyError, match="Reliability"):
+            reader.set_qos(reader.qos.with_(qos.Reliability.RELIABLE))
+
+    def test_timeout_error_is_a_timeout(self, pair) -> None:
+        """Waiting for data that never comes raises DcpsTimeoutError (also a TimeoutError)."""
+        _, reader = pair
+        with pytest.raises(TimeoutError):
+            reader.wait_for_data(0.05)
+
+
+def test_public_names_are_exported() -> None:
+    """dcps.__all__ is sorted and names exactly the public attributes."""
+    assert list(dcps.__all__) == sorted(dcps.__all__)
+    public = {n for n in dir(dcps) if not n.startswith("_")} - {"annotations"}
+    modules = {n for n in public if type(getattr(dcps, n)).__name__ == "module"}
+    assert public - modules == set(dcps.__all__)
