@@ -18,6 +18,7 @@ from dcps._condition import (
 )
 from dcps._entity import Entity
 from dcps._listener import Listener
+from dcps._network import NetworkConfig, NetworkInterface
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher, Subscriber
 from dcps._reader import LENGTH_UNLIMITED, DataReader
@@ -81,6 +82,8 @@ __all__ = [
     "Listener",
     "LivelinessChangedStatus",
     "LivelinessLostStatus",
+    "NetworkConfig",
+    "NetworkInterface",
     "NotEnabledError",
     "OfferedDeadlineMissedStatus",
     "OfferedIncompatibleQosStatus",
