@@ -23,6 +23,7 @@ from qos._policies import (
     OwnershipStrength,
     Partition,
     Presentation,
+    Properties,
     QosPolicy,
     ReaderDataLifecycle,
     Reliability,
@@ -190,6 +191,7 @@ _BY_ID: dict[int, type[QosPolicy]] = {
     20: TransportPriority,
     21: Lifespan,
     22: DurabilityService,
+    23: Properties,
     24: TypeConsistencyEnforcement,
     25: DataRepresentation,
 }

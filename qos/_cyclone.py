@@ -34,6 +34,8 @@ from qos._policies import (
     Partition,
     Presentation,
     PresentationAccessScope,
+    Properties,
+    Property,
     QosPolicy,
     ReaderDataLifecycle,
     Reliability,
@@ -83,7 +85,7 @@ _KIND_NAMES: dict[str, type[QosSet]] = {
 }
 
 #: Policies only set on the Cyclone QoS when the user gave them (no useful default).
-_ONLY_IF_SET = (DataRepresentation, TypeConsistencyEnforcement, EntityName)
+_ONLY_IF_SET = (DataRepresentation, TypeConsistencyEnforcement, EntityName, Properties)
 
 
 def _history(policy: History) -> Any:
@@ -197,6 +199,12 @@ _TO: dict[type[QosPolicy], Callable[[Any], Any]] = {
     DataRepresentation: lambda p: _data_representation(p) if p.values else None,
     TypeConsistencyEnforcement: _type_consistency,
     EntityName: lambda p: P.EntityName(name=p.name) if p.name else None,
+    Properties: lambda p: [
+        P.Property(e.name, e.value, propagate=e.propagate)
+        if isinstance(e.value, str)
+        else P.BinaryProperty(e.name, e.value, propagate=e.propagate)
+        for e in p.entries
+    ],
     # Not in the binding: EntityFactory (entities are enabled by dcps) and
     # SubscriptionKeys (implemented by the dcps reader).
 }
@@ -209,7 +217,8 @@ def to_cyclone(qos: QosSet) -> cq.Qos:
     DDS default for the kind), so Cyclone's own defaults and its implicit
     merge of the topic QoS into readers/writers do not leak in. Exceptions:
     DataRepresentation, TypeConsistencyEnforcement and EntityName are only
-    set when given (Cyclone then chooses from the topic type), an empty
+    set when given (Cyclone then chooses from the topic type), so is
+    Properties, an empty
     Partition means Cyclone's default partition, and EntityFactory and
     SubscriptionKeys are not Cyclone policies (dcps implements them).
 
@@ -234,7 +243,9 @@ def to_cyclone(qos: QosSet) -> cq.Qos:
         if policy_class is DurabilityService and not qos.is_set(DurabilityService):
             policy = _durability_service_for(qos)
         converted = convert(policy)
-        if converted is not None:
+        if isinstance(converted, list):
+            policies.extend(converted)
+        elif converted is not None:
             policies.append(converted)
     return _CYCLONE_SET[type(qos)](*policies)
 
@@ -369,20 +380,28 @@ def from_cyclone(cyclone_qos: cq.Qos, kind: type[QosSet] | str) -> QosSet:
     ``kind`` is a QoS set class (``DataReaderQos``) or a name (``"reader"``,
     ``"writer"``, ``"topic"``, ``"publisher"``, ``"subscriber"``,
     ``"participant"``). Policies Cyclone reports that do not apply to the kind
-    (Cyclone keeps e.g. Presentation on readers) and binding-only policies
-    (Property, BinaryProperty) are left out.
+    (Cyclone keeps e.g. Presentation on readers) are left out; the binding's
+    Property and BinaryProperty policies are gathered into one ``Properties``.
     """
     set_class = _resolve_kind(kind)
     if not isinstance(cyclone_qos, cq.Qos):
         raise BadParameterError(f"from_cyclone takes a cyclonedds Qos, got {cyclone_qos!r}")
-    policies = []
+    policies: list[QosPolicy] = []
+    properties: list[Property] = []
     for cyclone_policy in cyclone_qos:
+        if _scope(cyclone_policy) in ("Property", "BinaryProperty"):
+            properties.append(
+                Property(cyclone_policy.key, cyclone_policy.value, bool(cyclone_policy.propagate))
+            )
+            continue
         convert = _FROM.get(_scope(cyclone_policy))
         if convert is None:
             continue
         policy = convert(cyclone_policy)
         if set_class.applies(type(policy)):
             policies.append(policy)
+    if properties and set_class.applies(Properties):
+        policies.append(Properties(properties))
     return set_class(*policies)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any, ClassVar, Self
 
@@ -50,6 +50,8 @@ __all__ = [
     "Partition",
     "Presentation",
     "PresentationAccessScope",
+    "Properties",
+    "Property",
     "QosPolicy",
     "ReaderDataLifecycle",
     "Reliability",
@@ -200,11 +202,17 @@ def _kind(enum_type: type[enum.Enum]) -> Any:
     return check
 
 
-def _instance(expected: type) -> Any:
+def _type_names(expected: type | tuple[type, ...]) -> str:
+    if isinstance(expected, tuple):
+        return " or ".join(t.__name__ for t in expected)
+    return expected.__name__
+
+
+def _instance(expected: type | tuple[type, ...]) -> Any:
     def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if not isinstance(value, expected):
             raise BadParameterError(
-                f"{_where(instance, attribute)} must be a {expected.__name__}, got {value!r}"
+                f"{_where(instance, attribute)} must be a {_type_names(expected)}, got {value!r}"
             )
 
     return check
@@ -718,3 +726,61 @@ class EntityName(QosPolicy):
     changeable: ClassVar[bool] = False
 
     name: str = attrs.field(default="", validator=_instance(str))
+
+
+def _to_properties(value: object) -> object:
+    if isinstance(value, Mapping):
+        return tuple(Property(name, item) for name, item in value.items())
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes):
+        return tuple(value)
+    return value
+
+
+def _properties(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(item, Property) for item in value):
+        raise BadParameterError(
+            f"{_where(instance, attribute)} must be Property entries or a mapping, got {value!r}"
+        )
+    names = [item.name for item in value]
+    if len(set(names)) != len(names):
+        raise BadParameterError(f"{_where(instance, attribute)} repeats a property name: {names}")
+
+
+@attrs.frozen
+class Property:
+    """One entry of :class:`Properties`: a name, a text or binary value, and
+    whether discovery sends it to other participants (``propagate``)."""
+
+    name: str = attrs.field(validator=_instance(str))
+    value: str | bytes = attrs.field(validator=_instance((str, bytes)))
+    propagate: bool = attrs.field(default=False, validator=_bool)
+
+
+@attrs.frozen
+class Properties(QosPolicy):
+    """Name/value properties (the DDS-Security PropertyQosPolicy; Cyclone DDS also
+    reports ``__Hostname``, ``__Pid`` and ``__ProcessName`` of a participant).
+
+    ``Properties({"name": "value"})`` or ``Properties([Property("k", b"raw", True)])``.
+    """
+
+    changeable: ClassVar[bool] = False
+
+    entries: tuple[Property, ...] = attrs.field(
+        default=(), converter=_to_properties, validator=_properties
+    )
+
+    def __getitem__(self, name: str) -> str | bytes:
+        """The value of property ``name`` (KeyError if absent)."""
+        for entry in self.entries:
+            if entry.name == name:
+                return entry.value
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return any(entry.name == name for entry in self.entries)
+
+    def with_property(self, name: str, value: str | bytes, propagate: bool = False) -> Properties:
+        """A copy with property ``name`` added or replaced."""
+        kept = tuple(entry for entry in self.entries if entry.name != name)
+        return Properties((*kept, Property(name, value, propagate)))

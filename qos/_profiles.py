@@ -37,7 +37,7 @@ import attrs
 
 from idl._errors import BadParameterError, InconsistentPolicyError
 from qos._duration import parse_duration
-from qos._policies import History, HistoryKind, Partition, QosPolicy
+from qos._policies import History, HistoryKind, Partition, Properties, QosPolicy
 from qos._sets import (
     DataReaderQos,
     DataWriterQos,
@@ -159,6 +159,10 @@ def _convert(field_type: Any, value: object, where: str) -> object:
 
 def _build_policy(cls: type[QosPolicy], value: object, where: str) -> QosPolicy:
     types = _field_types(cls)
+    if cls is Properties:
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise BadParameterError(f"{where}: expected a table of text properties, got {value!r}")
+        return Properties(value)
     if isinstance(value, dict):
         kwargs: dict[str, object] = {}
         for key, item in value.items():

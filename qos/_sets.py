@@ -36,6 +36,7 @@ from qos._policies import (
     OwnershipStrength,
     Partition,
     Presentation,
+    Properties,
     QosPolicy,
     ReaderDataLifecycle,
     Reliability,
@@ -333,7 +334,7 @@ class DomainParticipantQos(QosSet):
 
     __slots__ = ()
     entity_kind = "DomainParticipant"
-    _defaults = _defaults(UserData(), EntityFactory(), IgnoreLocal(), EntityName())
+    _defaults = _defaults(UserData(), EntityFactory(), IgnoreLocal(), EntityName(), Properties())
 
 
 class TopicQos(QosSet):
@@ -452,6 +453,7 @@ class DataWriterQos(_EndpointQos):
         DataRepresentation(),
         IgnoreLocal(),
         EntityName(),
+        Properties(),
     )
 
 
@@ -478,4 +480,5 @@ class DataReaderQos(_EndpointQos):
         TypeConsistencyEnforcement(),
         IgnoreLocal(),
         EntityName(),
+        Properties(),
     )

@@ -37,6 +37,8 @@ from qos import (
     Partition,
     Presentation,
     PresentationAccessScope,
+    Properties,
+    Property,
     PublisherQos,
     QosSet,
     ReaderDataLifecycle,
@@ -136,6 +138,22 @@ class TestRoundTrip:
         sent = DomainParticipantQos(UserData(b"hello"), IgnoreLocal.PROCESS, EntityName("p"))
         participant = DomainParticipant(domain_id, qos=to_cyclone(sent))
         assert_carried(sent, from_cyclone(participant.get_qos(), DomainParticipantQos))
+
+    def test_default_participant_reports_process_properties(self, domain_id: int) -> None:
+        """Cyclone describes a default participant's process in properties we read back."""
+        participant = DomainParticipant(domain_id)
+        assert "__Pid" in from_cyclone(participant.get_qos(), "participant")[Properties]
+
+    def test_properties(self, domain_id: int, topic_name: str) -> None:
+        """Text and binary properties reach Cyclone and come back from participants and writers."""
+        props = Properties([Property("site", "lab", True), Property("blob", b"\x01\x02")])
+        participant = DomainParticipant(domain_id, qos=to_cyclone(DomainParticipantQos(props)))
+        back = from_cyclone(participant.get_qos(), "participant")[Properties]
+        assert back["site"] == "lab"
+        assert back["blob"] == b"\x01\x02"
+        topic = Topic(participant, topic_name, Sample)
+        writer = DataWriter(participant, topic, qos=to_cyclone(DataWriterQos(props)))
+        assert from_cyclone(writer.get_qos(), "writer")[Properties] == props
 
     def test_topic(self, participant: DomainParticipant, topic_name: str) -> None:
         """A topic created from a converted QoS reports the same policies."""

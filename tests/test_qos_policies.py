@@ -34,6 +34,8 @@ from qos import (
     Partition,
     Presentation,
     PresentationAccessScope,
+    Properties,
+    Property,
     ReaderDataLifecycle,
     Reliability,
     ReliabilityKind,
@@ -146,6 +148,16 @@ class TestCopyAndModify:
         """Partition takes names as arguments, one iterable, or the names keyword."""
         assert Partition("a", "b") == Partition(["a", "b"]) == Partition(names=("a", "b"))
 
+    def test_properties(self) -> None:
+        """Properties are built from a mapping or entries, looked up by name, and replaced."""
+        props = Properties({"site": "lab"}).with_property("blob", b"\x00\x01", propagate=True)
+        assert props["site"] == "lab"
+        assert props["blob"] == b"\x00\x01"
+        assert "blob" in props
+        assert props.with_property("site", "field")["site"] == "field"
+        with pytest.raises(KeyError):
+            props["missing"]
+
     def test_subscription_keys_of(self) -> None:
         """SubscriptionKeys.of(...) uses the given field paths as the reader's keys."""
         keys = SubscriptionKeys.of("id", "pos.x")
@@ -216,6 +228,9 @@ class TestValidation:
                 "TypeConsistencyEnforcement.ignore_member_names",
             ),
             (lambda: IgnoreLocal("process"), "IgnoreLocal.kind"),  # type: ignore[arg-type]
+            (lambda: Property("k", 5), "Property.value"),  # type: ignore[arg-type]
+            (lambda: Properties([("k", "v")]), "Properties.entries"),
+            (lambda: Properties([Property("k", "1"), Property("k", "2")]), "Properties.entries"),
             (lambda: EntityName(5), "name"),  # type: ignore[arg-type]
         ],
     )

@@ -27,6 +27,7 @@ from qos import (
     Presentation,
     PresentationAccessScope,
     Profile,
+    Properties,
     Reliability,
     SubscriptionKeys,
     TimeBasedFilter,
@@ -147,6 +148,8 @@ class TestUserFiles:
             presentation = { access_scope = "topic", coherent_access = true }
             [telemetry.subscriber]
             partition = "robots"
+            [telemetry.reader.properties]
+            site = "lab"
             """,
         )
         library = load_profiles(path)
@@ -169,6 +172,7 @@ class TestUserFiles:
         assert p.publisher[Partition].names == ("robots", "fleet*")
         assert p.publisher[Presentation] == Presentation(PresentationAccessScope.TOPIC, True)
         assert p.subscriber[Partition].names == ("robots",)
+        assert p.reader[Properties]["site"] == "lab"
         assert profile("telemetry", library) is p
         assert profile("telemetry", path) == p
         assert profile("command", library) == profile("command")
