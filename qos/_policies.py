@@ -730,9 +730,13 @@ class EntityName(QosPolicy):
 
 def _to_properties(value: object) -> object:
     if isinstance(value, Mapping):
-        return tuple(Property(name, item) for name, item in value.items())
+        value = [Property(name, item) for name, item in value.items()]
     if isinstance(value, Iterable) and not isinstance(value, str | bytes):
-        return tuple(value)
+        items = tuple(value)
+        if all(isinstance(item, Property) for item in items):
+            # Order carries no meaning: keep entries sorted so equal sets compare equal.
+            return tuple(sorted(items, key=lambda item: item.name))
+        return items
     return value
 
 
