@@ -4,8 +4,9 @@ Run as root (namespaces need CAP_NET_ADMIN)::
 
     python -m benchmarks.bench_multihost [--count 20000] [--size 64] [--pings 500]
 
-Both cases run the same two processes (a source and a sink, raw ``cyclonedds``
-binding, reliable KEEP_ALL, network set by ``NetworkConfig``): once both on this
+Both cases run the same two processes (a source and a sink on dcps entities, or
+on the raw ``cyclonedds`` binding with ``--api raw``; reliable KEEP_ALL, network
+set by ``NetworkConfig``): once both on this
 host over loopback, once each in its own namespace joined by a veth bridge.
 Throughput is what the sink counts from first to last sample of a burst; latency
 is the round trip of a ping answered by the sink (one-way is about half).
@@ -49,21 +50,19 @@ def _measure(source: Any, sink: Any, count: int, size: int, pings: int) -> dict[
     }
 
 
-def run(count: int, size: int, pings: int, domain: int) -> dict[str, dict[str, float]]:
-    """Measure both cases; returns {case: {metric: value}}."""
+def run(
+    count: int, size: int, pings: int, domain: int, api: str = "dcps"
+) -> dict[str, dict[str, float]]:
+    """Measure both cases with ``api`` (``dcps`` or ``raw``); returns {case: {metric: value}}."""
     results: dict[str, dict[str, float]] = {}
     topic = f"bench_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="dcps-bench-") as workdir:
         loopback = {"interfaces": [{"name": "lo", "multicast": True}]}
-        sink = netns.local_peer(
-            {"role": "sink", "domain": domain, "topic": topic, "network": loopback}, Path(workdir)
-        )
-        source = netns.local_peer(
-            {"role": "source", "domain": domain, "topic": topic, "network": loopback},
-            Path(workdir),
-        )
+        common = {"domain": domain, "topic": topic, "network": loopback, "api": api}
+        sink = netns.local_peer({"role": "sink", **common}, Path(workdir))
+        source = netns.local_peer({"role": "source", **common}, Path(workdir))
         try:
-            results["one host (loopback)"] = _measure(source, sink, count, size, pings)
+            results[f"{api}: one host (loopback)"] = _measure(source, sink, count, size, pings)
         finally:
             source.close()
             sink.close()
@@ -74,10 +73,11 @@ def run(count: int, size: int, pings: int, domain: int) -> dict[str, dict[str, f
         return results
     with netns.lan(2) as lan:
         a, b = lan.hosts
-        network = {"interfaces": ["eth0"]}
-        sink = b.peer(role="sink", domain=domain, topic=topic, network=network)
-        source = a.peer(role="source", domain=domain, topic=topic, network=network)
-        results["two hosts (netns veth+bridge)"] = _measure(source, sink, count, size, pings)
+        common = {"domain": domain, "topic": topic, "network": {"interfaces": ["eth0"]},
+                  "api": api}
+        sink = b.peer(role="sink", **common)
+        source = a.peer(role="source", **common)
+        results[f"{api}: two hosts (netns)"] = _measure(source, sink, count, size, pings)
     return results
 
 
@@ -88,14 +88,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=64, help="payload bytes per sample")
     parser.add_argument("--pings", type=int, default=500, help="round trips for latency")
     parser.add_argument("--domain", type=int, default=201, help="DDS domain id to use")
+    parser.add_argument("--api", choices=["dcps", "raw", "both"], default="both",
+                        help="dcps entities, the raw cyclonedds binding, or both")
     args = parser.parse_args(argv)
-    results = run(args.count, args.size, args.pings, args.domain)
+    results: dict[str, dict[str, float]] = {}
+    for api in ["dcps", "raw"] if args.api == "both" else [args.api]:
+        results.update(run(args.count, args.size, args.pings, args.domain, api))
     metrics = ["samples/s", "MB/s", "rtt p50 us", "rtt p90 us"]
     print(f"plain topic, reliable KEEP_ALL, {args.size}-byte payload, {args.count} samples,"
           f" {args.pings} pings")
-    print(f"{'case':32}" + "".join(f"{m:>14}" for m in metrics))
+    print(f"{'case':28}" + "".join(f"{m:>14}" for m in metrics))
     for case, values in results.items():
-        print(f"{case:32}" + "".join(f"{values[m]:>14,.1f}" for m in metrics))
+        print(f"{case:28}" + "".join(f"{values[m]:>14,.1f}" for m in metrics))
 
 
 if __name__ == "__main__":

@@ -392,6 +392,9 @@ def main(config: dict[str, Any]) -> None:
     if config.get("api", "dcps") == "dcps" and role in ("writer", "reader"):
         _dcps_peer(config, commands, stop)
         return
+    if config.get("api") == "dcps" and role in ("sink", "source"):
+        _dcps_bench_roles(config, role, commands, stop)
+        return
 
     network = NetworkConfig.from_mapping(config.get("network", {}))
     domain_id = config["domain"]
@@ -567,6 +570,112 @@ def _dcps_peer(
         stop.wait(0.02)
     if watch is not None:
         watch.__del__()
+    participant.close()
+
+
+def _dcps_bench_roles(config: dict[str, Any], role: str,
+                      commands: "queue.Queue[dict[str, Any]]", stop: threading.Event) -> None:
+    """The benchmark roles (see :func:`_bench_roles`) on dcps entities."""
+    import datetime
+
+    import dcps
+    import idl
+    import qos as q
+    from dcps._network import NetworkConfig
+
+    class Reading(idl.Struct, typename="dcps_test::Reading"):
+        id: idl.key[idl.int32]
+        value: idl.int64
+        stamp: idl.int64
+        payload: idl.string
+
+    network = NetworkConfig.from_mapping(config.get("network", {}))
+    participant = dcps.DomainParticipant(config["domain"], network=network)
+    policies = (q.Reliability.reliable(datetime.timedelta(seconds=10)), q.History.KEEP_ALL)
+    writer_qos, reader_qos = q.DataWriterQos(*policies), q.DataReaderQos(*policies)
+    name = config["topic"]
+    data_topic = dcps.Topic(participant, f"{name}_data", Reading)
+    ping_topic = dcps.Topic(participant, f"{name}_ping", Reading)
+    pong_topic = dcps.Topic(participant, f"{name}_pong", Reading)
+    tick = datetime.timedelta(milliseconds=50)
+
+    if role == "sink":
+        data_reader = dcps.DataReader(participant, data_topic, qos=reader_qos)
+        ping_reader = dcps.DataReader(participant, ping_topic, qos=reader_qos)
+        pong_writer = dcps.DataWriter(participant, pong_topic, qos=writer_qos)
+        waitset = dcps.WaitSet(participant)
+        waitset.attach(dcps.ReadCondition(data_reader))
+        waitset.attach(dcps.ReadCondition(ping_reader))
+        _emit(ev="ready", role=role, api="dcps")
+        count, first = 0, 0.0
+        while not stop.is_set():
+            with contextlib.suppress(dcps.DcpsTimeoutError):
+                waitset.wait(tick)
+            for sample in ping_reader.take(64):
+                if sample.valid_data:
+                    pong_writer.write(sample.data)
+            for sample in data_reader.take(1024):
+                if not sample.valid_data:
+                    continue
+                if sample.data.value < 0:
+                    _emit(ev="throughput", count=count, seconds=time.perf_counter() - first)
+                    count = 0
+                    continue
+                if count == 0:
+                    first = time.perf_counter()
+                count += 1
+        participant.close()
+        return
+
+    data_writer = dcps.DataWriter(participant, data_topic, qos=writer_qos)
+    ping_writer = dcps.DataWriter(participant, ping_topic, qos=writer_qos)
+    pong_reader = dcps.DataReader(participant, pong_topic, qos=reader_qos)
+    pong_wait = dcps.WaitSet(participant)
+    pong_wait.attach(dcps.ReadCondition(pong_reader))
+    _emit(ev="ready", role=role, api="dcps")
+    matched = (-1, -1)
+    while not stop.is_set():
+        now = (
+            data_writer.publication_matched_status.current_count,
+            pong_reader.subscription_matched_status.current_count,
+        )
+        if now != matched:
+            matched = now
+            _emit(ev="matched", data=now[0], pong=now[1])
+        try:
+            command = commands.get(timeout=0.02)
+        except queue.Empty:
+            continue
+        if command["op"] == "burst":
+            payload = "x" * command.get("size", 0)
+            start = time.perf_counter()
+            for index in range(command["count"]):
+                data_writer.write(Reading(id=index % 64, value=index, stamp=0, payload=payload))
+            data_writer.write(Reading(id=0, value=-1, stamp=0, payload=""))
+            _emit(ev="burst_done", seconds=time.perf_counter() - start)
+        elif command["op"] == "ping":
+            warmup = command.get("warmup", 50)
+            rtts = []
+            for index in range(command["count"] + warmup):
+                start_ns = time.perf_counter_ns()
+                ping_writer.write(Reading(id=0, value=index, stamp=start_ns, payload=""))
+                got = False
+                deadline = time.monotonic() + 5
+                while not got and time.monotonic() < deadline:
+                    with contextlib.suppress(dcps.DcpsTimeoutError):
+                        pong_wait.wait(tick)
+                    got = any(s.valid_data and s.data.value == index for s in pong_reader.take(16))
+                if not got:
+                    _emit(ev="error", text=f"no pong for ping {index}")
+                    break
+                if index >= warmup:
+                    rtts.append(time.perf_counter_ns() - start_ns)
+            rtts.sort()
+            if rtts:
+                _emit(ev="latency", count=len(rtts), p50_us=rtts[len(rtts) // 2] / 1000,
+                      p90_us=rtts[int(len(rtts) * 0.9)] / 1000)
+        elif command["op"] == "exit":
+            break
     participant.close()
 
 
