@@ -348,6 +348,7 @@ class _Loader:
                 raise self.err(sn, f"{full_base!r} is not a struct and cannot be a base")
         fields: dict[str, Any] = {}
         keys: list[str] = []
+        member_ids: dict[str, int] = {}
         base_fields = set(base.__dataclass_fields__) if base is not None else set()
         for member in members:
             m_ann, type_node, decls = member.children
@@ -360,13 +361,19 @@ class _Loader:
                 if fname in fields or fname in base_fields:
                     raise self.err(decl, f"duplicate member {fname!r} in struct {name}")
                 fields[fname] = ftp
+                if "id" in manns:
+                    mid = manns["id"][0]
+                    if isinstance(mid, bool) or not isinstance(mid, int) or mid < 0:
+                        raise self.err(member, f"@id of {fname} must be a non-negative integer")
+                    member_ids[fname] = mid
                 key_ann = manns.get("key")
                 if key_ann is not None and key_ann[0] not in (False, 0):
                     keys.append(fname)
         full = "::".join([*scope, name])
         try:
             cls = make_struct(name, fields, typename=full, keys=tuple(keys),
-                              extensibility=self.extensibility(anns), base=base)
+                              extensibility=self.extensibility(anns), base=base,
+                              member_ids=member_ids)
         except IdlError as exc:
             raise self.err(node, str(exc)) from None
         self.define(node, scope, name, cls)

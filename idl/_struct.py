@@ -171,11 +171,13 @@ class Enum(IdlEnum):
 
 def make_struct(name: str, fields: dict[str, Any], *, typename: str | None = None,
                 keys: tuple[str, ...] = (), extensibility: str | None = None,
-                base: type | None = None, module: str = "idl.dynamic") -> type:
+                base: type | None = None, module: str = "idl.dynamic",
+                member_ids: dict[str, int] | None = None) -> type:
     """Create a ``Struct`` subclass at run time (what the IDL loader builds).
 
     ``fields`` maps member names to annotations (``idl.int32``, ...), in order;
-    ``keys`` names the key members.
+    ``keys`` names the key members; ``member_ids`` sets explicit member ids
+    (IDL ``@id``), which matter on the wire for mutable types.
     """
     for k in keys:
         if k not in fields and (base is None or k not in dataclasses.fields(base)):
@@ -189,6 +191,10 @@ def make_struct(name: str, fields: dict[str, Any], *, typename: str | None = Non
     ns["__qualname__"] = name
     for fname, ann in fields.items():
         ns["__annotations__"][fname] = Annotated[ann, KEY] if fname in keys else ann
+    for fname, mid in (member_ids or {}).items():
+        if fname not in fields:
+            raise IdlError(f"member id for {fname!r} of {typename or name}: no such member")
+        ns["__idl_field_annotations__"].setdefault(fname, {})["id"] = mid
     return _StructMeta(name, bases, dict(ns), **kwds)
 
 

@@ -53,7 +53,7 @@ module sensors {
   };
 
   @appendable struct Extended : Pos { double z; };
-  @mutable struct Changing { @key long id; string name; };
+  @mutable struct Changing { @key long id; @id(10) string name; };
   @extensibility(APPENDABLE) struct Ext2 { long a; };
 
   struct ByPragma { long a; string b; long c; };
@@ -137,6 +137,8 @@ class TestConstructs:
         assert idl.describe(s.Pos).extensibility == "final"
         sample = s.Changing(id=1, name="x")
         assert s.Changing.deserialize(sample.serialize()) == sample
+        s.Changing.__idl__.populate()
+        assert s.Changing.__idl__.member_ids == {"id": 0, "name": 10}
 
     def test_pragma_keylist(self, sensors: idl.IdlModule) -> None:
         """#pragma keylist makes the listed members keys (reported in member order)."""
