@@ -1,0 +1,82 @@
+"""The ``dcps`` command line: run a store, look at a domain."""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="dcps: data-centric publish/subscribe on Cyclone DDS.")
+
+
+class Sync(str, Enum):
+    """How hard the store pushes each commit to disk."""
+
+    full = "full"
+    normal = "normal"
+
+
+@app.command()
+def store(
+    data: Path = typer.Option(..., "--data", help="Directory of the store's data (created if missing)."),
+    domain: int = typer.Option(0, "--domain", help="DDS domain id."),
+    namespace: str = typer.Option("dcps", "--namespace", help="Partition namespace of channels."),
+    sync: Sync = typer.Option(Sync.full, "--sync", help="full: fsync every commit; normal: at checkpoints."),
+) -> None:
+    """Run the persistence service for channelled topics until interrupted."""
+    from dcps.channels._log import SyncMode
+    from dcps.channels._store import run_store
+
+    run_store(data, domain_id=domain, namespace=namespace, sync=SyncMode(sync.value.upper()))
+
+
+@app.command()
+def topics(
+    domain: int = typer.Option(0, "--domain", help="DDS domain id."),
+    seconds: float = typer.Option(2.0, "--seconds", help="How long to listen for discovery."),
+) -> None:
+    """List the topics, types and endpoints discovered on a domain."""
+    from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication, BuiltinTopicDcpsSubscription
+    from rich.console import Console
+    from rich.table import Table
+
+    import dcps
+
+    with dcps.DomainParticipant(domain) as participant:
+        cyclone = participant._cyclone
+        publications = BuiltinDataReader(cyclone, BuiltinTopicDcpsPublication)
+        subscriptions = BuiltinDataReader(cyclone, BuiltinTopicDcpsSubscription)
+        deadline = time.monotonic() + seconds
+        found: dict[tuple[str, str], list[int]] = {}
+        while time.monotonic() < deadline:
+            for index, reader in enumerate((publications, subscriptions)):
+                for endpoint in reader.take(N=1000):
+                    if hasattr(endpoint, "topic_name"):
+                        counts = found.setdefault((endpoint.topic_name, endpoint.type_name), [0, 0])
+                        counts[index] += 1
+            time.sleep(0.1)
+    table = Table("topic", "type", "writers", "readers")
+    for (name, type_name), (writers, readers) in sorted(found.items()):
+        if not name.startswith("DCPS"):
+            table.add_row(name, type_name, str(writers), str(readers))
+    Console().print(table)
+
+
+@app.command()
+def version() -> None:
+    """Print the dcps version."""
+    from importlib.metadata import version as dist_version
+
+    typer.echo(dist_version("dcps"))
+
+
+def main() -> None:
+    """Entry point of the ``dcps`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()
