@@ -83,12 +83,12 @@ def evaluate(node: tuple[Any, ...], sample: Any) -> bool:
         if tag == "like":
             return _like(_operand(sample, node[1]), node[2]) != node[3]
         if tag == "between":
-            value = _operand(sample, node[1])
-            inside = _operand(sample, node[2]) <= value <= _operand(sample, node[3])
-            return inside != node[4]
+            value, low, high = (_operand(sample, node[i]) for i in (1, 2, 3))
+            return (low <= value <= high) != node[4]
         if tag == "in":
             value = _operand(sample, node[1])
-            found = any(value is item or value == item for item in (_operand(sample, i) for i in node[2]))
+            items = [_operand(sample, item) for item in node[2]]
+            found = any(value is item or value == item for item in items)
             return found != node[3]
     except _Missing:
         return False
