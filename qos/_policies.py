@@ -517,7 +517,11 @@ class Partition(QosPolicy):
 @attrs.frozen
 class Reliability(QosPolicy):
     """BEST_EFFORT or RELIABLE delivery; a reliable writer with a full history
-    blocks up to ``max_blocking_time``."""
+    blocks up to ``max_blocking_time``.
+
+    ``max_blocking_time`` only means something for RELIABLE; the cyclonedds
+    binding does not carry it for BEST_EFFORT (it reads back as the default).
+    """
 
     changeable: ClassVar[bool] = False
 
