@@ -32,7 +32,6 @@ from qos import (
     DurabilityKind,
     DurabilityService,
     History,
-    HistoryKind,
     LatencyBudget,
     Lifespan,
     Liveliness,
