@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import netns  # noqa: E402
+import netns
 
 
 def _measure(source: Any, sink: Any, count: int, size: int, pings: int) -> dict[str, float]:

@@ -246,15 +246,20 @@ def _to_peers(values: Iterable[Peer | str] | str) -> tuple[Peer, ...]:
     return tuple(result)
 
 
-def _to_duration(setting: str) -> Any:
-    def convert(value: Any) -> datetime.timedelta | None:
-        if value is None or isinstance(value, datetime.timedelta):
-            return value
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return datetime.timedelta(seconds=value)
-        raise BadParameterError(f"{setting}: {value!r} is not a timedelta or seconds")
+def _duration(setting: str, value: Any) -> datetime.timedelta | None:
+    if value is None or isinstance(value, datetime.timedelta):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.timedelta(seconds=value)
+    raise BadParameterError(f"{setting}: {value!r} is not a timedelta or seconds")
 
-    return convert
+
+def _to_lease_duration(value: Any) -> datetime.timedelta | None:
+    return _duration("lease_duration", value)
+
+
+def _to_spdp_interval(value: Any) -> datetime.timedelta | None:
+    return _duration("spdp_interval", value)
 
 
 def _seconds(value: datetime.timedelta) -> str:
@@ -287,10 +292,10 @@ class NetworkConfig:
     participant_name: str | None = None
     max_participant_index: int | None = None
     lease_duration: datetime.timedelta | None = attrs.field(
-        default=None, converter=_to_duration("lease_duration")
+        default=None, converter=_to_lease_duration
     )
     spdp_interval: datetime.timedelta | None = attrs.field(
-        default=None, converter=_to_duration("spdp_interval")
+        default=None, converter=_to_spdp_interval
     )
 
     def __attrs_post_init__(self) -> None:
@@ -436,7 +441,8 @@ class NetworkConfig:
                     attributes.append(f'priority="{itf.priority}"')
                 rows.append(f"<NetworkInterface {' '.join(attributes)}/>")
             general.append(f"<Interfaces>{''.join(rows)}</Interfaces>")
-        general.append(f"<AllowMulticast>{'default' if self.multicast else 'false'}</AllowMulticast>")
+        allow = "default" if self.multicast else "false"
+        general.append(f"<AllowMulticast>{allow}</AllowMulticast>")
         discovery: list[str] = []
         if self.peers:
             rows = [f"<Peer address={quoteattr(str(peer))}/>" for peer in self.peers]

@@ -282,9 +282,12 @@ def lan(hosts: int = 2) -> Iterator[Lan]:
         network.close()
 
 
-@pytest.fixture
-def make_lan() -> Iterator[Callable[[int], Lan]]:
-    """A factory of LANs (``make_lan(3)``) torn down after the test; skips without netns."""
+def lan_factory() -> Iterator[Callable[[int], Lan]]:
+    """Body of a ``make_lan`` fixture: yields ``make(n)``, tears all LANs down; skips without netns.
+
+    Use it as ``yield from lan_factory()`` in a fixture (conftest-free, so test modules
+    can own the fixture).
+    """
     reason = netns_unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -687,7 +690,7 @@ def InstanceStateName(state: Any) -> str:  # noqa: N802 - reads like the enum it
 def _bench_roles(config: dict[str, Any], role: str, participant: Any, reading: Any,
                  commands: "queue.Queue[dict[str, Any]]", stop: threading.Event) -> None:
     """Benchmark roles: ``sink`` counts a burst and echoes pings; ``source`` drives both."""
-    from cyclonedds.core import ReadCondition, SampleState, ViewState, InstanceState, WaitSet
+    from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
     from cyclonedds.pub import DataWriter
     from cyclonedds.qos import Policy, Qos
     from cyclonedds.sub import DataReader

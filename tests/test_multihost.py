@@ -6,15 +6,21 @@ network set by ``NetworkConfig``) and reports what its reader sees as JSON event
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from netns import Host, Lan, PeerProcess, make_lan  # noqa: F401 - make_lan is a fixture
+from netns import Host, Lan, PeerProcess, lan_factory
 
 pytestmark = pytest.mark.multiprocess
 
 Event = dict[str, Any]
+
+
+@pytest.fixture
+def make_lan() -> Iterator[Callable[[int], Lan]]:
+    """``make_lan(n)``: n hosts on a bridge, removed after the test (skips without netns)."""
+    yield from lan_factory()
 
 
 def _network(host: Host, **settings: Any) -> dict[str, Any]:
@@ -53,7 +59,7 @@ class TestMulticastDiscovery:
     def test_keyed_lifecycle_between_two_hosts(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str
     ) -> None:
-        """With multicast discovery alone, instances, disposal, unregistration and names cross hosts."""
+        """With multicast discovery alone, lifecycle and participant names cross hosts."""
         a, b = make_lan(2).hosts
         reader = _start(b, "reader", domain_id, topic_name, autodispose=False,
                         watch_participants=True)
@@ -64,7 +70,7 @@ class TestMulticastDiscovery:
     def test_three_hosts_and_a_foreign_domain_tag(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str
     ) -> None:
-        """Hosts with the writer's domain tag get its data; a host with another tag never matches."""
+        """Hosts with the writer's domain tag get its data; one with another tag never matches."""
         a, b, c = make_lan(3).hosts
         near = _start(b, "reader", domain_id, topic_name,
                       network=_network(b, domain_tag="line-1"))
@@ -102,7 +108,7 @@ class TestLinkFailure:
     def test_liveliness_lost_and_regained_across_an_outage(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str
     ) -> None:
-        """Unplugging the writer's host ends its liveliness (NO_WRITERS); replugging restores data."""
+        """Unplugging the writer's host ends its liveliness (NO_WRITERS); replugging restores it."""
         a, b = make_lan(2).hosts
         timing = {"lease_duration": 2.0, "spdp_interval": 0.5}
         reader = _start(b, "reader", domain_id, topic_name, lease=1.0, autodispose=False,
