@@ -16,6 +16,8 @@ T = TypeVar("T")
 class SampleState(enum.IntFlag):
     """Whether this reader has read a sample before."""
 
+    __str__ = enum.Flag.__str__  # print names, not numbers
+
     READ = 1
     NOT_READ = 2
     ANY = 3
@@ -24,6 +26,8 @@ class SampleState(enum.IntFlag):
 class ViewState(enum.IntFlag):
     """Whether the reader sees the instance for the first time (in this generation)."""
 
+    __str__ = enum.Flag.__str__  # print names, not numbers
+
     NEW = 4
     NOT_NEW = 8
     ANY = 12
@@ -31,6 +35,8 @@ class ViewState(enum.IntFlag):
 
 class InstanceState(enum.IntFlag):
     """Whether an instance is alive, disposed, or has no live writers."""
+
+    __str__ = enum.Flag.__str__  # print names, not numbers
 
     ALIVE = 16
     NOT_ALIVE_DISPOSED = 32
