@@ -1,10 +1,28 @@
 """QoS policies as immutable values, per-entity QoS sets, profiles, and the
 consistency and request/offered compatibility checks of DDS 1.4.
 
->>> from qos import DataReaderQos, Reliability, History
->>> reader = DataReaderQos(Reliability.RELIABLE, History.keep_last(10))
->>> reader[History].depth
-10
+Policies are frozen attrs values validated at construction (a bad field raises
+``BadParameterError`` naming policy and field); parameterless variants are
+singletons (``Reliability.BEST_EFFORT``, ``Durability.TRANSIENT_LOCAL``,
+``History.KEEP_ALL``); durations are ``datetime.timedelta`` with ``INFINITE``.
+
+QoS sets (``DomainParticipantQos``, ``TopicQos``, ``PublisherQos``,
+``SubscriberQos``, ``DataWriterQos``, ``DataReaderQos``) are immutable, hold
+only policies that apply to their entity kind, return the kind's DDS default
+for unset policies, and are checked for consistency when built::
+
+    >>> from qos import DataReaderQos, History, Reliability
+    >>> reader = DataReaderQos(Reliability.RELIABLE, History.keep_last(10))
+    >>> reader[History].depth
+    10
+    >>> reader.with_(History.KEEP_ALL)[History] == History.KEEP_ALL
+    True
+
+Also here: ``check_change`` (immutable policies of enabled entities),
+``compatibility``/``check_compatible`` (RxO matching), ``policy_class`` (Cyclone
+policy ids), ``profile``/``load_profiles`` (named profiles from TOML, built-ins
+in ``qos/profiles.toml``), and ``to_cyclone``/``from_cyclone`` (the binding's
+``Qos``; see ``to_cyclone`` for the TRANSIENT_LOCAL history quirk).
 """
 
 from qos._compat import Incompatibility, check_compatible, compatibility, policy_class, policy_id

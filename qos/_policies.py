@@ -165,6 +165,10 @@ def _duration(instance: object, attribute: attrs.Attribute[Any], value: object) 
         raise BadParameterError(f"{_where(instance, attribute)} must not be negative, got {value}")
 
 
+def _repr_duration(value: object) -> str:
+    return "INFINITE" if value == INFINITE else repr(value)
+
+
 def _int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadParameterError(f"{_where(instance, attribute)} must be an int, got {value!r}")
@@ -373,7 +377,9 @@ class DurabilityService(QosPolicy):
 
     changeable: ClassVar[bool] = False
 
-    service_cleanup_delay: timedelta = attrs.field(default=timedelta(0), validator=_duration)
+    service_cleanup_delay: timedelta = attrs.field(
+        default=timedelta(0), validator=_duration, repr=_repr_duration
+    )
     history: History = attrs.field(default=History(), validator=_instance(History))
     max_samples: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
     max_instances: int = attrs.field(default=LENGTH_UNLIMITED, validator=_limit)
@@ -399,7 +405,7 @@ class Deadline(QosPolicy):
 
     changeable: ClassVar[bool] = True
 
-    period: timedelta = attrs.field(default=INFINITE, validator=_duration)
+    period: timedelta = attrs.field(default=INFINITE, validator=_duration, repr=_repr_duration)
 
     def with_period(self, period: timedelta) -> Deadline:
         """A copy with another period."""
@@ -412,7 +418,9 @@ class LatencyBudget(QosPolicy):
 
     changeable: ClassVar[bool] = True
 
-    duration: timedelta = attrs.field(default=timedelta(0), validator=_duration)
+    duration: timedelta = attrs.field(
+        default=timedelta(0), validator=_duration, repr=_repr_duration
+    )
 
 
 @attrs.frozen
@@ -449,7 +457,9 @@ class Liveliness(QosPolicy):
     kind: LivelinessKind = attrs.field(
         default=LivelinessKind.AUTOMATIC, validator=_kind(LivelinessKind)
     )
-    lease_duration: timedelta = attrs.field(default=INFINITE, validator=_duration)
+    lease_duration: timedelta = attrs.field(
+        default=INFINITE, validator=_duration, repr=_repr_duration
+    )
 
     AUTOMATIC: ClassVar[Liveliness]
 
@@ -482,7 +492,9 @@ class TimeBasedFilter(QosPolicy):
 
     changeable: ClassVar[bool] = True
 
-    minimum_separation: timedelta = attrs.field(default=timedelta(0), validator=_duration)
+    minimum_separation: timedelta = attrs.field(
+        default=timedelta(0), validator=_duration, repr=_repr_duration
+    )
 
 
 @attrs.frozen
@@ -529,7 +541,7 @@ class Reliability(QosPolicy):
         default=ReliabilityKind.BEST_EFFORT, validator=_kind(ReliabilityKind)
     )
     max_blocking_time: timedelta = attrs.field(
-        default=timedelta(milliseconds=100), validator=_duration
+        default=timedelta(milliseconds=100), validator=_duration, repr=_repr_duration
     )
 
     BEST_EFFORT: ClassVar[Reliability]
@@ -564,7 +576,7 @@ class Lifespan(QosPolicy):
 
     changeable: ClassVar[bool] = True
 
-    duration: timedelta = attrs.field(default=INFINITE, validator=_duration)
+    duration: timedelta = attrs.field(default=INFINITE, validator=_duration, repr=_repr_duration)
 
 
 @attrs.frozen
@@ -622,8 +634,12 @@ class ReaderDataLifecycle(QosPolicy):
 
     changeable: ClassVar[bool] = True
 
-    autopurge_nowriter_samples_delay: timedelta = attrs.field(default=INFINITE, validator=_duration)
-    autopurge_disposed_samples_delay: timedelta = attrs.field(default=INFINITE, validator=_duration)
+    autopurge_nowriter_samples_delay: timedelta = attrs.field(
+        default=INFINITE, validator=_duration, repr=_repr_duration
+    )
+    autopurge_disposed_samples_delay: timedelta = attrs.field(
+        default=INFINITE, validator=_duration, repr=_repr_duration
+    )
 
 
 _FIELD_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")

@@ -68,6 +68,14 @@ class TestPublicApi:
         assert qos.__all__ == sorted(qos.__all__, key=rank)
         assert set(qos.__all__) == public
 
+    def test_package_doc_examples_run(self) -> None:
+        """The examples in the qos package docstring run and print what they show."""
+        import doctest
+
+        result = doctest.testmod(qos)
+        assert result.attempted > 0
+        assert result.failed == 0
+
     def test_every_public_name_has_a_docstring(self) -> None:
         """Every public class and function of qos documents itself."""
         for name in qos.__all__:
