@@ -35,7 +35,6 @@ from ._introspect import (
 from ._loader import IdlModule, load, loads
 from ._schema import arrow_schema, from_arrow, numpy_dtype, to_arrow
 from ._struct import Enum, Struct, make_enum, make_struct
-from ._validate import validate
 from ._types import (
     array,
     bounded_str,
@@ -56,6 +55,7 @@ from ._types import (
     uint32,
     uint64,
 )
+from ._validate import validate
 
 __all__ = [
     "Enum",
@@ -77,10 +77,10 @@ __all__ = [
     "float64",
     "from_arrow",
     "get_path",
+    "int8",
     "int16",
     "int32",
     "int64",
-    "int8",
     "is_topic_type",
     "key",
     "key_fields",
@@ -95,9 +95,9 @@ __all__ = [
     "string",
     "to_arrow",
     "typedef",
+    "uint8",
     "uint16",
     "uint32",
     "uint64",
-    "uint8",
     "validate",
 ]

@@ -137,8 +137,8 @@ def _make(name: str, path: str, tp: Any, is_key: bool, numpy_ok: bool,
     except TypeError:  # unhashable annotation
         prim = None
     if prim is not None:
-        kind, pytype, bits = prim
-        return FieldInfo(name=name, path=path, kind=kind, python_type=pytype, bits=bits,
+        kind, scalar_type, bits = prim
+        return FieldInfo(name=name, path=path, kind=kind, python_type=scalar_type, bits=bits,
                          is_key=is_key)
     if tp is str:
         return FieldInfo(name=name, path=path, kind="string", python_type=str, is_key=is_key)
@@ -169,7 +169,7 @@ def _make(name: str, path: str, tp: Any, is_key: bool, numpy_ok: bool,
     if isclass(tp) and issubclass(tp, IdlStruct):
         if tp in stack:
             raise IdlError(f"field {path!r}: recursive struct {_typename(tp)} is not supported")
-        members = _members(tp, path + ".", is_key, stack + (tp,))
+        members = _members(tp, path + ".", is_key, (*stack, tp))
         return FieldInfo(name=name, path=path, kind="struct", python_type=tp, is_key=is_key,
                          fields=members, typename=_typename(tp))
     if isinstance(tp, WrapOpt):
@@ -189,7 +189,7 @@ def _members(t: type, prefix: str, in_key: bool | None, stack: tuple[type, ...])
     out = []
     for name, tp in hints.items():
         if in_key is None:
-            is_key = bool(keylist) and name in keylist
+            is_key = keylist is not None and name in keylist
         elif in_key:
             is_key = keylist is None or name in keylist
         else:

@@ -172,7 +172,7 @@ def _c_div(a: Any, b: Any) -> Any:
 
 
 def _c_mod(a: int, b: int) -> int:
-    return a - b * _c_div(a, b)
+    return a - b * int(_c_div(a, b))
 
 
 _BINOPS = {
@@ -273,7 +273,7 @@ class _Loader:
             for decl in decls.children:
                 name, tp = self.declarator(decl, base, scope)
                 full = "::".join([*scope, name])
-                self.define(decl, scope, name, _t.typedef[full, tp])
+                self.define(decl, scope, name, _t.typedef[full, tp])  # type: ignore[misc]
         elif kind == "const_def":
             self.const(node, scope)
         else:  # pragma: no cover
@@ -298,7 +298,8 @@ class _Loader:
         if re.match(r"(ifndef|ifdef|define|endif|pragma|if|else|elif|undef|error|warning)\b",
                     text):
             return  # include guards and other pragmas: nothing to do (files load once)
-        raise self.err(tok, f"unsupported preprocessor directive #{text.split()[0] if text else ''}")
+        word = text.split()[0] if text else ""
+        raise self.err(tok, f"unsupported preprocessor directive #{word}")
 
     def rebuild_with_keys(self, tok: Any, full: str, cls: type, keys: list[str]) -> None:
         fields = cls.__dataclass_fields__  # type: ignore[attr-defined]
@@ -459,15 +460,16 @@ class _Loader:
             bound = node.children[0]
             if bound is None:
                 return str
-            return _t.bounded_str[self.positive(bound, scope, "string bound")]
+            return _t.bounded_str[self.positive(bound, scope, "string bound")]  # type: ignore[misc]
         if kind == "wstring_type":
             raise self.err(node, "wstring is not supported")
         if kind == "sequence_type":
             sub = self.type_spec(node.children[0], scope)
             bound = node.children[1]
             if bound is None:
-                return _t.sequence[sub]
-            return _t.sequence[sub, self.positive(bound, scope, "sequence bound")]
+                return _t.sequence[sub]  # type: ignore[misc]
+            seq_bound = self.positive(bound, scope, "sequence bound")
+            return _t.sequence[sub, seq_bound]  # type: ignore[misc]
         if kind == "scoped_name":
             parts, rooted = self.scoped(node)
             full, value = self.lookup(node, scope, parts, rooted)
@@ -479,7 +481,8 @@ class _Loader:
     def declarator(self, node: Any, tp: Any, scope: list[str]) -> tuple[str, Any]:
         name, *sizes = node.children
         for size in reversed(sizes):
-            tp = _t.array[tp, self.positive(size.children[0], scope, "array size")]
+            length = self.positive(size.children[0], scope, "array size")
+            tp = _t.array[tp, length]  # type: ignore[misc]
         return str(name), tp
 
     def positive(self, expr: Any, scope: list[str], what: str) -> int:
@@ -538,7 +541,7 @@ class _Loader:
             if kind in ("mod", "shl", "shr", "band", "bor", "bxor") and not (
                     isinstance(a, int) and isinstance(b, int)):
                 raise self.err(node, f"operands of {kind} must be integers")
-            return _BINOPS[kind](a, b)
+            return _BINOPS[kind](a, b)  # type: ignore[no-untyped-call]
         if len(node.children) == 1:  # unary plus
             return self.num(node.children[0], scope)
         raise self.err(node, f"unsupported expression {kind}")  # pragma: no cover

@@ -91,7 +91,7 @@ class NumpyMachine(m.Machine):
         return self.original.key_scan()
 
     def cdr_key_machine_op(self, skip: Any) -> Any:
-        return self.original.cdr_key_machine_op(skip)
+        return self.original.cdr_key_machine_op(skip)  # type: ignore[no-untyped-call]
 
     def default_initialize(self) -> np.ndarray:
         if self.shape is None:

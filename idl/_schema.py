@@ -85,10 +85,10 @@ def _arrow_type(f: FieldInfo, pa: Any) -> Any:
     if k == "struct":
         return pa.struct([_arrow_field(m, pa) for m in f.fields])
     if k == "sequence":
-        assert f.element is not None  # noqa: S101 - describe() invariant
+        assert f.element is not None
         return pa.list_(_arrow_type(f.element, pa))
     if k == "array":
-        assert f.element is not None  # noqa: S101 - describe() invariant
+        assert f.element is not None
         return pa.list_(_arrow_type(f.element, pa), f.bound)
     raise IdlError(f"field {f.path!r}: no Arrow type for {k}")  # pragma: no cover
 
@@ -125,7 +125,7 @@ def _to_py(v: Any, f: FieldInfo) -> Any:
         return {m.name: _to_py(getattr(v, m.name), m) for m in f.fields}
     if k in ("sequence", "array"):
         elem = f.element
-        assert elem is not None  # noqa: S101 - describe() invariant
+        assert elem is not None
         if isinstance(v, (bytes, bytearray, memoryview)):
             return np.frombuffer(v, dtype=np.uint8)
         if isinstance(v, np.ndarray):
@@ -155,12 +155,13 @@ def to_arrow(samples: Iterable[Any], t: type) -> pa.Table:
 def _from_py(v: Any, f: FieldInfo, numpy_ok: bool) -> Any:
     k = f.kind
     if k == "enum":
-        return f.python_type[v] if isinstance(v, str) else f.python_type(v)
+        enum_cls: Any = f.python_type
+        return enum_cls[v] if isinstance(v, str) else enum_cls(v)
     if k == "struct":
         return f.python_type(**{m.name: _from_py(v[m.name], m, numpy_ok) for m in f.fields})
     if k in ("sequence", "array"):
         elem = f.element
-        assert elem is not None  # noqa: S101 - describe() invariant
+        assert elem is not None
         leaf = elem
         while leaf.kind == "array" and leaf.element is not None:
             leaf = leaf.element

@@ -37,7 +37,7 @@ class _NumpyIDL(IDL):
 
     def populate_locked(self) -> None:
         already = self._populating
-        super().populate_locked()
+        super().populate_locked()  # type: ignore[no-untyped-call]
         if not already:
             self.v1_machine = numpyfy(self.v1_machine)
             self.v2_machine = numpyfy(self.v2_machine)
@@ -53,7 +53,7 @@ def _strip_key(annotation: Any) -> tuple[Any, bool]:
         return annotation, False
     if not meta:
         return args[0], True
-    return Annotated[(args[0], *meta)], True  # type: ignore[return-value]
+    return Annotated[(args[0], *meta)], True
 
 
 def _resolve(annotation: Any, name: str, module: str, namespace: dict[str, Any]) -> Any:
@@ -63,7 +63,7 @@ def _resolve(annotation: Any, name: str, module: str, namespace: dict[str, Any])
     mod = sys.modules.get(module)
     globalns = dict(vars(mod)) if mod is not None else {}
     try:
-        return eval(annotation, globalns, dict(namespace))  # noqa: S307 - annotation text
+        return eval(annotation, globalns, dict(namespace))
     except Exception as exc:
         raise IdlError(f"cannot resolve the type {annotation!r} of field {name!r}") from exc
 
@@ -74,7 +74,7 @@ class _StructMeta(IdlMeta):
     def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
                 **kwds: Any) -> Any:
         if namespace.get("_dcps_root", False):
-            return super().__new__(mcls, name, bases, namespace)
+            return super().__new__(mcls, name, bases, namespace)  # type: ignore[no-untyped-call]
         try:
             extensibility = kwds.get("extensibility")
             if extensibility is not None:
@@ -95,7 +95,7 @@ class _StructMeta(IdlMeta):
                 if is_key:
                     namespace["__idl_field_annotations__"].setdefault(field, {})["key"] = True
         except BaseException:
-            IDLNamespaceScope.exit()
+            IDLNamespaceScope.exit()  # type: ignore[no-untyped-call]
             raise
         # ``Struct`` is a virtual base: the binding's XTypes builder would turn a real
         # base class into IDL inheritance (``struct Reading : Struct``), which C
@@ -105,9 +105,9 @@ class _StructMeta(IdlMeta):
             namespace.setdefault("__eq__", _struct_eq)
             namespace.setdefault("__hash__", None)
             namespace.setdefault("__doc__", None)
-        cls = super().__new__(mcls, name, bases, namespace)
+        cls = super().__new__(mcls, name, bases, namespace)  # type: ignore[no-untyped-call]
         cls = dataclasses.dataclass(cls, eq=False)
-        cls.__idl__ = _NumpyIDL(cls)
+        cls.__idl__ = _NumpyIDL(cls)  # type: ignore[no-untyped-call]
         from ._introspect import _members  # late: _introspect imports this module
 
         _members(cls, "", None, (cls,))  # reject non-IDL field types at declaration
@@ -139,7 +139,7 @@ def _values_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _struct_eq(self: Any, other: object) -> bool:
+def _struct_eq(self: Any, other: Any) -> Any:
     """Field-wise equality; numpy fields compare by shape and values."""
     if other.__class__ is not self.__class__:
         return NotImplemented
@@ -179,14 +179,15 @@ def make_struct(name: str, fields: dict[str, Any], *, typename: str | None = Non
     ``keys`` names the key members; ``member_ids`` sets explicit member ids
     (IDL ``@id``), which matter on the wire for mutable types.
     """
+    inherited = {f.name for f in dataclasses.fields(base)} if base is not None else set()
     for k in keys:
-        if k not in fields and (base is None or k not in dataclasses.fields(base)):
+        if k not in fields and k not in inherited:
             raise IdlError(f"key {k!r} of {typename or name} is not a member")
     bases = (base,) if base is not None else (Struct,)
     kwds: dict[str, Any] = {"typename": typename or name}
     if extensibility is not None:
         kwds["extensibility"] = extensibility
-    ns = _StructMeta.__prepare__(name, bases, **dict(kwds))
+    ns: Any = _StructMeta.__prepare__(name, bases, **dict(kwds))
     ns["__module__"] = module
     ns["__qualname__"] = name
     for fname, ann in fields.items():
@@ -195,16 +196,18 @@ def make_struct(name: str, fields: dict[str, Any], *, typename: str | None = Non
         if fname not in fields:
             raise IdlError(f"member id for {fname!r} of {typename or name}: no such member")
         ns["__idl_field_annotations__"].setdefault(fname, {})["id"] = mid
-    return _StructMeta(name, bases, dict(ns), **kwds)
+    cls: type = _StructMeta(name, bases, dict(ns), **kwds)
+    return cls
 
 
 def make_enum(name: str, values: dict[str, int], *, typename: str | None = None) -> type:
     """Create an ``idl.Enum`` subclass at run time: ``values`` maps names to integers."""
     from cyclonedds.idl._main import IdlEnumMeta
 
-    ns = IdlEnumMeta.__prepare__(name, (Enum,), typename=typename or name)
+    ns: Any = IdlEnumMeta.__prepare__(name, (Enum,), typename=typename or name)
     for member, value in values.items():
         ns[member] = value
     ns["__module__"] = "idl.dynamic"
     ns["__qualname__"] = name
-    return IdlEnumMeta(name, (Enum,), ns)
+    cls: type = IdlEnumMeta(name, (Enum,), ns)  # type: ignore[no-untyped-call]
+    return cls

@@ -34,6 +34,7 @@ def _int_range(kind: str, bits: int) -> tuple[int, int]:
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
 
+_FLOATISH = (int, float, np.integer, np.floating)
 _NP_OK_KINDS = {"int": "iub", "uint": "iub", "octet": "iub", "float": "iubf", "bool": "b"}
 
 
@@ -54,7 +55,7 @@ def _scalar(f: FieldInfo) -> Check:
     if kind == "float":
         def check_float(v: Any, path: str) -> None:
             if v.__class__ is not float and (
-                    isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))):
+                    isinstance(v, bool) or not isinstance(v, _FLOATISH)):
                 raise _fail(path, f"expected float, got {_tname(v)}")
         return check_float
     if kind == "bool":
@@ -86,7 +87,7 @@ def _scalar(f: FieldInfo) -> Check:
         return check_str
     if kind == "enum":
         enum_cls: type[_PyEnum] = f.python_type
-        values = {m.value for m in enum_cls}  # type: ignore[attr-defined]
+        values = {m.value for m in enum_cls}
 
         def check_enum(v: Any, path: str) -> None:
             if isinstance(v, enum_cls):
@@ -134,7 +135,7 @@ def _ndarray_check(leaf: FieldInfo, path: str, arr: np.ndarray) -> None:
 
 
 def _container(f: FieldInfo) -> Check:
-    assert f.element is not None  # noqa: S101 - invariant of describe()
+    assert f.element is not None
     elem = f.element
     elem_check = _field_checker(elem)
     leaf = _leaf(f) if f.kind == "array" else elem

@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,9 +174,9 @@ def _readline(proc: subprocess.Popen[str], deadline: float) -> str:
 
 
 @pytest.fixture
-def participant(domain_id: int) -> Iterator[DomainParticipant]:
-    dp = DomainParticipant(domain_id)
-    yield dp
+def participant(domain_id: int) -> DomainParticipant:
+    """A participant on this worker's domain."""
+    return DomainParticipant(domain_id)
 
 
 def _qos() -> Qos:

@@ -132,12 +132,12 @@ class TestDescribe:
 class TestFieldAt:
     def test_unknown_member(self) -> None:
         """An unknown member raises IdlError naming the path."""
-        with pytest.raises(idl.IdlError, match="'pos.z'"):
+        with pytest.raises(idl.IdlError, match=r"'pos\.z'"):
             idl.field_at(Reading, "pos.z")
 
     def test_member_of_non_struct(self) -> None:
         """A dotted path through a non-struct raises IdlError."""
-        with pytest.raises(idl.IdlError, match="'note.x'"):
+        with pytest.raises(idl.IdlError, match=r"'note\.x'"):
             idl.field_at(Reading, "note.x")
 
     def test_element_of_scalar(self) -> None:

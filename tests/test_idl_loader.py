@@ -222,7 +222,7 @@ class TestIncludes:
 
     def test_missing_file(self, tmp_path: Path) -> None:
         """Loading a file that does not exist raises IdlError naming it."""
-        with pytest.raises(idl.IdlError, match="nothing.idl"):
+        with pytest.raises(idl.IdlError, match=r"nothing\.idl"):
             idl.load(tmp_path / "nothing.idl")
 
 
