@@ -4,10 +4,12 @@ The peer (tests/idl/peer.c) is compiled once per source version into a
 temporary directory. It inherits CYCLONEDDS_URI from the test process, so it
 stays on the loopback interface like the tests.
 
-Debian bookworm ships Cyclone DDS 0.10.2, which rejects the XTypes type
-objects the 11.x Python binding announces ("invalid type object") and then
-never matches; the peer is therefore compiled with ``idlc -t`` (no type
-information), so endpoints match on topic and type name as in pre-XTypes DDS.
+Debian bookworm ships Cyclone DDS 0.10.2, whose XTypes code predates the
+XTypes 1.3 ``int8``/``uint8`` type kinds: it rejects a type object containing
+them ("invalid type object") and never matches. Every other construct here
+matches with type information (checked by hand), but this type deliberately
+has ``int8``/``uint8`` members, so the peer is compiled with ``idlc -t`` (no
+type information) and endpoints match on topic and type name.
 """
 
 import fcntl
