@@ -2,14 +2,21 @@
 
 import dataclasses
 import sys
+import time
 import types
 
 import numpy as np
 import pytest
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl import types as t
 from cyclonedds.idl._support import Endianness
 from cyclonedds.idl.annotations import key as binding_key
+from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -391,3 +398,25 @@ class TestPublicApi:
         modules = {n for n in public if type(getattr(idl, n)).__name__ == "module"}
         assert len(idl.__all__) == len(set(idl.__all__))
         assert set(idl.__all__) == public - modules
+
+
+class TestOverDds:
+    def test_write_read_numpy_sample(self, domain_id: int, topic_name: str) -> None:
+        """A sample with numpy payloads written by a DataWriter is read back equal."""
+        dp = DomainParticipant(domain_id)
+        topic = Topic(dp, topic_name, Everything)
+        qos = Qos(Policy.Reliability.Reliable(duration(seconds=5)),
+                  Policy.Durability.TransientLocal, Policy.History.KeepLast(4))
+        writer = DataWriter(dp, topic, qos=qos)
+        reader = DataReader(dp, topic, qos=qos)
+        sent = [everything(1), everything(2)]
+        for s in sent:
+            writer.write(s)
+        got: list[Everything] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            got.extend(reader.take(N=4))
+            if len(got) < 2:
+                time.sleep(0.01)
+        assert sorted(got, key=lambda s: s.sensor) == sent
+        assert got[0].samples.dtype == np.float32
