@@ -6,6 +6,9 @@ multicast on, a multicast route) plugged into the bridge. The addresses exist
 only inside those namespaces, so nothing reaches a real network. Names carry a
 random token, so parallel tests never collide; :meth:`Lan.close` kills the
 processes and deletes every namespace (deleting a namespace deletes its links).
+Names also carry the test process id, so namespaces left by a test run that was
+killed are deleted by the next run (:meth:`Lan.remove_stale`); peer processes
+exit by themselves when their stdin (the test) goes away.
 
 Processes run in a host with :meth:`Host.python`; they talk to the test over
 JSON lines (stdin commands, stdout events) through :class:`PeerProcess`.
@@ -222,7 +225,7 @@ class Lan:
 
     def __init__(self, hosts: int = 2) -> None:
         self.token = uuid.uuid4().hex[:8]
-        self.prefix = f"dcps-{self.token}"
+        self.prefix = f"dcps{os.getpid()}-{self.token}"
         self.switch = f"{self.prefix}-sw"
         self.namespaces: list[str] = []
         self.processes: list[PeerProcess] = []
@@ -239,7 +242,26 @@ class Lan:
         self.namespaces.append(name)
         _ip("link", "set", "lo", "up", netns=name)
 
+    @staticmethod
+    def remove_stale() -> None:
+        """Delete namespaces left by test processes that died (``dcps<pid>-...``, pid gone)."""
+        listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                 check=False).stdout
+        for line in listing.splitlines():
+            name = line.split()[0] if line.split() else ""
+            head = name.split("-", 1)[0]
+            if not head.startswith("dcps") or not head[4:].isdigit():
+                continue
+            pid = int(head[4:])
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+            except PermissionError:
+                pass
+
     def _create(self, count: int) -> None:
+        self.remove_stale()
         self._add_netns(self.switch)
         _ip("link", "add", "br0", "type", "bridge", "mcast_snooping", "0", netns=self.switch)
         _ip("link", "set", "br0", "up", netns=self.switch)

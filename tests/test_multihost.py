@@ -33,15 +33,18 @@ def _is(ev: str, **fields: Any) -> Callable[[Event], bool]:
 
 def _start(host: Host, role: str, domain_id: int, topic: str, **options: Any) -> PeerProcess:
     network = options.pop("network", _network(host))
-    process = host.peer(role=role, domain=domain_id, topic=topic, network=network, **options)
-    ready = process.expect(_is("ready"), 15, "ready")
-    if role in ("writer", "reader"):
-        assert ready["api"] == "dcps"
-    return process
+    return host.peer(role=role, domain=domain_id, topic=topic, network=network, **options)
+
+
+def _ready(*processes: PeerProcess) -> None:
+    """Wait until every process (started in parallel) runs its dcps writer or reader."""
+    for process in processes:
+        assert process.expect(_is("ready"), 20, "ready")["api"] == "dcps"
 
 
 def _lifecycle(writer: PeerProcess, reader: PeerProcess) -> None:
     """Write three instances, dispose one, unregister one; check the reader's view of each."""
+    _ready(writer, reader)
     writer.expect(_is("pub_matched", count=1), 15, "writer matched")
     for key in (1, 2, 3):
         writer.send(op="write", key=key, value=key * 10)
@@ -78,6 +81,7 @@ class TestMulticastDiscovery:
                      network=_network(c, domain_tag="line-2"), watch_participants=True)
         writer = _start(a, "writer", domain_id, topic_name,
                         network=_network(a, domain_tag="line-1"))
+        _ready(near, far, writer)
         writer.expect(_is("pub_matched", count=1), 15, "writer matched")
         writer.send(op="write", key=7, value=70)
         near.expect(_is("sample", key=7, value=70), 10, "sample on the same tag")
@@ -99,6 +103,7 @@ class TestUnicastPeers:
                         network=_network(c, multicast=False))
         writer = _start(a, "writer", domain_id, topic_name, autodispose=False,
                         network=_network(a, multicast=False, peers=[b.address]))
+        _ready(lonely)
         _lifecycle(writer, reader)
         assert not [e for e in lonely.drain() if e.get("ev") == "sample"]
         assert {"ev": "pub_matched", "count": 2} not in writer.drain()
@@ -115,6 +120,7 @@ class TestLinkFailure:
                         network=_network(b, **timing))
         writer = _start(a, "writer", domain_id, topic_name, lease=1.0, autodispose=False,
                         network=_network(a, **timing))
+        _ready(reader, writer)
         writer.expect(_is("pub_matched", count=1), 15, "writer matched")
         writer.send(op="write", key=1, value=1)
         reader.expect(_is("sample", key=1, value=1, state="ALIVE"), 10, "first sample")
@@ -142,6 +148,7 @@ class TestLinkFailure:
         a, b = make_lan(2).hosts
         reader = _start(b, "reader", domain_id, topic_name, lease=1.0)
         writer = _start(a, "writer", domain_id, topic_name, lease=1.0)
+        _ready(reader, writer)
         writer.expect(_is("pub_matched", count=1), 15, "writer matched")
         writer.send(op="write", key=4, value=4)
         reader.expect(_is("sample", key=4, value=4, state="ALIVE"), 10, "first sample")
@@ -158,6 +165,7 @@ class TestLinkFailure:
         a, b = make_lan(2).hosts
         reader = _start(b, "reader", domain_id, topic_name)
         writer = _start(a, "writer", domain_id, topic_name)
+        _ready(reader, writer)
         writer.expect(_is("pub_matched", count=1), 15, "writer matched")
         writer.send(op="write", key=1, value=0)
         reader.expect(_is("sample", key=1, value=0), 10, "first sample")
@@ -179,11 +187,13 @@ class TestLinkFailure:
         """A reader that joins later on another host gets the writer's kept samples (TL)."""
         a, b = make_lan(2).hosts
         writer = _start(a, "writer", domain_id, topic_name, transient_local=True, depth=1)
+        _ready(writer)
         for key in (1, 2, 3):
             writer.send(op="write", key=key, value=key)
             writer.send(op="write", key=key, value=key + 100)
         writer.expect(_is("done", op="write", key=3, value=103), 10, "writes done")
         reader = _start(b, "reader", domain_id, topic_name, transient_local=True, depth=1)
+        _ready(reader)
         for key in (1, 2, 3):
             reader.expect(_is("sample", key=key, value=key + 100), 15, f"history of {key}")
         assert not [e for e in reader.drain() if e.get("ev") == "sample" and e["value"] < 100]

@@ -13,6 +13,7 @@ import pytest
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsParticipant
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.qos import Policy
+from netns import PeerProcess, local_peer
 
 import dcps
 from dcps._network import NetworkConfig, NetworkInterface, Peer
@@ -305,3 +306,52 @@ class TestApply:
         """Releasing the handle frees the domain id for a new configuration."""
         _release(NetworkConfig(interfaces=["lo"]).apply(own_domain))
         _release(NetworkConfig(interfaces=["lo"], domain_tag="second").apply(own_domain))
+
+
+def _local(role: str, domain: int, topic: str, network: dict[str, Any], tmp: Path) -> PeerProcess:
+    return local_peer({"role": role, "domain": domain, "topic": topic, "network": network}, tmp)
+
+
+def _ready(*processes: PeerProcess) -> None:
+    for process in processes:
+        process.expect(lambda e: e.get("ev") == "ready", 20, "ready")
+
+
+@pytest.mark.multiprocess
+class TestLoopbackProcesses:
+    def test_unicast_peer_discovery_between_processes(
+        self, own_domain: int, topic_name: str, tmp_path: Path
+    ) -> None:
+        """Two processes with multicast off find each other through a 127.0.0.1 peer."""
+        network = {"interfaces": ["lo"], "multicast": False, "peers": ["127.0.0.1"]}
+        reader = _local("reader", own_domain, topic_name, network, tmp_path)
+        writer = _local("writer", own_domain, topic_name, network, tmp_path)
+        try:
+            _ready(reader, writer)
+            writer.expect(lambda e: e == {"ev": "pub_matched", "count": 1}, 15, "match")
+            writer.send(op="write", key=1, value=42)
+            reader.expect(lambda e: e.get("ev") == "sample" and e["value"] == 42, 10, "sample")
+        finally:
+            writer.close()
+            reader.close()
+
+    def test_different_domain_tags_do_not_meet(
+        self, own_domain: int, topic_name: str, tmp_path: Path
+    ) -> None:
+        """A reader with another domain tag gets nothing while a same-tag reader gets the data."""
+        def net(tag: str) -> dict[str, Any]:
+            return {"interfaces": [{"name": "lo", "multicast": True}], "domain_tag": tag}
+
+        same = _local("reader", own_domain, topic_name, net("t-1"), tmp_path)
+        other = _local("reader", own_domain, topic_name, net("t-2"), tmp_path)
+        writer = _local("writer", own_domain, topic_name, net("t-1"), tmp_path)
+        try:
+            _ready(same, other, writer)
+            writer.expect(lambda e: e == {"ev": "pub_matched", "count": 1}, 15, "match")
+            writer.send(op="write", key=1, value=7)
+            same.expect(lambda e: e.get("ev") == "sample" and e["value"] == 7, 10, "sample")
+            assert not [e for e in other.drain() if e.get("ev") == "sample"]
+            assert {"ev": "pub_matched", "count": 2} not in writer.drain()
+        finally:
+            for process in (writer, same, other):
+                process.close()
