@@ -62,7 +62,8 @@ class FieldInfo:
     ``"octet"``, ``"string"``, ``"enum"``, ``"struct"``, ``"sequence"``, ``"array"``.
     ``python_type`` is what a sample holds: ``int``, ``float``, ``bool``, ``str``,
     the enum class, the nested struct class, ``numpy.ndarray`` (numeric
-    sequences/arrays of dcps structs) or ``list``. ``bits`` is 8/16/32/64 for
+    sequences/arrays of ``idl.Struct`` types) or ``list`` (``bytearray`` for
+    ``uint8`` arrays of plain binding ``IdlStruct`` dataclasses). ``bits`` is 8/16/32/64 for
     numeric kinds (``None`` for bool/char/string/struct/containers; 32 for
     enums). ``bound`` is the maximum length of a bounded string/sequence or the
     length of an array (``None`` if unbounded); a multi-dimensional array is an
