@@ -60,6 +60,9 @@ INSTANCES = 16
 TAKE_MAX = 1000
 WAIT_S = 30.0
 
+#: What ``python -m benchmarks --quick`` passes to this benchmark.
+QUICK_ARGS = ["--quick"]
+
 
 # --------------------------------------------------------------------- peers
 # Everything below up to the controller runs in the peer processes.
