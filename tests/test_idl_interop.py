@@ -132,27 +132,40 @@ def as_plain(value: Any) -> Any:
 
 # --- building and running the peer ----------------------------------------------------
 
-@pytest.fixture(scope="session")
-def c_peer() -> Path:
-    """Path to the compiled C peer (skips when idlc, gcc or the Cyclone headers are missing)."""
+def _build(exe: str, idl_files: tuple[str, ...], c_source: str, type_info: bool) -> Path:
+    """Compile ``c_source`` with the C code idlc generates for ``idl_files`` (cached)."""
     idlc, gcc = shutil.which("idlc"), shutil.which("gcc")
     if idlc is None or gcc is None:
         pytest.skip("C interop needs idlc and gcc (apt-get install cyclonedds-tools "
                     "cyclonedds-dev gcc)")
-    digest = hashlib.sha256(b"".join((HERE / s).read_bytes() for s in SOURCES)).hexdigest()
-    build = Path(tempfile.gettempdir()) / f"dcps-idl-peer-{digest[:16]}"
+    sources = (*idl_files, c_source)
+    digest = hashlib.sha256(b"".join((HERE / s).read_bytes() for s in sources)).hexdigest()
+    build = Path(tempfile.gettempdir()) / f"dcps-idl-{exe}-{digest[:16]}"
     build.mkdir(exist_ok=True)
-    peer = build / "peer"
+    binary = build / exe
     with open(build / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers build once
-        if not peer.exists():
-            for idl_file in ("interop_common.idl", "interop.idl"):
-                _run([idlc, "-t", "-I", str(HERE), "-o", str(build), str(HERE / idl_file)])
-            _run([gcc, "-O1", "-o", str(build / "peer.tmp"), "-I", str(build),
-                  str(HERE / "peer.c"), str(build / "interop.c"),
-                  str(build / "interop_common.c"), "-lddsc"])
-            os.replace(build / "peer.tmp", peer)
-    return peer
+        if not binary.exists():
+            flags = [] if type_info else ["-t"]
+            for idl_file in idl_files:
+                _run([idlc, *flags, "-I", str(HERE), "-o", str(build), str(HERE / idl_file)])
+            generated = [str(build / f.replace(".idl", ".c")) for f in idl_files]
+            _run([gcc, "-O1", "-o", str(build / f"{exe}.tmp"), "-I", str(build),
+                  str(HERE / c_source), *generated, "-lddsc"])
+            os.replace(build / f"{exe}.tmp", binary)
+    return binary
+
+
+@pytest.fixture(scope="session")
+def c_peer() -> Path:
+    """The C reader/writer peer for interop.idl, built without type information."""
+    return _build("peer", ("interop_common.idl", "interop.idl"), "peer.c", type_info=False)
+
+
+@pytest.fixture(scope="session")
+def c_match() -> Path:
+    """The C match probe for typed.idl, built with XTypes type information."""
+    return _build("match", ("interop_common.idl", "typed.idl"), "match.c", type_info=True)
 
 
 def _run(cmd: list[str]) -> None:
@@ -257,6 +270,80 @@ class TestPeerEnvironment:
                               env={**os.environ, "CYCLONEDDS_URI": bogus})
         assert proc.returncode != 0
         assert "nosuchif0" in proc.stderr
+
+
+class TestTypeInformation:
+    @pytest.mark.parametrize("type_name", ["Sample", "Evolving", "Changing"])
+    @pytest.mark.parametrize("which", ["loaded", "dataclass"])
+    def test_c_writer_with_type_info_matches(self, type_name: str, which: str, c_match: Path,
+                                             participant: DomainParticipant, domain_id: int,
+                                             topic_name: str) -> None:
+        """A C writer built with type information matches our reader (types assignable)."""
+        types = _typed_types(which)
+        reader = DataReader(participant, Topic(participant, topic_name, types[type_name]))
+        proc = subprocess.run([str(c_match), str(domain_id), topic_name, type_name],
+                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "matched=1", proc.stderr
+        assert "invalid" not in proc.stderr
+        del reader
+
+    def test_incompatible_type_does_not_match(self, c_match: Path,
+                                              participant: DomainParticipant, domain_id: int,
+                                              topic_name: str) -> None:
+        """Control: same type name, different member type: the C writer does not match."""
+
+        class Evolving(idl.Struct, typename="typed::Evolving", extensibility="appendable"):
+            id: idl.key[idl.int32]
+            name: idl.bounded_str[8]
+            values: idl.sequence[idl.int32]  # double in typed.idl
+
+        reader = DataReader(participant, Topic(participant, topic_name, Evolving))
+        proc = subprocess.run([str(c_match), str(domain_id), topic_name, "Evolving", "1500"],
+                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == "matched=0"
+        del reader
+
+
+class TypedId(idl.Struct, typename="typed::Id"):
+    site: idl.int16
+    num: idl.uint32
+
+
+class TypedSample(idl.Struct, typename="typed::Sample"):
+    id: idl.key[TypedId]
+    kind: idl.key[idl.bounded_str[16]]
+    note: idl.string
+    color: Color
+    pos: Point
+    values: idl.sequence[idl.float32, 8]
+    blob: idl.sequence[idl.octet]
+    path: idl.sequence[Point]
+    matrix: idl.array[idl.array[idl.int32, 3], 2]
+    c: idl.char
+    flag: bool
+    u16: idl.uint16
+    i64: idl.int64
+    u64: idl.uint64
+
+
+class Evolving(idl.Struct, typename="typed::Evolving", extensibility="appendable"):
+    id: idl.key[idl.int32]
+    name: idl.bounded_str[8]
+    values: idl.sequence[idl.float64]
+
+
+class Changing(idl.Struct, typename="typed::Changing", extensibility="mutable"):
+    id: idl.key[idl.int32]
+    name: idl.string
+
+
+def _typed_types(which: str) -> dict[str, Any]:
+    if which == "dataclass":
+        return {"Sample": TypedSample, "Evolving": Evolving, "Changing": Changing}
+    m = idl.load(HERE / "typed.idl").typed
+    return {"Sample": m.Sample, "Evolving": m.Evolving, "Changing": m.Changing}
 
 
 class TestSameTypeBothWays:
