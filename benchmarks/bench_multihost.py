@@ -26,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import netns
 
+#: Arguments for ``python -m benchmarks --quick`` (a smoke run of a few seconds).
+QUICK_ARGS = ["--count", "500", "--pings", "20"]
+
 
 def _measure(source: Any, sink: Any, count: int, size: int, pings: int) -> dict[str, float]:
     for process in (source, sink):
