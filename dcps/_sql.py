@@ -55,8 +55,8 @@ class ContentFilter:
     Semantics: numbers compare as Python numbers whatever their IDL width or
     signedness; strings and chars as Python strings; booleans only with
     ``=``, ``<>`` and ``IN``; enums by enumerator value. A predicate on a
-    sequence element beyond the sample's length, or on an absent optional
-    member, is false (an enclosing ``NOT`` negates it).
+    sequence element beyond the sample's length is false (an enclosing
+    ``NOT`` negates it).
 
     Parameters are strings, as in DDS (``"10"``, ``"'text'"``, ``"RED"``),
     converted to the type of the field they are compared with when bound;

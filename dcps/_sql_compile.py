@@ -10,9 +10,11 @@ Evaluation rules (documented on :class:`dcps.ContentFilter`):
 * numbers compare with Python semantics (any width, signed or not, int or
   float); strings and chars compare as Python strings; booleans only with
   ``=``, ``<>`` and ``IN``; enums by enumerator value;
-* a predicate that reaches into a sequence element that does not exist, or an
-  optional member that is absent, is false (its ``NOT`` form too: the whole
-  predicate is false); an enclosing ``NOT`` negates it as usual.
+* a predicate that reaches into a sequence element that does not exist is
+  false (its ``NOT`` form too: the whole predicate is false); an enclosing
+  ``NOT`` negates it as usual;
+* elements of numeric sequences and arrays that samples hold as numpy arrays
+  compare as numpy scalars (the result is still a Python ``bool``).
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ class _Resolved:
     code: str
     guards: list[str]
     node: Field
+    numpy: bool = False  # the value is a numpy scalar (comparisons give numpy.bool_)
 
 
 class _Compiler:
@@ -143,9 +146,8 @@ class _Compiler:
         code = "s"
         guards: list[str] = []
         walked = ""
+        numpy = False
         for i, part in enumerate(field.parts):
-            if slot.optional and i > 0:
-                guards.append(f"{code} is not None")
             if isinstance(part, int):
                 if slot.kind not in ("array", "sequence") or slot.element is None:
                     raise self.fail(
@@ -166,6 +168,7 @@ class _Compiler:
                         field.pos,
                     )
                 guards.append(f"len({code}) > {part}")
+                numpy = numpy or slot.numpy
                 code = f"{code}[{part}]"
                 walked += f"[{part}]"
                 slot = slot.element
@@ -185,9 +188,7 @@ class _Compiler:
             code = f"{code}.{part}"
             walked = f"{walked}.{part}" if walked else part
             slot = found
-        if slot.optional:
-            guards.append(f"{code} is not None")
-        return _Resolved(slot, code, guards, field)
+        return _Resolved(slot, code, guards, field, numpy)
 
     def scalar(self, resolved: _Resolved) -> None:
         slot = resolved.slot
@@ -298,7 +299,7 @@ class _Compiler:
         by_value = node.op in _ORDERING
         left, g1 = self.value_code(node.left, resolved[0], slot, field_text, by_value)
         right, g2 = self.value_code(node.right, resolved[1], slot, field_text, by_value)
-        return _guarded(g1 + g2, f"{left} {_PY_OPS[node.op]} {right}")
+        return _guarded(g1 + g2, f"{left} {_PY_OPS[node.op]} {right}", _numpy(resolved))
 
     def between(self, node: Between) -> str:
         operands = [node.operand, node.low, node.high]
@@ -317,7 +318,7 @@ class _Compiler:
         test = f"{codes[1]} <= {codes[0]} <= {codes[2]}"
         if node.negated:
             test = f"not ({test})"
-        return _guarded(guards, test)
+        return _guarded(guards, test, _numpy(resolved) and not node.negated)
 
     def in_list(self, node: InList) -> str:
         operands = [node.operand, *node.items]
@@ -425,7 +426,13 @@ def _field_text(resolved: list[_Resolved | None]) -> str:
     return "?"  # pragma: no cover - group() guarantees a field
 
 
-def _guarded(guards: list[str], test: str) -> str:
+def _numpy(resolved: list[_Resolved | None]) -> bool:
+    return any(r is not None and r.numpy for r in resolved)
+
+
+def _guarded(guards: list[str], test: str, to_bool: bool = False) -> str:
+    if to_bool:
+        test = f"bool({test})"
     unique = list(dict.fromkeys(guards))
     if not unique:
         return f"({test})"

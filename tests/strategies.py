@@ -19,12 +19,11 @@ the enum member).
 
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
-from cyclonedds.idl import IdlEnum, IdlStruct
-from cyclonedds.idl import types as t
 from hypothesis import strategies as st
+
+import idl
 
 __all__ = [
     "FilterColor",
@@ -37,7 +36,7 @@ __all__ = [
 ]
 
 
-class FilterColor(IdlEnum, typename="dcpstest::FilterColor"):
+class FilterColor(idl.Enum, typename="dcpstest::FilterColor"):
     """An enum whose values are not its positions."""
 
     RED = 0
@@ -45,29 +44,27 @@ class FilterColor(IdlEnum, typename="dcpstest::FilterColor"):
     BLUE = 7
 
 
-@dataclass
-class FilterPoint(IdlStruct, typename="dcpstest::FilterPoint"):
+class FilterPoint(idl.Struct, typename="dcpstest::FilterPoint"):
     """A nested struct."""
 
-    x: t.int32
+    x: idl.int32
     y: float
     label: str
 
 
-@dataclass
-class FilterRecord(IdlStruct, typename="dcpstest::FilterRecord"):
-    """A topic type with one field of each comparable kind."""
+class FilterRecord(idl.Struct, typename="dcpstest::FilterRecord"):
+    """A topic type with one field of each comparable kind (``seq`` is numpy on read)."""
 
-    i: t.int32
-    u: t.uint16
-    small: t.int8
-    f: t.float64
-    name: t.bounded_str[16]
-    ch: t.char
+    i: idl.key[idl.int32]
+    u: idl.uint16
+    small: idl.int8
+    f: idl.float64
+    name: idl.bounded_str[16]
+    ch: idl.char
     flag: bool
     color: FilterColor
     pos: FilterPoint
-    seq: t.sequence[t.int64, 4]
+    seq: idl.sequence[idl.int64, 4]
 
 
 NUMERIC_FIELDS = ("i", "u", "small", "f", "pos.x", "pos.y", "seq[0]", "seq[2]")

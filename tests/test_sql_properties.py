@@ -107,6 +107,8 @@ class TestAgainstReference:
         expected = [evaluate(tree, s) for s in samples]
         assert [content_filter.matches(s) for s in samples] == expected
         assert content_filter.matches_many(samples) == expected
+        decoded = [FilterRecord.deserialize(s.serialize()) for s in samples]
+        assert content_filter.matches_many(decoded) == [evaluate(tree, s) for s in decoded]
 
     @settings(max_examples=50, deadline=None)
     @given(case=filter_cases(), sample=filter_records())
