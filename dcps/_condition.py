@@ -75,8 +75,33 @@ class ReadCondition(Condition):
         self._adopted()
 
     def _create(self) -> Any:
+        if self._reader._keyed is not None:
+            return self._create_keyed()
         with cyclone_call("create ReadCondition"):
             return CycloneRead(self._reader._cyclone, self.mask)
+
+    def _create_keyed(self) -> Any:
+        # A SubscriptionKeys reader keeps its samples in dcps: a guard condition
+        # that the reader sets whenever its cache changes stands in.
+        with cyclone_call("create ReadCondition"):
+            guard = CycloneGuard(self._participant()._cyclone)
+        self._cyclone = guard
+        self._refresh()
+        return guard
+
+    def _refresh(self) -> None:
+        keyed = self._reader._keyed
+        if keyed is not None and not self.closed:
+            self._cyclone.set(keyed.matches(self.mask, getattr(self, "_predicate", None)))
+
+    @property
+    def triggered(self) -> bool:
+        """Whether the reader holds samples this condition selects."""
+        self._check_open()
+        if self._reader._keyed is not None:
+            return self._reader._keyed.matches(self.mask, getattr(self, "_predicate", None))
+        with cyclone_call(f"check {self._describe()}"):
+            return bool(self._cyclone.is_triggered())
 
     @property
     def reader(self) -> DataReader[Any]:
@@ -120,6 +145,8 @@ class QueryCondition(ReadCondition):
                          instance_states=instance_states)
 
     def _create(self) -> Any:
+        if self._reader._keyed is not None:
+            return self._create_keyed()
         # Cyclone calls the predicate on the receive path; read() goes through it too.
         with cyclone_call("create QueryCondition"):
             return CycloneQuery(self._reader._cyclone, self.mask, lambda s: self._predicate(s))

@@ -22,6 +22,7 @@ from dcps._publisher import Subscriber
 from dcps._qos_bridge import apply_qos, resolve_qos
 from dcps._retcode import cyclone_call, error_for
 from dcps._sample import ANY_STATE, InstanceState, Sample, SampleInfo, SampleState, ViewState
+from dcps._subscription_keys import KeyedCache
 from dcps._time import duration_ns
 from dcps._topic import Topic
 from idl._errors import BadParameterError, DcpsTimeoutError
@@ -90,6 +91,11 @@ class DataReader(Entity, Generic[T]):
         self._listener = listener
         self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._wakeup_lock = threading.Lock()
+        # With SubscriptionKeys, dcps keeps the instances (Cyclone has no such policy).
+        self._keyed: KeyedCache[T] | None = (
+            KeyedCache(topic.data_type, checked_qos)
+            if checked_qos[q.SubscriptionKeys].use_key_list else None
+        )
         try:
             with cyclone_call(f"create DataReader on {topic._describe()}"):
                 self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
@@ -100,8 +106,12 @@ class DataReader(Entity, Generic[T]):
         self._adopted()
 
     def _create_cyclone(self, cyclone_subscriber: Any) -> Any:
+        cyclone_qos = self._qos
+        if self._keyed is not None:
+            # dcps applies history and limits per reader instance; Cyclone keeps all
+            cyclone_qos = cyclone_qos.with_(q.History.KEEP_ALL, q.ResourceLimits())
         return CycloneReader(
-            cyclone_subscriber, self._topic._cyclone, qos=q.to_cyclone(self._qos),
+            cyclone_subscriber, self._topic._cyclone, qos=q.to_cyclone(cyclone_qos),
             listener=self._cyclone_listener(),
         )
 
@@ -118,7 +128,32 @@ class DataReader(Entity, Generic[T]):
         return f"DataReader({self._topic.name!r})"
 
     def _cyclone_listener(self) -> Any:
-        return build_cyclone_listener(self, self._listener, on_data_available=self._wake)
+        return build_cyclone_listener(self, self._listener, on_data_available=self._on_data)
+
+    def _on_data(self) -> None:
+        if self._keyed is not None:
+            self._drain()
+        self._wake()
+
+    def _drain(self) -> None:
+        """Move everything Cyclone holds into the SubscriptionKeys cache."""
+        assert self._keyed is not None
+        with self._keyed.lock:
+            if self.closed:
+                return
+            raw = ddspy_take(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED)
+            if isinstance(raw, int):
+                raise error_for(raw, f"take on {self._describe()}")
+            deserialize = self._type.deserialize  # type: ignore[attr-defined]
+            batch = [(deserialize(data) if info.valid_data else None, info) for data, info in raw]
+            if self._keyed.add_batch(batch):
+                self._refresh_conditions()
+
+    def _refresh_conditions(self) -> None:
+        for child in list(self._children):
+            refresh = getattr(child, "_refresh", None)
+            if refresh is not None:
+                refresh()
 
     def _on_close(self) -> None:
         self._wake()
@@ -241,6 +276,11 @@ class DataReader(Entity, Generic[T]):
     ) -> list[Sample[T]]:
         self._check_open()
         mask = state_mask(sample_states, view_states, instance_states)
+        if self._keyed is not None:
+            self._drain()
+            out = self._keyed.access(take, max_samples, mask, after_handle=previous or 0)
+            self._refresh_conditions()
+            return out
         floor = -1 if previous is None else previous
         handles = {info.instance_handle for info in peek_infos(self._cyclone._ref, mask, LENGTH_UNLIMITED)}
         later = [h for h in handles if h > floor]
@@ -262,7 +302,15 @@ class DataReader(Entity, Generic[T]):
                 raise BadParameterError("the condition belongs to another reader")
             condition._check_open()
             ref, mask = condition._cyclone._ref, condition.mask
-        else:
+        if self._keyed is not None:
+            self._drain()
+            if condition is None:
+                mask = state_mask(sample_states, view_states, instance_states)
+            predicate = getattr(condition, "_predicate", None)
+            out = self._keyed.access(take, max_samples, mask, instance, predicate)
+            self._refresh_conditions()
+            return out
+        if condition is None:
             ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
         if instance is None:
             raw = (ddspy_take if take else ddspy_read)(ref, mask, max_samples)
@@ -288,6 +336,9 @@ class DataReader(Entity, Generic[T]):
             raise idl.IdlError(
                 f"expected a {idl.describe(self._type).typename} sample, got {type(sample).__name__}"
             )
+        if self._keyed is not None:
+            self._drain()
+            return self._keyed.lookup(sample)
         with cyclone_call(f"lookup_instance on {self._describe()}"):
             handle = self._cyclone.lookup_instance(sample)
         return None if not handle else int(handle)
@@ -295,6 +346,8 @@ class DataReader(Entity, Generic[T]):
     def key_value(self, handle: int) -> T:
         """A sample whose key fields are those of instance ``handle``."""
         self._check_open()
+        if self._keyed is not None:
+            return self._keyed.key_value(handle)
         data = instance_key(self._cyclone._ref, handle)
         if data is None:
             raise BadParameterError(f"{self._describe()} has no instance with handle {handle}")
@@ -380,6 +433,14 @@ class DataReader(Entity, Generic[T]):
         self._check_open()
         with cyclone_call("get matched publications"):
             return [int(h) for h in self._cyclone.get_matched_publications()]
+
+    @property
+    def matched_publication_guids(self) -> list[str]:
+        """GUIDs of the writers this reader currently matches (compare with ``writer.guid``)."""
+        self._check_open()
+        with cyclone_call("get matched publication data"):
+            return [str(self._cyclone.get_matched_publication_data(h).key)
+                    for h in self._cyclone.get_matched_publications()]
 
     @property
     def subscription_matched_status(self) -> st.SubscriptionMatchedStatus:

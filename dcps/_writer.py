@@ -239,6 +239,14 @@ class DataWriter(Entity, Generic[T]):
         with cyclone_call("get matched subscriptions"):
             return [int(h) for h in self._cyclone.get_matched_subscriptions()]
 
+    @property
+    def matched_subscription_guids(self) -> list[str]:
+        """GUIDs of the readers this writer currently matches (compare with ``reader.guid``)."""
+        self._check_open()
+        with cyclone_call("get matched subscription data"):
+            return [str(self._cyclone.get_matched_subscription_data(h).key)
+                    for h in self._cyclone.get_matched_subscriptions()]
+
     def wait_for_readers(self, count: int = 1, timeout: timedelta | float | None = 10.0) -> None:
         """Block until at least ``count`` readers are matched (discovery is asynchronous)."""
         from dcps._wait import wait_until

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from waiting import eventually
+
 PEER = Path(__file__).parent / "peers" / "dds_peer.py"
 
 
@@ -34,6 +36,20 @@ class Peer:
         if "error" in answer:
             raise RuntimeError(f"peer failed {op}: {answer['error']}")
         return answer["ok"]
+
+    def start_writer(self, qos: dict[str, Any], *readers: Any, partitions: list[str] | None = None) -> str:
+        """Create the peer's writer and wait until it and each of ``readers`` match both ways.
+
+        Waiting on both sides matters: a reader that has not yet discovered the
+        writer drops what it sends (volatile data is not repaired later).
+        """
+        guid: str = self.call("writer", qos=qos, partitions=partitions)
+        if readers:
+            self.call("wait_readers", count=len(readers))
+        for reader in readers:
+            eventually(lambda r=reader: guid in r.matched_publication_guids, timeout=20,
+                       what="reader matching the peer's writer")
+        return guid
 
     def kill(self) -> None:
         """Kill the peer the hard way (SIGKILL): no goodbye on the wire."""

@@ -160,10 +160,8 @@ class TestOwnership:
         reader = dcps.DataReader(participant, topic, qos=reader_qos(
             {"reliable": True, "keep_all": True, "strength": 0}))
         weak, strong = peers(), peers()
-        weak.call("writer", qos={"reliable": True, "strength": 1, "lease": 1.0, "keep_instances": True})
-        strong.call("writer", qos={"reliable": True, "strength": 9, "lease": 1.0, "keep_instances": True})
-        weak.call("wait_readers")
-        strong.call("wait_readers")
+        weak.start_writer({"reliable": True, "strength": 1, "lease": 1.0, "keep_instances": True}, reader)
+        strong.start_writer({"reliable": True, "strength": 9, "lease": 1.0, "keep_instances": True}, reader)
         strong.call("write", sensor=1, value=9.0, label="strong")
         eventually(lambda: reader.read(), what="strong sample")
         weak.call("write", sensor=1, value=1.0, label="weak")
@@ -216,8 +214,7 @@ class TestDeadlineAndLiveliness:
         """A MANUAL_BY_TOPIC writer that stops asserting loses liveliness until it asserts again."""
         reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}))
         writer = peers()
-        writer.call("writer", qos={"reliable": True, "lease": 0.3, "manual": True})
-        writer.call("wait_readers")
+        writer.start_writer({"reliable": True, "lease": 0.3, "manual": True}, reader)
         writer.call("write", sensor=1, value=1.0)  # a write asserts liveliness
         eventually(lambda: reader.liveliness_changed_status.alive_count == 1)
         eventually(lambda: reader.liveliness_changed_status.not_alive_count == 1, what="lost")

@@ -39,7 +39,7 @@ def main() -> None:
             if op == "writer":
                 publisher = dcps.Publisher(participant, partitions=cmd.get("partitions"))
                 writer = dcps.DataWriter(publisher, topic, qos=writer_qos(cmd.get("qos", {})))
-                result = writer.instance_handle
+                result = writer.guid
             elif op == "wait_readers":
                 assert writer is not None
                 writer.wait_for_readers(cmd.get("count", 1), timeout=20)

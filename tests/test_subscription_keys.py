@@ -1,0 +1,222 @@
+"""SubscriptionKeys: a reader that keys instances by its own key list (seed 003 rules),
+with writers in other processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import dcps
+import qos
+from peer import Peer
+from qos_spec import reader_qos
+from topic_types import Reading, Blob
+from waiting import eventually
+
+pytestmark = pytest.mark.multiprocess
+
+ALIVE = dcps.InstanceState.ALIVE
+DISPOSED = dcps.InstanceState.NOT_ALIVE_DISPOSED
+
+
+def keyed_qos(*keys: str, depth: int | None = None) -> qos.DataReaderQos:
+    base = reader_qos({"reliable": True, "keep_all": depth is None} | ({"depth": depth} if depth else {}))
+    return base.with_(qos.SubscriptionKeys.of(*keys))
+
+
+@pytest.fixture
+def participant(domain_id: int) -> Iterator[dcps.DomainParticipant]:
+    with dcps.DomainParticipant(domain_id) as p:
+        yield p
+
+
+@pytest.fixture
+def topic(participant: dcps.DomainParticipant, topic_name: str) -> dcps.Topic[Reading]:
+    return dcps.Topic(participant, topic_name, Reading)
+
+
+@pytest.fixture
+def writer(domain_id: int, topic_name: str) -> Iterator[Peer]:
+    peer = Peer(domain_id, topic_name)
+    try:
+        yield peer
+    finally:
+        peer.close()
+
+
+def by_label(reader: dcps.DataReader[Reading]) -> dcps.DataReader[Reading]:
+    return reader
+
+
+def settled(reader: dcps.DataReader[Reading], count: int) -> list[dcps.Sample[Reading]]:
+    """Read until the reader holds ``count`` samples (any state); return them."""
+    return eventually(lambda: (s := reader.read()) and len(s) >= count and s, what=f"{count} samples")
+
+
+class TestMapping:
+    def test_one_writer_instance_feeds_several_reader_instances(self, participant, topic, writer) -> None:
+        """Sensor 1 writing labels a and b makes two reader instances keyed by label."""
+        reader = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        writer.start_writer({"reliable": True}, reader)
+        writer.call("write", sensor=1, value=1.0, label="a")
+        writer.call("write", sensor=1, value=2.0, label="b")
+        samples = settled(reader, 2)
+        handles = {s.data.label: s.info.instance_handle for s in samples}
+        assert len(set(handles.values())) == 2
+        assert reader.lookup_instance(Reading(99, 0.0, "b")) == handles["b"]
+        assert reader.key_value(handles["a"]).label == "a"
+
+    def test_several_writer_instances_feed_one_reader_instance(self, participant, topic, writer) -> None:
+        """Sensors 1 and 2 with the same label land in one reader instance, in arrival order."""
+        reader = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        writer.start_writer({"reliable": True}, reader)
+        for sensor in (1, 2, 1):
+            writer.call("write", sensor=sensor, value=float(sensor), label="shared")
+        samples = settled(reader, 3)
+        assert len({s.info.instance_handle for s in samples}) == 1
+        assert [s.data.sensor for s in samples] == [1, 2, 1]
+        assert [s.info.sample_rank for s in samples] == [2, 1, 0]
+
+    def test_readers_with_different_keys_group_the_same_samples_differently(
+        self, participant, topic, writer
+    ) -> None:
+        """A label-keyed, a value-keyed and a plain reader see one stream grouped three ways."""
+        by_label = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        by_value = dcps.DataReader(participant, topic, qos=keyed_qos("value"))
+        plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
+        writer.start_writer({"reliable": True}, by_label, by_value, plain)
+        for sensor, value, label in ((1, 1.0, "x"), (2, 1.0, "x"), (3, 2.0, "x"), (1, 2.0, "y")):
+            writer.call("write", sensor=sensor, value=value, label=label)
+
+        def groups(reader: dcps.DataReader[Reading]) -> int:
+            return len({s.info.instance_handle for s in settled(reader, 4)})
+
+        assert (groups(by_label), groups(by_value), groups(plain)) == (2, 2, 3)
+
+
+class TestLifecycleRules:
+    def test_taking_everything_removes_the_instance(self, participant, topic, writer) -> None:
+        """After take() empties a reader instance, the next sample is NEW again; a plain reader says NOT_NEW."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
+        writer.start_writer({"reliable": True}, keyed, plain)
+        writer.call("write", sensor=1, value=1.0, label="a")
+        first = settled(keyed, 1)[0]
+        settled(plain, 1)
+        keyed.take()
+        plain.take()
+        assert keyed.lookup_instance(Reading(0, 0.0, "a")) is None
+        writer.call("write", sensor=1, value=2.0, label="a")
+        again = eventually(lambda: keyed.take())
+        assert again[0].info.view_state == dcps.ViewState.NEW
+        assert again[0].info.instance_handle != first.info.instance_handle
+        assert eventually(lambda: plain.take())[0].info.view_state == dcps.ViewState.NOT_NEW
+
+    def test_invalid_samples_are_skipped_and_instances_stay_alive(self, participant, topic, writer) -> None:
+        """Unregister, plain dispose and the writer's death leave reader instances ALIVE."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
+        writer.start_writer({"reliable": True, "lease": 1.0, "keep_instances": True}, keyed, plain)
+        for sensor, label in ((1, "a"), (2, "b"), (3, "c")):
+            writer.call("write", sensor=sensor, value=1.0, label=label)
+        settled(keyed, 3)  # drained: the lifecycle events below come as invalid samples
+        writer.call("dispose", sensor=1, label="a")
+        writer.call("unregister", sensor=2, label="b")
+        eventually(lambda: {s.info.instance_state for s in plain.read()} >=
+                   {DISPOSED, dcps.InstanceState.NOT_ALIVE_NO_WRITERS})
+        writer.kill()  # sensor 3 loses its writer
+        eventually(lambda: all(s.info.instance_state != ALIVE for s in plain.read()))
+        samples = keyed.read()
+        assert all(s.valid_data for s in samples)
+        assert {s.data.label: s.info.instance_state for s in samples} == {"a": ALIVE, "b": ALIVE, "c": ALIVE}
+
+    def test_write_dispose_disposes_and_a_new_sample_revives(self, participant, topic, writer) -> None:
+        """write_dispose (a full sample) disposes the reader instance; the next write makes it NEW, generation 1."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        writer.start_writer({"reliable": True}, keyed)
+        writer.call("write", sensor=1, value=1.0, label="a")
+        settled(keyed, 1)
+        writer.call("write_dispose", sensor=1, value=2.0, label="a")
+        disposed = eventually(lambda: [s for s in keyed.read() if s.info.instance_state == DISPOSED])
+        assert disposed[-1].data.value == 2.0
+        writer.call("write", sensor=1, value=3.0, label="a")
+        latest = eventually(lambda: [s for s in keyed.read() if s.data.value == 3.0])[0]
+        assert latest.info.instance_state == ALIVE
+        assert latest.info.view_state == dcps.ViewState.NEW
+        assert latest.info.disposed_generation_count == 1
+        ranks = [(s.data.value, s.info.absolute_generation_rank) for s in keyed.read()]
+        assert ranks == [(1.0, 1), (2.0, 1), (3.0, 0)]
+
+
+class TestReaderOperations:
+    def test_history_depth_applies_per_reader_instance(self, participant, topic, writer) -> None:
+        """KEEP_LAST 2 keeps the last two samples of each reader instance, across writer instances."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label", depth=2))
+        writer.start_writer({"reliable": True}, keyed)
+        for sensor in range(1, 5):
+            writer.call("write", sensor=sensor, value=float(sensor), label="same")
+        writer.call("write", sensor=9, value=9.0, label="other")
+        eventually(lambda: len(keyed.read()) == 3 and any(s.data.label == "other" for s in keyed.read()))
+        assert sorted(s.data.sensor for s in keyed.read()) == [3, 4, 9]
+
+    def test_per_instance_and_next_instance_access(self, participant, topic, writer) -> None:
+        """take(instance=) and read_next_instance() follow the reader's own instances."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        writer.start_writer({"reliable": True}, keyed)
+        for sensor, label in ((1, "a"), (2, "b"), (3, "a")):
+            writer.call("write", sensor=sensor, value=0.0, label=label)
+        settled(keyed, 3)
+        labels, previous = [], None
+        while batch := keyed.read_next_instance(previous):
+            previous = batch[0].info.instance_handle
+            labels.append(sorted({s.data.label for s in batch}))
+        assert sorted(labels) == [["a"], ["b"]]
+        handle_a = keyed.lookup_instance(Reading(0, 0.0, "a"))
+        assert [s.data.sensor for s in keyed.take(instance=handle_a)] == [1, 3]
+        assert keyed.lookup_instance(Reading(0, 0.0, "a")) is None
+
+    def test_conditions_and_async_work_on_keyed_readers(self, participant, topic, writer) -> None:
+        """Wait sets, query conditions and `async for` see the reader's own instances."""
+        import asyncio
+
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        query = dcps.QueryCondition(keyed, "value > %0", ["5"], sample_states=dcps.SampleState.NOT_READ)
+        ws = dcps.WaitSet(participant)
+        ws.attach(query)
+        writer.start_writer({"reliable": True}, keyed)
+        writer.call("write", sensor=1, value=1.0, label="low")
+        writer.call("write", sensor=2, value=9.0, label="high")
+        assert ws.wait(10) == [query]
+        assert [s.data.label for s in keyed.take(condition=query)] == ["high"]
+
+        async def first() -> str:
+            async for sample in keyed:
+                return sample.data.label
+            return ""
+
+        assert asyncio.run(asyncio.wait_for(first(), 10)) == "low"
+
+
+class TestPolicyChecks:
+    def test_unknown_key_field_is_refused(self, participant, topic) -> None:
+        """A key list naming a field the type lacks raises BadParameterError naming it."""
+        with pytest.raises(dcps.BadParameterError, match="'region'"):
+            dcps.DataReader(participant, topic, qos=keyed_qos("region"))
+
+    def test_sequence_field_cannot_be_a_key(self, participant, unique) -> None:
+        """Only primitive, string and enum fields can be reader keys."""
+        blobs = dcps.Topic(participant, f"blob_{unique}", Blob)
+        with pytest.raises(dcps.BadParameterError, match="payload"):
+            dcps.DataReader(participant, blobs, qos=qos.DataReaderQos(qos.SubscriptionKeys.of("payload")))
+
+    def test_key_list_is_immutable_once_enabled(self, participant, topic) -> None:
+        """Changing SubscriptionKeys of a live reader raises ImmutablePolicyError."""
+        reader = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        with pytest.raises(dcps.ImmutablePolicyError, match="SubscriptionKeys"):
+            reader.set_qos(reader.qos.with_(qos.SubscriptionKeys.of("value")))
+
+    def test_only_readers_take_the_policy(self) -> None:
+        """SubscriptionKeys in a writer QoS is refused, naming the policy."""
+        with pytest.raises(dcps.BadParameterError, match="SubscriptionKeys"):
+            qos.DataWriterQos(qos.SubscriptionKeys.of("label"))
