@@ -12,18 +12,14 @@ import argparse
 import random
 import statistics
 import time
-from dataclasses import dataclass
-
-from cyclonedds.idl import IdlEnum, IdlStruct
-from cyclonedds.idl import types as t
-
+import idl
 from dcps._sql import ContentFilter
 from dcps._sql_compile import _compile_cached
 
 EXPRESSION = "x > %0 AND name LIKE 'abc%' OR color = RED"
 
 
-class BenchColor(IdlEnum, typename="bench::Color"):
+class BenchColor(idl.Enum, typename="bench::Color"):
     """Colours of the benchmark samples."""
 
     RED = 0
@@ -31,11 +27,10 @@ class BenchColor(IdlEnum, typename="bench::Color"):
     BLUE = 2
 
 
-@dataclass
-class BenchSample(IdlStruct, typename="bench::Sample"):
+class BenchSample(idl.Struct, typename="bench::Sample"):
     """The benchmark topic type."""
 
-    x: t.int32
+    x: idl.int32
     name: str
     color: BenchColor
 
