@@ -12,6 +12,7 @@ import argparse
 import random
 import statistics
 import time
+
 import idl
 from dcps._sql import ContentFilter
 from dcps._sql_compile import _compile_cached

@@ -184,7 +184,9 @@ class _Compiler:
                     return None
                 owner = slot.python_type.__name__
                 where = f"{walked!r} ({owner})" if walked else owner
-                raise self.fail(f"unknown field {field.text!r}: {where} has no member {part!r}", field.pos)
+                raise self.fail(
+                    f"unknown field {field.text!r}: {where} has no member {part!r}", field.pos
+                )
             code = f"{code}.{part}"
             walked = f"{walked}.{part}" if walked else part
             slot = found

@@ -323,7 +323,7 @@ def _expected(names: Any) -> str:
 
 def _translate(exc: UnexpectedInput, text: str) -> FilterSyntaxError:
     if isinstance(exc, UnexpectedCharacters):
-        pos = exc.pos_in_stream
+        pos = exc.pos_in_stream if exc.pos_in_stream is not None else 0
         char = text[pos] if 0 <= pos < len(text) else ""
         if char == "'":
             return FilterSyntaxError(
@@ -388,7 +388,9 @@ def _run(text: str, start: str) -> Any:
             f"invalid expression ({inner})", expression=text, position=0
         ) from None
     except RecursionError:
-        raise FilterSyntaxError("expression nests too deeply", expression=text, position=0) from None
+        raise FilterSyntaxError(
+            "expression nests too deeply", expression=text, position=0
+        ) from None
     except LarkError as exc:
         raise FilterSyntaxError(f"syntax error ({exc})", expression=text, position=0) from None
 

@@ -110,7 +110,9 @@ def filter_records(draw: st.DrawFn) -> FilterRecord:
 
 def _value(kind: str) -> st.SearchStrategy[tuple[str, str, Any]]:
     if kind == "num":
-        values: st.SearchStrategy[Any] = st.one_of(_ints, _finite, st.sampled_from([0.0, 1.5, -2.0]))
+        values: st.SearchStrategy[Any] = st.one_of(
+            _ints, _finite, st.sampled_from([0.0, 1.5, -2.0])
+        )
     elif kind == "text":
         values = _texts | _chars
     elif kind == "bool":

@@ -107,10 +107,15 @@ class TestComparisons:
     def test_relational_operators(self) -> None:
         """Each of = <> != < <= > >= compares a field with a literal."""
         assert passes("x = 10")
-        assert passes("x <> 11") and passes("x != 11")
+        assert passes("x <> 11")
+        assert passes("x != 11")
         assert not passes("x <> 10")
-        assert passes("x < 11") and passes("x <= 10") and not passes("x < 10")
-        assert passes("x > 9") and passes("x >= 10") and not passes("x > 10")
+        assert passes("x < 11")
+        assert passes("x <= 10")
+        assert not passes("x < 10")
+        assert passes("x > 9")
+        assert passes("x >= 10")
+        assert not passes("x > 10")
 
     def test_literal_on_the_left(self) -> None:
         """A literal may stand on the left of the operator."""
@@ -125,26 +130,37 @@ class TestComparisons:
     def test_numbers_compare_across_widths_and_signs(self) -> None:
         """Unsigned fields against negative literals and ints against floats follow Python."""
         assert passes("u > -1")
-        assert passes("small < 0") and passes("small = -3.0")
-        assert passes("f = 1.5") and passes("f > 1") and passes("x = 10.0")
+        assert passes("small < 0")
+        assert passes("small = -3.0")
+        assert passes("f = 1.5")
+        assert passes("f > 1")
+        assert passes("x = 10.0")
         assert not passes("small = 1000")
 
     def test_hex_and_float_literals(self) -> None:
         """Integers may be hex, floats may use exponents."""
-        assert passes("x = 0xA") and passes("x = 0XA")
+        assert passes("x = 0xA")
+        assert passes("x = 0XA")
         assert passes("small = -0x3")
-        assert passes("f = 15e-1") and passes("f = .15E1") and passes("x = 1e1")
+        assert passes("f = 15e-1")
+        assert passes("f = .15E1")
+        assert passes("x = 1e1")
 
     def test_strings_and_chars(self) -> None:
         """Strings compare as Python strings; a doubled quote is a quote."""
-        assert passes("name = 'abcdef'") and passes("name > 'abc'") and passes("name < 'b'")
-        assert passes("ch = 'q'") and passes("ch >= 'a'")
+        assert passes("name = 'abcdef'")
+        assert passes("name > 'abc'")
+        assert passes("name < 'b'")
+        assert passes("ch = 'q'")
+        assert passes("ch >= 'a'")
         assert passes("name = 'it''s'", reading(name="it's"))
         assert passes("name = ''", reading(name=""))
 
     def test_booleans(self) -> None:
         """Booleans compare with TRUE/FALSE in any case."""
-        assert passes("flag = TRUE") and passes("flag = true") and passes("flag <> False")
+        assert passes("flag = TRUE")
+        assert passes("flag = true")
+        assert passes("flag <> False")
         assert passes("flag = FALSE", reading(flag=False))
 
     def test_enums_by_name_scoped_name_and_value(self) -> None:
@@ -157,7 +173,8 @@ class TestComparisons:
 
     def test_enum_ordering_uses_enumerator_values(self) -> None:
         """Ordering comparisons on enums compare enumerator values, not names."""
-        assert passes("color > RED") and passes("color < BLUE")
+        assert passes("color > RED")
+        assert passes("color < BLUE")
         assert passes("color BETWEEN RED AND GREEN")
         assert not passes("color > GREEN")
 
@@ -188,7 +205,8 @@ class TestLogic:
 class TestBetweenInLike:
     def test_between_is_inclusive(self) -> None:
         """BETWEEN includes both bounds; NOT BETWEEN is its complement."""
-        assert passes("x BETWEEN 10 AND 12") and passes("x BETWEEN 8 AND 10")
+        assert passes("x BETWEEN 10 AND 12")
+        assert passes("x BETWEEN 8 AND 10")
         assert not passes("x BETWEEN 11 AND 12")
         assert passes("x NOT BETWEEN 11 AND 12")
         assert not passes("x NOT BETWEEN 1 AND 100")
@@ -209,11 +227,16 @@ class TestBetweenInLike:
 
     def test_like_wildcards(self) -> None:
         """LIKE: % matches any run, _ exactly one character, and the match is anchored."""
-        assert passes("name LIKE 'abc%'") and passes("name LIKE '%def'")
-        assert passes("name LIKE '%cd%'") and passes("name LIKE 'a_c_e_'")
-        assert passes("name LIKE 'abcdef'") and passes("name LIKE '%'")
-        assert not passes("name LIKE 'abc'") and not passes("name LIKE 'bcd%'")
-        assert not passes("name LIKE 'a_c'") and not passes("name LIKE '%cd'")
+        assert passes("name LIKE 'abc%'")
+        assert passes("name LIKE '%def'")
+        assert passes("name LIKE '%cd%'")
+        assert passes("name LIKE 'a_c_e_'")
+        assert passes("name LIKE 'abcdef'")
+        assert passes("name LIKE '%'")
+        assert not passes("name LIKE 'abc'")
+        assert not passes("name LIKE 'bcd%'")
+        assert not passes("name LIKE 'a_c'")
+        assert not passes("name LIKE '%cd'")
         assert passes("name NOT LIKE 'x%'")
 
     def test_like_special_characters_are_literal(self) -> None:
@@ -247,7 +270,7 @@ class TestFieldPaths:
         assert passes("NOT items[3].id = 0")
 
     def test_samples_after_a_cdr_round_trip(self) -> None:
-        """Samples decoded from CDR (numeric sequences come back as numpy arrays) filter the same."""
+        """Samples decoded from CDR (numeric sequences as numpy arrays) filter the same."""
         sample = Reading.deserialize(reading(raw=[7, 8, 9]).serialize())
         assert isinstance(sample.levels, np.ndarray)
         assert passes("raw[0] = 7 AND items[1].tag = 'two' AND color = GREEN", sample)
@@ -378,7 +401,8 @@ class TestSyntaxErrors:
         """The error text shows the expression and the position."""
         err = syntax_error("x = 1 AND AND")
         assert err.expression == "x = 1 AND AND"
-        assert "x = 1 AND AND" in str(err) and "position 10" in str(err)
+        assert "x = 1 AND AND" in str(err)
+        assert "position 10" in str(err)
 
     def test_deep_nesting(self) -> None:
         """Nesting up to 100 levels works; deeper is a FilterSyntaxError, never RecursionError."""
@@ -423,8 +447,10 @@ class TestParameters:
         """with_parameters leaves the original filter as it was."""
         low = ContentFilter("x > %0", Reading, ("5",))
         high = low.with_parameters(("50",))
-        assert low.matches(reading()) and not high.matches(reading())
-        assert type(high) is ContentFilter and high.expression == low.expression
+        assert low.matches(reading())
+        assert not high.matches(reading())
+        assert type(high) is ContentFilter
+        assert high.expression == low.expression
 
     def test_missing_parameter(self) -> None:
         """A %n beyond the given parameters is reported at the %n."""
@@ -435,7 +461,8 @@ class TestParameters:
     def test_parameter_of_the_wrong_type_names_its_index(self) -> None:
         """A parameter that does not convert names its index and points at its use."""
         err = syntax_error("name = 'a' OR x > %0", "'ten'")
-        assert err.position == 18 and "%0" in str(err)
+        assert err.position == 18
+        assert "%0" in str(err)
         assert "%0" in str(syntax_error("color = %0", "PURPLE"))
         assert "%0" in str(syntax_error("name = %0", "abc"))
         assert "%0" in str(syntax_error("name LIKE %0", "5"))
@@ -498,7 +525,9 @@ class TestEvaluationApi:
     def test_repr_names_expression_and_parameters(self) -> None:
         """repr shows the expression, the type and the parameters."""
         text = repr(ContentFilter("x > %0", Reading, ("1",)))
-        assert "x > %0" in text and "Reading" in text and "'1'" in text
+        assert "x > %0" in text
+        assert "Reading" in text
+        assert "'1'" in text
 
 
 class TestQueryExpression:
@@ -541,7 +570,8 @@ class TestQueryExpression:
         query = QueryExpression("x < %0 ORDER BY x", Reading, ("5",))
         assert not query.matches(reading())
         other = query.with_parameters(("50",))
-        assert isinstance(other, QueryExpression) and other.matches(reading())
+        assert isinstance(other, QueryExpression)
+        assert other.matches(reading())
         assert other.sort_key(reading()) == (10,)
 
     def test_filter_rejects_empty_expression(self) -> None:
