@@ -47,6 +47,11 @@ class InstanceState(enum.IntFlag):
 
 ANY_STATE = int(SampleState.ANY | ViewState.ANY | InstanceState.ANY)
 
+# Enum lookups by value, built once: constructing flags per sample is slow.
+_SAMPLE_STATES = {int(m): m for m in SampleState}
+_VIEW_STATES = {int(m): m for m in ViewState}
+_INSTANCE_STATES = {int(m): m for m in InstanceState}
+
 
 @attrs.frozen
 class SampleInfo:
@@ -73,9 +78,9 @@ class SampleInfo:
     @classmethod
     def _from_cyclone(cls, info: Any) -> SampleInfo:
         return cls(
-            SampleState(info.sample_state),
-            ViewState(info.view_state),
-            InstanceState(info.instance_state),
+            _SAMPLE_STATES[info.sample_state],
+            _VIEW_STATES[info.view_state],
+            _INSTANCE_STATES[info.instance_state],
             bool(info.valid_data),
             info.source_timestamp,
             info.instance_handle,
