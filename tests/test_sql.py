@@ -6,8 +6,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl import types as t
+from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from waiting import eventually
 
 import idl
 from dcps import BadParameterError, FilterSyntaxError
@@ -519,7 +525,7 @@ class TestEvaluationApi:
         assert [s.x for s in content_filter.filter(samples)] == [2, 3, 4]
 
     def test_filter_is_callable(self) -> None:
-        """A ContentFilter is a predicate callable (for Cyclone's set_topic_filter)."""
+        """A ContentFilter is itself a predicate on samples."""
         assert ContentFilter("x = 10", Reading)(reading()) is True
 
     def test_repr_names_expression_and_parameters(self) -> None:
@@ -577,3 +583,28 @@ class TestQueryExpression:
     def test_filter_rejects_empty_expression(self) -> None:
         """A filter needs a condition."""
         assert syntax_error("   ").position == 3
+
+
+class TestOnCycloneDds:
+    def test_filter_samples_delivered_by_cyclone(self, domain_id: int, topic_name: str) -> None:
+        """As Cyclone's topic filter, a ContentFilter lets only matching samples reach a reader."""
+        content_filter = ContentFilter("x >= %0 AND name LIKE 'keep%'", Reading, ("5",))
+        qos = Qos(Policy.Reliability.Reliable(max_blocking_time=1_000_000_000), Policy.History.KeepAll)
+        participant = DomainParticipant(domain_id)
+        topic = Topic(participant, topic_name, Reading, qos=qos)
+        reader_topic = Topic(participant, topic_name, Reading, qos=qos)
+        reader_topic.set_topic_filter(lambda _topic, sample: content_filter.matches(sample))
+        reader = DataReader(participant, reader_topic, qos=qos)
+        writer = DataWriter(participant, topic, qos=qos)
+        eventually(lambda: writer.get_publication_matched_status().current_count, what="match")
+        for x in range(10):
+            writer.write(reading(x=x, name="keep" if x != 7 else "drop"))
+        writer.write(reading(x=99, name="keep-last"))
+        received: list[Reading] = []
+
+        def got_last() -> bool:
+            received.extend(reader.take(N=100))
+            return any(s.x == 99 for s in received)
+
+        eventually(got_last, what="the last sample")
+        assert sorted(s.x for s in received) == [5, 6, 8, 9, 99]
