@@ -38,7 +38,7 @@ from dcps._status import (
     StatusKind,
     SubscriptionMatchedStatus,
 )
-from dcps._topic import Topic
+from dcps._topic import ContentFilteredTopic, Topic
 from dcps._writer import DataWriter
 from idl._errors import (
     AlreadyClosedError,
@@ -62,6 +62,7 @@ __all__ = [
     "AlreadyClosedError",
     "BadParameterError",
     "Condition",
+    "ContentFilteredTopic",
     "DataReader",
     "DataWriter",
     "DcpsError",

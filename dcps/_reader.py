@@ -24,7 +24,7 @@ from dcps._retcode import cyclone_call, error_for
 from dcps._sample import ANY_STATE, InstanceState, Sample, SampleInfo, SampleState, ViewState
 from dcps._subscription_keys import KeyedCache
 from dcps._time import duration_ns
-from dcps._topic import Topic
+from dcps._topic import ContentFilteredTopic, Topic
 from idl._errors import BadParameterError, DcpsTimeoutError
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class DataReader(Entity, Generic[T]):
     def __init__(
         self,
         subscriber: Subscriber | DomainParticipant,
-        topic: Topic[T],
+        topic: Topic[T] | ContentFilteredTopic[T],
         *,
         qos: q.DataReaderQos | None = None,
         listener: Listener | None = None,
@@ -71,7 +71,7 @@ class DataReader(Entity, Generic[T]):
                 f"a DataReader is created on a Subscriber or DomainParticipant, "
                 f"got {type(subscriber).__name__}"
             )
-        if not isinstance(topic, Topic):
+        if not isinstance(topic, Topic | ContentFilteredTopic):
             raise BadParameterError(f"a DataReader needs a Topic, got {type(topic).__name__}")
         participant = subscriber if isinstance(subscriber, DomainParticipant) else subscriber.participant
         if topic.participant is not participant:
@@ -167,8 +167,8 @@ class DataReader(Entity, Generic[T]):
 
     # -- properties ----------------------------------------------------------
     @property
-    def topic(self) -> Topic[T]:
-        """The topic this reader subscribes to."""
+    def topic(self) -> Topic[T] | ContentFilteredTopic[T]:
+        """The topic (or content-filtered topic) this reader subscribes to."""
         return self._topic
 
     @property

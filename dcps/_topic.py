@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from cyclonedds.topic import Topic as CycloneTopic
@@ -81,3 +82,91 @@ class Topic(Entity, Generic[T]):
         """Change the topic's QoS (only changeable policies may differ)."""
         self._check_open()
         self._qos = apply_qos(self, self._qos, qos)
+
+
+class ContentFilteredTopic(Entity, Generic[T]):
+    """A topic seen through an SQL filter (DDS 1.4 Annex B, with ``%n`` parameters).
+
+    Readers created on it only receive samples that match; non-matching
+    samples never enter their cache (they do not count against history or
+    trigger data-available). Parameters can change at run time and apply to
+    samples that arrive afterwards.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        related_topic: Topic[T],
+        filter_expression: str,
+        expression_parameters: Sequence[str] = (),
+    ) -> None:
+        from dcps._sql import ContentFilter
+
+        if not isinstance(related_topic, Topic):
+            raise BadParameterError(
+                f"a ContentFilteredTopic filters a Topic, got {type(related_topic).__name__}"
+            )
+        related_topic._check_open()
+        self._filter = ContentFilter(filter_expression, related_topic.data_type,
+                                     tuple(expression_parameters))
+        super().__init__(related_topic)
+        self._name = name
+        self._related = related_topic
+        participant = related_topic.participant
+        with cyclone_call(f"create ContentFilteredTopic {name!r}"):
+            # Cyclone filters per topic entity: a topic entity of our own carries the filter.
+            self._cyclone: Any = CycloneTopic(
+                participant._cyclone, related_topic.name, related_topic.data_type,
+                qos=q.to_cyclone(related_topic.qos),
+            )
+            self._cyclone.set_topic_filter(self._accepts)
+        self._adopted()
+
+    def _accepts(self, _topic: Any, sample: Any) -> bool:
+        try:
+            return self._filter.matches(sample)
+        except Exception:  # never let an exception cross into Cyclone's receive thread
+            return False
+
+    def _describe(self) -> str:
+        return f"ContentFilteredTopic({self._name!r} on {self._related.name!r})"
+
+    @property
+    def name(self) -> str:
+        """The name of this filtered view (local; readers use the related topic's name)."""
+        return self._name
+
+    @property
+    def related_topic(self) -> Topic[T]:
+        """The topic being filtered."""
+        return self._related
+
+    @property
+    def data_type(self) -> type[T]:
+        """The topic type."""
+        return self._related.data_type
+
+    @property
+    def participant(self) -> DomainParticipant:
+        """The participant of the related topic."""
+        return self._related.participant
+
+    @property
+    def qos(self) -> q.TopicQos:
+        """The related topic's QoS."""
+        return self._related.qos
+
+    @property
+    def filter_expression(self) -> str:
+        """The SQL filter expression."""
+        return self._filter.expression
+
+    @property
+    def expression_parameters(self) -> tuple[str, ...]:
+        """The current ``%n`` parameters."""
+        return self._filter.parameters
+
+    def set_expression_parameters(self, parameters: Sequence[str]) -> None:
+        """Change the ``%n`` parameters (checked against the type before anything changes)."""
+        self._check_open()
+        self._filter = self._filter.with_parameters(tuple(parameters))
