@@ -589,7 +589,8 @@ class TestOnCycloneDds:
     def test_filter_samples_delivered_by_cyclone(self, domain_id: int, topic_name: str) -> None:
         """As Cyclone's topic filter, a ContentFilter lets only matching samples reach a reader."""
         content_filter = ContentFilter("x >= %0 AND name LIKE 'keep%'", Reading, ("5",))
-        qos = Qos(Policy.Reliability.Reliable(max_blocking_time=1_000_000_000), Policy.History.KeepAll)
+        reliable = Policy.Reliability.Reliable(max_blocking_time=1_000_000_000)
+        qos = Qos(reliable, Policy.History.KeepAll)
         participant = DomainParticipant(domain_id)
         topic = Topic(participant, topic_name, Reading, qos=qos)
         reader_topic = Topic(participant, topic_name, Reading, qos=qos)
