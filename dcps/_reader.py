@@ -22,6 +22,7 @@ from dcps._publisher import Subscriber
 from dcps._qos_bridge import apply_qos, resolve_qos
 from dcps._retcode import cyclone_call, error_for
 from dcps._sample import ANY_STATE, InstanceState, Sample, SampleInfo, SampleState, ViewState
+from dcps._autopurge import AutoPurge
 from dcps._subscription_keys import KeyedCache
 from dcps._time import duration_ns
 from dcps._topic import ContentFilteredTopic, Topic
@@ -91,6 +92,7 @@ class DataReader(Entity, Generic[T]):
         self._listener = listener
         self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._wakeup_lock = threading.Lock()
+        self._autopurge = AutoPurge(checked_qos[q.ReaderDataLifecycle])
         # With SubscriptionKeys, dcps keeps the instances (Cyclone has no such policy).
         self._keyed: KeyedCache[T] | None = (
             KeyedCache(topic.data_type, checked_qos)
@@ -133,7 +135,27 @@ class DataReader(Entity, Generic[T]):
     def _on_data(self) -> None:
         if self._keyed is not None:
             self._drain()
+            if self._autopurge.active:
+                self._keyed.observe_purge(self._autopurge)
+        elif self._autopurge.active:
+            self._observe_states()
         self._wake()
+
+    def _observe_states(self) -> None:
+        infos = peek_infos(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED)
+        self._autopurge.observe({i.instance_handle: InstanceState(i.instance_state) for i in infos})
+
+    def _purge(self) -> None:
+        """Apply ReaderDataLifecycle: drop samples of instances not alive for too long."""
+        if self._keyed is not None:
+            self._keyed.observe_purge(self._autopurge)
+        else:
+            self._observe_states()
+        for handle in self._autopurge.due():
+            if self._keyed is not None:
+                self._keyed.purge(handle)
+            else:
+                ddspy_take_handle(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED, handle)
 
     def _drain(self) -> None:
         """Move everything Cyclone holds into the SubscriptionKeys cache."""
@@ -276,6 +298,8 @@ class DataReader(Entity, Generic[T]):
     ) -> list[Sample[T]]:
         self._check_open()
         mask = state_mask(sample_states, view_states, instance_states)
+        if self._autopurge.active:
+            self._purge()
         if self._keyed is not None:
             self._drain()
             out = self._keyed.access(take, max_samples, mask, after_handle=previous or 0)
@@ -302,6 +326,8 @@ class DataReader(Entity, Generic[T]):
                 raise BadParameterError("the condition belongs to another reader")
             condition._check_open()
             ref, mask = condition._cyclone._ref, condition.mask
+        if self._autopurge.active:
+            self._purge()
         if self._keyed is not None:
             self._drain()
             if condition is None:

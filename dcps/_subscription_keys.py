@@ -237,6 +237,19 @@ class KeyedCache(Generic[T]):
                         return True
             return False
 
+    def observe_purge(self, autopurge: Any) -> None:
+        """Tell ``autopurge`` the state of every reader instance (disposed ones may be purged)."""
+        with self.lock:
+            autopurge.observe({i.handle: i.state for i in self._instances.values()})
+
+    def purge(self, handle: int) -> None:
+        """Drop instance ``handle`` and its samples (ReaderDataLifecycle autopurge)."""
+        with self.lock:
+            instance = self._by_handle.get(handle)
+            if instance is not None:
+                self._count -= len(instance.entries)
+                self._remove(instance)
+
     def lookup(self, sample: T) -> int | None:
         """The handle of the reader instance with ``sample``'s reader keys."""
         with self.lock:
