@@ -38,6 +38,7 @@ from dcps._status import (
     StatusKind,
     SubscriptionMatchedStatus,
 )
+from dcps._sql import ContentFilter, QueryExpression
 from dcps._topic import ContentFilteredTopic, Topic
 from dcps._writer import DataWriter
 from idl._errors import (
@@ -62,6 +63,7 @@ __all__ = [
     "AlreadyClosedError",
     "BadParameterError",
     "Condition",
+    "ContentFilter",
     "ContentFilteredTopic",
     "DataReader",
     "DataWriter",
@@ -93,6 +95,7 @@ __all__ = [
     "PublicationMatchedStatus",
     "Publisher",
     "QueryCondition",
+    "QueryExpression",
     "ReadCondition",
     "RequestedDeadlineMissedStatus",
     "RequestedIncompatibleQosStatus",

@@ -116,7 +116,8 @@ class QueryCondition(ReadCondition):
     """A ReadCondition that also requires samples to satisfy a query expression.
 
     ``query`` is an SQL expression over the topic type's fields (DDS 1.4
-    Annex B, with ``%n`` parameters), or a Python predicate on the sample.
+    Annex B, with ``%n`` parameters, and an optional ``ORDER BY`` that orders
+    what read/take return through this condition), or a Python predicate.
     """
 
     def __init__(
@@ -130,9 +131,9 @@ class QueryCondition(ReadCondition):
         instance_states: InstanceState = InstanceState.ANY,
     ) -> None:
         if isinstance(query, str):
-            from dcps._sql import ContentFilter
+            from dcps._sql import QueryExpression
 
-            self._filter: Any = ContentFilter(query, reader.topic.data_type, tuple(parameters))
+            self._filter: Any = QueryExpression(query, reader.topic.data_type, tuple(parameters))
             self._predicate: Callable[[Any], bool] = self._filter.matches
         elif callable(query):
             if parameters:

@@ -51,6 +51,14 @@ def state_mask(
     return int(sample_states) | int(view_states) | int(instance_states)
 
 
+def _ordered(samples: list[Sample[T]], condition: Any) -> list[Sample[T]]:
+    """Apply a query condition's ORDER BY, if it has one (valid samples by the key, stable)."""
+    query = getattr(condition, "_filter", None)
+    if query is None or not getattr(query, "order_by", ()):
+        return samples
+    return sorted(samples, key=lambda s: query.sort_key(s.data) if s.valid_data else ())
+
+
 class DataReader(Entity, Generic[T]):
     """Receives samples of one topic.
 
@@ -335,7 +343,7 @@ class DataReader(Entity, Generic[T]):
             predicate = getattr(condition, "_predicate", None)
             out = self._keyed.access(take, max_samples, mask, instance, predicate)
             self._refresh_conditions()
-            return out
+            return _ordered(out, condition)
         if condition is None:
             ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
         if instance is None:
@@ -352,7 +360,7 @@ class DataReader(Entity, Generic[T]):
         for data, info in raw:
             value = deserialize(data) if info.valid_data else deserialize_key(data)
             out.append(Sample(value, SampleInfo._from_cyclone(info)))
-        return out
+        return _ordered(out, condition)
 
     # -- instances -----------------------------------------------------------
     def lookup_instance(self, sample: T) -> int | None:

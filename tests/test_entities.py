@@ -328,3 +328,14 @@ def test_public_names_are_exported() -> None:
     public = {n for n in dir(dcps) if not n.startswith("_")} - {"annotations"}
     modules = {n for n in public if type(getattr(dcps, n)).__name__ == "module"}
     assert public - modules == set(dcps.__all__)
+
+
+class TestQueryOrder:
+    def test_order_by_sorts_what_a_query_condition_reads(self, participant, pair) -> None:
+        """A query with ORDER BY returns its samples ordered by that field."""
+        writer, reader = pair
+        for sensor, value in ((1, 3.0), (2, 1.0), (3, 2.0)):
+            writer.write(Reading(sensor, value, ""))
+        writer.wait_for_acknowledgments(10)
+        query = dcps.QueryCondition(reader, "value > 0 ORDER BY value")
+        assert [s.data.value for s in reader.read(condition=query)] == [1.0, 2.0, 3.0]
