@@ -295,18 +295,22 @@ class _Peer:
         """Write ``count`` samples as fast as possible (throughput, writer side)."""
         ep = self.impl.endpoints[case]
         write, make, clock = ep.writer.write, ep.make, time.monotonic_ns
+        cpu, thread_cpu = time.process_time_ns(), time.thread_time_ns()
         start = clock()
         for seq in range(count):
             write(make(seq, clock()))
         written = clock()
+        thread_cpu = time.thread_time_ns() - thread_cpu
         self.impl.wait_acks(ep)
-        self.emit(ev="sent", start_ns=start, written_ns=written)
+        self.emit(ev="sent", start_ns=start, written_ns=written,
+                  cpu_ns=time.process_time_ns() - cpu, thread_cpu_ns=thread_cpu)
 
     def recv(self, case: str, count: int) -> None:
         """Receive ``count`` samples (throughput, reader side) and check each arrived once."""
         ep = self.impl.endpoints[case]
         self.drain(ep)
         self.emit(ev="armed")
+        cpu, thread_cpu = time.process_time_ns(), time.thread_time_ns()
         seen = bytearray(count)
         got = dupes = strays = 0
         first_ns = 0
@@ -328,7 +332,8 @@ class _Peer:
                     strays += 1
         end = time.monotonic_ns()
         self.emit(ev="received", count=got, dupes=dupes, strays=strays, first_ns=first_ns,
-                  end_ns=end)
+                  end_ns=end, cpu_ns=time.process_time_ns() - cpu,
+                  thread_cpu_ns=time.thread_time_ns() - thread_cpu)
 
     def pong(self, case: str, count: int) -> None:
         """Echo ``count`` pings back (latency, reader side)."""
@@ -462,8 +467,8 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[index]
 
 
-def _burst(writer: _Process, reader: _Process, case: str, count: int) -> float:
-    """One throughput run; returns samples/s."""
+def _burst(writer: _Process, reader: _Process, case: str, count: int) -> dict[str, float]:
+    """One throughput run: samples/s and CPU us per sample (see ``render``)."""
     reader.send(op="recv", case=case, count=count)
     reader.expect("armed")
     writer.send(op="send", case=case, count=count)
@@ -474,7 +479,12 @@ def _burst(writer: _Process, reader: _Process, case: str, count: int) -> float:
             f"{reader.name}: received {got['count']} of {count} samples "
             f"({got['dupes']} duplicates, {got['strays']} unexpected)"
         )
-    return count / ((got["end_ns"] - sent["start_ns"]) / 1e9)
+    return {
+        "samples_per_s": count / ((got["end_ns"] - sent["start_ns"]) / 1e9),
+        "process_cpu_us": (sent["cpu_ns"] + got["cpu_ns"]) / count / 1e3,
+        "write_cpu_us": sent["thread_cpu_ns"] / count / 1e3,
+        "take_cpu_us": got["thread_cpu_ns"] / count / 1e3,
+    }
 
 
 def _pings(writer: _Process, reader: _Process, case: str, count: int, interval_ms: float
@@ -509,7 +519,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         def pair(impl: str) -> tuple[_Process, _Process]:
             return procs[impl, "writer"], procs[impl, "reader"]
 
-        rates: dict[tuple[str, str], list[float]] = {(c, i): [] for c in cases for i in impls}
+        runs: dict[tuple[str, str], list[dict[str, float]]] = {
+            (c, i): [] for c in cases for i in impls}
         lat: dict[tuple[str, str], list[float]] = {(c, i): [] for c in cases for i in impls}
         for impl in impls:  # warm-up: code paths, buffers, first instances
             for case in cases:
@@ -519,7 +530,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             order = impls if rep % 2 == 0 else impls[::-1]
             for case in cases:
                 for impl in order:
-                    rates[case, impl].append(_burst(*pair(impl), case, counts[case]))
+                    runs[case, impl].append(_burst(*pair(impl), case, counts[case]))
         for rep in range(args.latency_runs):
             order = impls if rep % 2 == 0 else impls[::-1]
             for case in cases:
@@ -528,11 +539,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for case in cases:
             per_impl = {}
             for impl in impls:
-                rate = statistics.median(rates[case, impl])
+                medians = {key: statistics.median(run[key] for run in runs[case, impl])
+                           for key in runs[case, impl][0]}
                 per_impl[impl] = {
-                    "samples_per_s": rate,
-                    "mb_per_s": rate * sizes[case] / 1e6,
-                    "rates": rates[case, impl],
+                    **medians,
+                    "mb_per_s": medians["samples_per_s"] * sizes[case] / 1e6,
+                    "runs": runs[case, impl],
                     "p50_us": _percentile(lat[case, impl], 0.5),
                     "p99_us": _percentile(lat[case, impl], 0.99),
                     "pings": len(lat[case, impl]),
@@ -545,27 +557,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def render(results: dict[str, Any]) -> str:
-    """The results as a plain-text table with dcps/raw ratios."""
+    """The results as a plain-text table with dcps/raw ratios.
+
+    ``w cpu``/``r cpu``: CPU time of the writing and the taking thread (the
+    Python side of each API, without Cyclone's own threads) per sample, from
+    the throughput runs; unlike rates, they hardly depend on machine load.
+    """
     s = results["settings"]
     lines = [
         f"reliable KEEP_ALL, {INSTANCES} instances; throughput: median of {s['runs']} runs "
         f"(small: {s['count_small']}, 4 KiB: {s['count_4k']} samples); latency: "
-        f"{s['latency_runs']} x {s['pings']} pings, one every {s['interval']} ms, round trip / 2",
-        f"{'case':14}{'impl':6}{'samples/s':>11}{'MB/s':>8}{'p50 us':>9}{'p99 us':>9}",
+        f"{s['latency_runs']} x {s['pings']} pings, one every {s['interval']} ms, one-way = "
+        f"round trip / 2; w/r cpu: CPU us per sample of the writing/taking thread",
+        f"{'case':14}{'impl':6}{'samples/s':>11}{'MB/s':>8}{'p50 us':>8}{'p99 us':>8}"
+        f"{'w cpu':>7}{'r cpu':>7}",
     ]
     for case, data in results["cases"].items():
         impls = data["impls"]
         for impl, r in impls.items():
             line = (f"{CASE_LABELS[case]:14}{impl:6}{r['samples_per_s']:>11,.0f}"
-                    f"{r['mb_per_s']:>8.2f}{r['p50_us']:>9.0f}{r['p99_us']:>9.0f}")
+                    f"{r['mb_per_s']:>8.2f}{r['p50_us']:>8.0f}{r['p99_us']:>8.0f}"
+                    f"{r['write_cpu_us']:>7.1f}{r['take_cpu_us']:>7.1f}")
             if impl == "dcps" and "raw" in impls:
                 raw = impls["raw"]
                 thr = r["samples_per_s"] / raw["samples_per_s"]
                 p50 = r["p50_us"] / raw["p50_us"]
-                line += (f"   ratio {thr:.2f}x (target >= 0.9x), "
-                         f"p50 {p50:.2f}x (target <= 1.11x)")
+                cpu = ((r["write_cpu_us"] + r["take_cpu_us"])
+                       / (raw["write_cpu_us"] + raw["take_cpu_us"]))
+                line += (f"   ratio {thr:.2f}x (target >= 0.9x), p50 {p50:.2f}x "
+                         f"(target <= 1.11x), cpu {cpu:.2f}x")
             lines.append(line)
-    lines.append(f"sample sizes (serialized): " + ", ".join(
+    lines.append("sample sizes (serialized): " + ", ".join(
         f"{CASE_LABELS[c]} {d['sample_bytes']} B" for c, d in results["cases"].items()))
     return "\n".join(lines)
 
