@@ -57,3 +57,14 @@ class TestFleetAndMonitor:
             monitor.wait()
             if monitor.stdout is not None:
                 monitor.stdout.close()
+
+
+class TestFleetByRegion:
+    def test_reader_groups_vehicles_by_region(self, domain_id: int) -> None:
+        """The SubscriptionKeys example prints vehicles grouped by region, and north vanishes when taken."""
+        out = run_example("examples.fleet_by_region", "--domain", str(domain_id))
+        assert out.splitlines() == [
+            "north: vehicles [1, 2]",
+            "south: vehicles [3, 1]",
+            "after taking north: None",
+        ]
