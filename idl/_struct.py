@@ -22,7 +22,9 @@ from typing import Annotated, Any, ClassVar, get_args, get_origin
 import numpy as np
 from cyclonedds.idl import IdlEnum, IdlStruct
 from cyclonedds.idl._main import IDL, IdlMeta, IDLNamespaceScope
+from cyclonedds.idl._support import DeserializeKind, Endianness, SerializeKind
 
+from ._codec import Codec, build_codec
 from ._errors import IdlError
 from ._numpy_machines import numpyfy
 from ._types import KEY
@@ -33,7 +35,14 @@ _EXTENSIBILITIES = ("final", "appendable", "mutable")
 
 
 class _NumpyIDL(IDL):
-    """The binding's per-type IDL support, with numpy machines for numeric sequences."""
+    """The binding's per-type IDL support, with numpy machines for numeric sequences.
+
+    Final structs also get a compiled codec (``_codec.py``) for the common
+    case: a whole sample in native little-endian XCDR1/XCDR2 with a header.
+    Everything else goes through the binding's machines.
+    """
+
+    _codec: Codec | None = None
 
     def populate_locked(self) -> None:
         already = self._populating
@@ -41,6 +50,41 @@ class _NumpyIDL(IDL):
         if not already:
             self.v1_machine = numpyfy(self.v1_machine)
             self.v2_machine = numpyfy(self.v2_machine)
+            self._codec = build_codec(self.datatype)
+
+    def serialize(self, object: Any, use_version_2: bool | None = None, buffer: Any = None,
+                  endianness: Any = None, serialize_kind: Any = SerializeKind.DataSample,
+                  prepend_header: bool = True) -> bytes:
+        if not self._populated:
+            self.populate()  # type: ignore[no-untyped-call]
+        codec = self._codec
+        if (codec is not None and buffer is None and prepend_header
+                and serialize_kind is SerializeKind.DataSample
+                and (endianness is None or endianness is Endianness.Little)):
+            if use_version_2 is None:
+                use_version_2 = self.default_version == 2
+            result: bytes = codec.ser[2 if use_version_2 else 1](object)
+            return result
+        return super().serialize(
+            object, use_version_2, buffer, endianness, serialize_kind,  # type: ignore[arg-type]
+            prepend_header)
+
+    def deserialize(self, data: Any, has_header: bool = True,
+                    use_version_2: bool | None = None,
+                    deserialize_kind: Any = DeserializeKind.DataSample) -> object:
+        if not self._populated:
+            self.populate()  # type: ignore[no-untyped-call]
+        codec = self._codec
+        if (codec is not None and has_header and use_version_2 is None
+                and deserialize_kind is DeserializeKind.DataSample
+                and data.__class__ is bytes and len(data) >= 4):
+            enc = data[1]
+            if enc == 0x01:  # CDR_LE
+                return codec.de[1](data)
+            if enc == 0x07:  # PLAIN_CDR2_LE
+                return codec.de[2](data)
+        return super().deserialize(
+            data, has_header, use_version_2, deserialize_kind)  # type: ignore[arg-type]
 
 
 def _strip_key(annotation: Any) -> tuple[Any, bool]:

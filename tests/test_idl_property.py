@@ -47,7 +47,14 @@ MEMBERS: list[tuple[str, str, Any, st.SearchStrategy[Any], str | None]] = [
     ("unsigned short", "[2][2]", t.array[t.array[t.uint16, 2], 2],
      st.lists(st.lists(_ints(16, False), min_size=2, max_size=2), min_size=2, max_size=2),
      "u2"),
+    # sequences of a nested struct: values are (x, s) tuples, built per side in the test
+    ("sequence<Q>", "", None, st.lists(
+        st.tuples(st.floats(allow_nan=False), _text), max_size=3), "Q"),
+    ("Q", "", None, st.tuples(st.floats(allow_nan=False), _text), "Q1"),
 ]
+
+# the binding's twin of ``struct Q { double x; string s; };``
+BQ = make_idl_struct("BQ", "prop::Q", {"x": t.float64, "s": str})
 
 _struct_counter = iter(range(10**9))
 
@@ -64,24 +71,38 @@ def structs(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, Any], dict[
         name = f"m{n}"
         key = "@key " if keyed and n == 0 and not suffix and "sequence" not in idl_type else ""
         lines.append(f"  {key}{idl_type} {name}{suffix};")
-        bfields[name] = ann
+        bfields[name] = {"Q": t.sequence[BQ], "Q1": BQ}.get(dtype or "", ann)
         value = draw(values)
-        theirs[name] = value
-        ours[name] = np.array(value, dtype=dtype) if dtype else value
+        if dtype == "Q":
+            theirs[name] = [BQ(*v) for v in value]
+            ours[name] = ("Q", value)
+        elif dtype == "Q1":
+            theirs[name] = BQ(*value)
+            ours[name] = ("Q1", value)
+        else:
+            theirs[name] = value
+            ours[name] = np.array(value, dtype=dtype) if dtype else value
     name = f"P{next(_struct_counter)}"
-    text = f"module prop {{\n struct {name} {{\n" + "\n".join(lines) + "\n };\n};\n"
+    text = ("module prop {\n struct Q { double x; string s; };\n"
+            f" struct {name} {{\n" + "\n".join(lines) + "\n };\n};\n")
     return text, bfields, ours, theirs, bool(keyed and lines[0].lstrip().startswith("@key"))
 
 
 class TestLoaderMatchesBinding:
-    @settings(max_examples=80, deadline=None)
+    @settings(max_examples=150, deadline=None)
     @given(structs())
     def test_bytes_equal_binding(self, case: tuple[str, dict[str, Any], dict[str, Any],
                                                    dict[str, Any], bool]) -> None:
         """A loaded struct's XCDR1/XCDR2 bytes equal the binding's for any member mix."""
         text, bfields, ours, theirs, keyed = case
         module = idl.loads(text)
-        (typename, loaded), = module.structs.items()
+        (typename, loaded), = ((k, v) for k, v in module.structs.items() if k != "prop::Q")
+        q = module["prop::Q"]
+        for k, v in list(ours.items()):
+            if isinstance(v, tuple) and v[0] == "Q":
+                ours[k] = [q(*x) for x in v[1]]
+            elif isinstance(v, tuple) and v[0] == "Q1":
+                ours[k] = q(*v[1])
         annotations = {"m0": {"key": True}} if keyed else None
         binding = make_idl_struct(typename.split("::")[-1], typename, bfields,
                                   field_annotations=annotations)
@@ -90,4 +111,8 @@ class TestLoaderMatchesBinding:
         assert a.serialize() == b.serialize()
         assert a.serialize(use_version_2=True) == b.serialize(use_version_2=True)
         assert loaded.deserialize(a.serialize()) == a
-        assert idl.key_fields(loaded) == (("m0",) if keyed else ())
+        keys = idl.key_fields(loaded)
+        if keyed:  # m0, or all members of m0 when it is the keyless struct Q
+            assert keys in (("m0",), ("m0.x", "m0.s"))
+        else:
+            assert keys == ()
