@@ -182,6 +182,8 @@ class _Gen:
     def field(self, f: FieldInfo, expr: str) -> str:
         """Emit code for field ``f`` read from ``expr``; return the local holding it on read."""
         k = f.kind
+        if f.optional:
+            raise UnsupportedTypeError(f"{f.path}: optional")
         code = _CODES.get((k, f.bits))
         if code is not None:
             var = self.name("_v")

@@ -83,6 +83,8 @@ class FieldInfo:
     fields: tuple[FieldInfo, ...] = ()
     typename: str | None = None
     """IDL type name of an enum or struct field (``"sensors::Color"``)."""
+    optional: bool = False
+    """True for an ``@optional`` member (``idl.optional[T]``): its value may be ``None``."""
 
 
 @attrs.frozen
@@ -174,7 +176,10 @@ def _make(name: str, path: str, tp: Any, is_key: bool, numpy_ok: bool,
         return FieldInfo(name=name, path=path, kind="struct", python_type=tp, is_key=is_key,
                          fields=members, typename=_typename(tp))
     if isinstance(tp, WrapOpt):
-        raise IdlError(f"field {path!r}: optional members are not supported")
+        if is_key:
+            raise IdlError(f"field {path!r}: a key member cannot be optional")
+        inner = _make(name, path, tp.inner, is_key, numpy_ok, stack)
+        return attrs.evolve(inner, optional=True)
     raise IdlError(f"field {path!r}: {tp!r} is not an IDL type")
 
 

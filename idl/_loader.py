@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import lark
 from cyclonedds.idl import IdlEnum
@@ -354,9 +354,11 @@ class _Loader:
         for member in members:
             m_ann, type_node, decls = member.children
             manns = self.annotations(m_ann)
-            if "optional" in manns:
-                raise self.err(member, "@optional members are not supported")
             tp = self.type_spec(type_node, scope)
+            if "optional" in manns and manns["optional"][0] not in (False, 0):
+                if "key" in manns:
+                    raise self.err(member, "a key member cannot be @optional")
+                tp = Optional[tp]  # noqa: UP045 - the binding recognises typing.Optional
             for decl in decls.children:
                 fname, ftp = self.declarator(decl, tp, scope)
                 if fname in fields or fname in base_fields:

@@ -45,8 +45,9 @@ def _np_field(f: FieldInfo) -> Any:
             shape.append(leaf.bound or 0)
             leaf = leaf.element
         return (_np_field(leaf), tuple(shape))
-    if f.kind in ("string", "sequence"):
-        raise IdlError(f"field {f.path!r} is variable-size ({f.kind}); no fixed numpy layout")
+    if f.kind in ("string", "sequence") or f.optional:
+        what = "optional" if f.optional else f.kind
+        raise IdlError(f"field {f.path!r} is variable-size ({what}); no fixed numpy layout")
     return scalar_dtype(f)
 
 
@@ -99,7 +100,7 @@ def _arrow_field(f: FieldInfo, pa: Any) -> Any:
         meta[b"idl.key"] = b"true"
     if f.bound is not None:
         meta[b"idl.bound"] = str(f.bound).encode()
-    return pa.field(f.name, _arrow_type(f, pa), nullable=False, metadata=meta)
+    return pa.field(f.name, _arrow_type(f, pa), nullable=f.optional, metadata=meta)
 
 
 def arrow_schema(t: type) -> pa.Schema:
@@ -118,6 +119,8 @@ def arrow_schema(t: type) -> pa.Schema:
 
 
 def _to_py(v: Any, f: FieldInfo) -> Any:
+    if v is None:
+        return None
     k = f.kind
     if k == "enum":
         return v.name if isinstance(v, _PyEnum) else f.python_type(v).name
@@ -153,6 +156,8 @@ def to_arrow(samples: Iterable[Any], t: type) -> pa.Table:
 
 
 def _from_py(v: Any, f: FieldInfo, numpy_ok: bool) -> Any:
+    if v is None:
+        return None
     k = f.kind
     if k == "enum":
         enum_cls: Any = f.python_type

@@ -8,7 +8,7 @@ expects it, so a struct declared with these aliases serialises like the type
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 from cyclonedds.idl import types as _t
 
@@ -23,6 +23,7 @@ __all__ = [
     "int32",
     "int64",
     "key",
+    "optional",
     "octet",
     "sequence",
     "string",
@@ -78,6 +79,13 @@ class _KeyMarker:
 
 
 KEY = _KeyMarker()
+
+
+class optional:  # noqa: N801 - reads like the other lower-case type constructors
+    """``optional[T]`` is an ``@optional`` member: ``None`` means absent (``Optional[T]``)."""
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return Optional[item]  # noqa: UP045 - the binding recognises typing.Optional
 
 
 class key:  # noqa: N801 - reads like the other lower-case type constructors

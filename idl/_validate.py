@@ -203,7 +203,7 @@ def _struct_checker(t: type, nested: bool = False) -> Check:
     if checker is not None:
         return checker
     info = describe(t)
-    members = [(f.name, _field_checker(f)) for f in info.fields]
+    members = [(f.name, _field_checker(f), f.optional) for f in info.fields]
     typename = info.typename
 
     def check_struct(v: Any, path: str) -> None:
@@ -211,9 +211,11 @@ def _struct_checker(t: type, nested: bool = False) -> Check:
             where = f"{path}: " if path else ""
             raise IdlError(f"{where}expected {typename}, got {_tname(v)}")
         prefix = f"{path}." if path else ""
-        for name, check in members:
+        for name, check, optional in members:
             value = getattr(v, name, None)
             if value is None:
+                if optional:
+                    continue
                 raise IdlError(f"{prefix}{name}: missing value (None)")
             check(value, prefix + name)
 

@@ -158,6 +158,17 @@ class TestConstructs:
         assert sensors.constants["sensors::N"] == 6
 
 
+class TestOptional:
+    def test_optional_member(self) -> None:
+        """@optional members may be None and round-trip either way."""
+        mod = idl.loads("struct S { @key long k; @optional short o; @optional string s; };")
+        s_type = mod["S"]
+        assert idl.field_at(s_type, "o").optional
+        for sample in (s_type(1, None, "x"), s_type(2, 3, None)):
+            idl.validate(sample, s_type)
+            assert s_type.deserialize(sample.serialize()) == sample
+
+
 class TestEquivalence:
     def test_loaded_type_serialises_like_class(self) -> None:
         """The IDL-loaded type and the same class declaration produce identical bytes."""
@@ -271,7 +282,7 @@ class TestErrors:
             ("struct S { long double d; };", r"'long double' is not supported"),
             ("struct S { long a; };\n#pragma keylist S b", r"t.idl:2: #pragma keylist: S has"),
             ("#frobnicate\n", r"unsupported preprocessor directive #frobnicate"),
-            ("struct S { @optional long a; };", r"@optional members are not supported"),
+            ("struct S { @key @optional long a; };", r"a key member cannot be @optional"),
             ("@extensibility(STRETCHY) struct S { long a; };", r"bad @extensibility"),
             ("enum E { A };\nstruct S : E { long a; };", r"'E' is not a struct"),
         ],

@@ -96,6 +96,27 @@ class TestArrowSchema:
         assert schema.field("raw").metadata[b"idl.bound"] == b"16"
 
 
+class Opt(idl.Struct, typename="s::Opt"):
+    k: idl.key[idl.int32]
+    o: idl.optional[idl.float64]
+    v: idl.optional[Vec]
+
+
+class TestOptional:
+    def test_optional_is_nullable(self) -> None:
+        """Optional members are nullable Arrow fields and round-trip None."""
+        schema = idl.arrow_schema(Opt)
+        assert schema.field("o").nullable
+        assert not schema.field("k").nullable
+        samples = [Opt(1, None, None), Opt(2, 0.5, Vec(1.0, 2.0))]
+        assert idl.from_arrow(idl.to_arrow(samples, Opt), Opt) == samples
+
+    def test_optional_has_no_numpy_layout(self) -> None:
+        """numpy_dtype refuses optional members."""
+        with pytest.raises(idl.IdlError, match="'o' is variable-size \\(optional\\)"):
+            idl.numpy_dtype(Opt)
+
+
 class TestArrowRoundTrip:
     def test_to_arrow_values(self) -> None:
         """to_arrow writes one row per sample with readable values."""

@@ -495,3 +495,29 @@ class TestCompiledCodec:
         sample = fast(2)
         assert sample.serialize_key() == IDL.serialize(
             Fast.__idl__, sample, serialize_kind=SerializeKind.KeyDefinitionOrder)
+
+
+class TestOptional:
+    def test_optional_round_trip(self) -> None:
+        """idl.optional[T] members may be None; the type defaults to XCDR2 like idlc's."""
+
+        class Opt(idl.Struct, typename="o::Opt"):
+            k: idl.key[idl.int32]
+            o: idl.optional[idl.int16]
+            s: idl.optional[idl.bounded_str[4]]
+            p: idl.optional[Pos]
+
+        for sample in (Opt(1, None, None, None), Opt(2, -3, "abcd", Pos(1.0, 2.0))):
+            idl.validate(sample, Opt)
+            assert Opt.deserialize(sample.serialize()) == sample
+        Opt.__idl__.populate()
+        assert Opt.__idl__.default_version == 2
+        assert idl.field_at(Opt, "p.x").optional is False
+        assert idl.field_at(Opt, "p").optional is True
+
+    def test_optional_key_rejected(self) -> None:
+        """A key member cannot be optional."""
+        with pytest.raises(idl.IdlError, match="cannot be optional"):
+
+            class Bad(idl.Struct):
+                k: idl.key[idl.optional[idl.int32]]

@@ -130,6 +130,17 @@ class TestValidationErrors:
         with pytest.raises(ValueError, match="i32"):
             idl.validate(good(i32="x"), Sample)
 
+    def test_optional_may_be_none_but_not_wrong(self) -> None:
+        """An optional member accepts None, and still rejects a wrong value."""
+
+        class Opt(idl.Struct):
+            o: idl.optional[idl.uint8]
+
+        idl.validate(Opt(None), Opt)
+        idl.validate(Opt(7), Opt)
+        with pytest.raises(idl.IdlError, match="o: 256 is out of range for uint8"):
+            idl.validate(Opt(256), Opt)
+
     def test_non_topic_type(self) -> None:
         """validate against something that is not a topic type raises IdlError."""
         with pytest.raises(idl.IdlError, match="not a topic type"):
