@@ -189,6 +189,8 @@ class _Gen:
             var = self.name("_v")
             size = struct.calcsize("<" + code)
             if k == "enum":
+                if "bit_bound" in getattr(f.python_type, "__idl_annotations__", {}):
+                    raise UnsupportedTypeError(f"{f.path}: bit-bound enum")
                 enum_cls = self.name("_E", f.python_type)
                 self.fixed(code, size, f"_enum_value({expr})", var,
                            f"{var} = _enum_of({enum_cls}, {var})")

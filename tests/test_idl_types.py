@@ -521,3 +521,25 @@ class TestOptional:
 
             class Bad(idl.Struct):
                 k: idl.key[idl.optional[idl.int32]]
+
+
+class TestBitBoundEnum:
+    def test_bit_bound_enum_round_trips(self) -> None:
+        """An enum with the binding's @bit_bound still serialises like the binding's machines."""
+        from cyclonedds.idl._main import IDL
+        from cyclonedds.idl.annotations import bit_bound
+
+        @bit_bound(8)
+        class Small(idl.Enum, typename="bb::Small"):
+            A = 0
+            B = 1
+
+        class Holder(idl.Struct, typename="bb::Holder"):
+            e: Small
+            x: idl.int16
+
+        h = Holder(Small.B, 3)
+        for v2 in (False, True):
+            data = h.serialize(use_version_2=v2)
+            assert data == IDL.serialize(Holder.__idl__, h, use_version_2=v2)
+            assert Holder.deserialize(data) == h
