@@ -13,11 +13,15 @@ Declare a topic type as a class::
         name: idl.bounded_str[16]
         color: Color
         samples: idl.sequence[idl.float32]      # numpy.ndarray on read
+        note: idl.optional[idl.string]          # None when absent
 
 or load it from an OMG IDL file with ``idl.load("sensors.idl")``. Either way
 the class is a ``cyclonedds.idl.IdlStruct`` dataclass that serialises exactly
-as ``idlc`` would for the same IDL. ``describe``/``field_at``/``key_fields``
-introspect it; ``validate`` checks a sample against it.
+as ``idlc`` would for the same IDL (``final`` by default, like ``idlc``; final
+structs go through a compiled codec, numeric sequences through numpy).
+``describe``/``field_at``/``key_fields``/``get_path`` introspect it;
+``validate`` checks a sample against it; ``numpy_dtype``, ``arrow_schema``,
+``to_arrow`` and ``from_arrow`` map it to numpy and Arrow.
 """
 
 from cyclonedds.idl.annotations import appendable, final, mutable

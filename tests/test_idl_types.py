@@ -4,6 +4,7 @@ import dataclasses
 import sys
 import time
 import types
+from typing import Any
 
 import numpy as np
 import pytest
@@ -543,3 +544,16 @@ class TestBitBoundEnum:
             data = h.serialize(use_version_2=v2)
             assert data == IDL.serialize(Holder.__idl__, h, use_version_2=v2)
             assert Holder.deserialize(data) == h
+
+
+class TestPackageExample:
+    def test_docstring_example_runs(self) -> None:
+        """The example in the idl package docstring declares a working type."""
+        doc = idl.__doc__ or ""
+        code = doc.split("::", 1)[1].split("or load it", 1)[0]
+        lines = [line[4:] for line in code.splitlines()]
+        namespace: dict[str, Any] = {}
+        exec("\n".join(lines), namespace)
+        reading, color = namespace["Reading"], namespace["Color"]
+        sample = reading(sensor=1, name="n", color=color.GREEN, samples=[1.0], note=None)
+        assert reading.deserialize(sample.serialize()) == sample
