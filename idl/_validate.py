@@ -80,10 +80,16 @@ def _scalar(f: FieldInfo) -> Check:
                 raise _fail(path, f"expected str, got {_tname(v)}")
             if "\0" in v:
                 raise _fail(path, "string contains a NUL character")
-            if bound is not None and (len(v) > bound or (
-                    not v.isascii() and len(v.encode("utf-8")) > bound)):
-                raise _fail(path, f"string of {len(v.encode('utf-8'))} bytes exceeds its"
-                                  f" bound {bound}")
+            if v.isascii():
+                size = len(v)
+            else:
+                try:
+                    size = len(v.encode("utf-8"))
+                except UnicodeEncodeError as exc:
+                    raise _fail(path, f"string is not encodable as UTF-8 ({exc.reason} at"
+                                      f" index {exc.start})") from None
+            if bound is not None and size > bound:
+                raise _fail(path, f"string of {size} bytes exceeds its bound {bound}")
         return check_str
     if kind == "enum":
         enum_cls: type[_PyEnum] = f.python_type

@@ -365,7 +365,8 @@ class TestProperty:
     @settings(max_examples=60, deadline=None)
     @given(
         k=st.integers(-(2**31), 2**31 - 1),
-        name=st.text(alphabet=st.characters(blacklist_characters="\0"), max_size=20),
+        name=st.text(alphabet=st.characters(blacklist_characters="\0",
+                                            blacklist_categories=("Cs",)), max_size=20),
         values=st.lists(st.floats(allow_nan=False, width=32), max_size=20),
         raw=st.binary(max_size=50),
         u64=st.integers(0, 2**64 - 1),

@@ -94,6 +94,8 @@ class TestValidationErrors:
             ({"name": "abcdef"}, r"name: string of 6 bytes exceeds its bound 5"),
             ({"name": "abcdé"}, r"name: string of 6 bytes exceeds its bound 5"),
             ({"name": b"ab"}, r"name: expected str, got bytes"),
+            ({"name": "a\ud800"}, r"name: string is not encodable as UTF-8"),
+            ({"name": "a\0b"}, r"name: string contains a NUL character"),
             ({"mode": 7}, r"mode: unknown Mode value 7"),
             ({"mode": "ON"}, r"mode: expected Mode, got str"),
             ({"inner": None}, r"inner: missing value \(None\)"),
