@@ -342,11 +342,12 @@ class _Peer:
         self.emit(ev="armed")
         done = 0
         wait, echo = self.impl.wait, self.impl.echo
+        thread_cpu = time.thread_time_ns()
         while done < count:
             if not wait(ep, WAIT_S):
                 break
             done += len(echo(ep))
-        self.emit(ev="ponged", count=done)
+        self.emit(ev="ponged", count=done, thread_cpu_ns=time.thread_time_ns() - thread_cpu)
 
     def ping(self, case: str, count: int, interval_s: float) -> None:
         """Send ``count`` pings, one per ``interval_s``, each waiting for its pong."""
@@ -356,6 +357,7 @@ class _Peer:
         clock = time.monotonic_ns
         rtts: list[int] = []
         next_at = time.monotonic()
+        thread_cpu = time.thread_time_ns()
         for seq in range(count):
             delay = next_at - time.monotonic()
             if delay > 0:
@@ -371,7 +373,7 @@ class _Peer:
                 if seq in take_seqs(ep):
                     break
             rtts.append(clock() - t0)
-        self.emit(ev="pinged", rtts_ns=rtts)
+        self.emit(ev="pinged", rtts_ns=rtts, thread_cpu_ns=time.thread_time_ns() - thread_cpu)
 
     def serve(self) -> None:
         deadline = time.monotonic() + 60
@@ -488,14 +490,15 @@ def _burst(writer: _Process, reader: _Process, case: str, count: int) -> dict[st
 
 
 def _pings(writer: _Process, reader: _Process, case: str, count: int, interval_ms: float
-           ) -> list[float]:
-    """One latency run; returns one-way latencies (round trip / 2) in microseconds."""
+           ) -> tuple[list[float], float]:
+    """One latency run: one-way latencies (round trip / 2) and CPU per round trip, in us."""
     reader.send(op="pong", case=case, count=count)
     reader.expect("armed")
     writer.send(op="ping", case=case, count=count, interval_s=interval_ms / 1e3)
     result = writer.expect("pinged", timeout=count * (interval_ms / 1e3 + WAIT_S))
-    reader.expect("ponged")
-    return [rtt / 2e3 for rtt in result["rtts_ns"]]
+    ponged = reader.expect("ponged")
+    cpu = (result["thread_cpu_ns"] + ponged["thread_cpu_ns"]) / count / 1e3
+    return [rtt / 2e3 for rtt in result["rtts_ns"]], cpu
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -522,6 +525,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         runs: dict[tuple[str, str], list[dict[str, float]]] = {
             (c, i): [] for c in cases for i in impls}
         lat: dict[tuple[str, str], list[float]] = {(c, i): [] for c in cases for i in impls}
+        rt_cpu: dict[tuple[str, str], list[float]] = {(c, i): [] for c in cases for i in impls}
         for impl in impls:  # warm-up: code paths, buffers, first instances
             for case in cases:
                 _burst(*pair(impl), case, max(200, counts[case] // 10))
@@ -535,7 +539,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             order = impls if rep % 2 == 0 else impls[::-1]
             for case in cases:
                 for impl in order:
-                    lat[case, impl] += _pings(*pair(impl), case, args.pings, args.interval)
+                    one_way, cpu = _pings(*pair(impl), case, args.pings, args.interval)
+                    lat[case, impl] += one_way
+                    rt_cpu[case, impl].append(cpu)
         for case in cases:
             per_impl = {}
             for impl in impls:
@@ -548,6 +554,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "p50_us": _percentile(lat[case, impl], 0.5),
                     "p99_us": _percentile(lat[case, impl], 0.99),
                     "pings": len(lat[case, impl]),
+                    "round_trip_cpu_us": statistics.median(rt_cpu[case, impl]),
                 }
             results["cases"][case] = {"sample_bytes": sizes[case], "impls": per_impl}
     finally:
@@ -568,24 +575,27 @@ def render(results: dict[str, Any]) -> str:
         f"reliable KEEP_ALL, {INSTANCES} instances; throughput: median of {s['runs']} runs "
         f"(small: {s['count_small']}, 4 KiB: {s['count_4k']} samples); latency: "
         f"{s['latency_runs']} x {s['pings']} pings, one every {s['interval']} ms, one-way = "
-        f"round trip / 2; w/r cpu: CPU us per sample of the writing/taking thread",
+        f"round trip / 2; w/r cpu: CPU us per sample of the writing/taking thread; "
+        f"rt cpu: CPU us of both threads per ping-pong",
         f"{'case':14}{'impl':6}{'samples/s':>11}{'MB/s':>8}{'p50 us':>8}{'p99 us':>8}"
-        f"{'w cpu':>7}{'r cpu':>7}",
+        f"{'w cpu':>7}{'r cpu':>7}{'rt cpu':>8}",
     ]
     for case, data in results["cases"].items():
         impls = data["impls"]
         for impl, r in impls.items():
             line = (f"{CASE_LABELS[case]:14}{impl:6}{r['samples_per_s']:>11,.0f}"
                     f"{r['mb_per_s']:>8.2f}{r['p50_us']:>8.0f}{r['p99_us']:>8.0f}"
-                    f"{r['write_cpu_us']:>7.1f}{r['take_cpu_us']:>7.1f}")
+                    f"{r['write_cpu_us']:>7.1f}{r['take_cpu_us']:>7.1f}"
+                    f"{r['round_trip_cpu_us']:>8.1f}")
             if impl == "dcps" and "raw" in impls:
                 raw = impls["raw"]
                 thr = r["samples_per_s"] / raw["samples_per_s"]
                 p50 = r["p50_us"] / raw["p50_us"]
                 cpu = ((r["write_cpu_us"] + r["take_cpu_us"])
                        / (raw["write_cpu_us"] + raw["take_cpu_us"]))
+                rt = r["round_trip_cpu_us"] / raw["round_trip_cpu_us"]
                 line += (f"   ratio {thr:.2f}x (target >= 0.9x), p50 {p50:.2f}x "
-                         f"(target <= 1.11x), cpu {cpu:.2f}x")
+                         f"(target <= 1.11x), cpu {cpu:.2f}x, rt cpu {rt:.2f}x")
             lines.append(line)
     lines.append("sample sizes (serialized): " + ", ".join(
         f"{CASE_LABELS[c]} {d['sample_bytes']} B" for c, d in results["cases"].items()))
@@ -600,8 +610,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, help="throughput repetitions per case and impl (5)")
     parser.add_argument("--count-small", type=int, help="samples per small-struct burst (10000)")
     parser.add_argument("--count-4k", type=int, help="samples per 4 KiB burst (3000)")
-    parser.add_argument("--latency-runs", type=int, help="latency repetitions (3)")
-    parser.add_argument("--pings", type=int, help="pings per latency repetition (500)")
+    parser.add_argument("--latency-runs", type=int, help="latency repetitions (10)")
+    parser.add_argument("--pings", type=int, help="pings per latency repetition (150)")
     parser.add_argument("--interval", type=float, default=2.0, help="ms between pings (2)")
     parser.add_argument("--impl", choices=[*IMPLS, "both"], default="both")
     parser.add_argument("--case", choices=[*CASES, "both"], default="both")
@@ -615,9 +625,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.peer:
         _peer_main(args)
         return
-    defaults = (dict(runs=2, count_small=2000, count_4k=600, latency_runs=1, pings=100)
+    defaults = (dict(runs=2, count_small=2000, count_4k=600, latency_runs=2, pings=50)
                 if args.quick else
-                dict(runs=5, count_small=10000, count_4k=3000, latency_runs=3, pings=500))
+                dict(runs=5, count_small=10000, count_4k=3000, latency_runs=10, pings=150))
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
