@@ -28,6 +28,11 @@ __all__ = ["ChannelPublisher", "OrderBy", "connect_topic"]
 
 T = TypeVar("T")
 
+# what every unconfirmed publish returns: a future completed with None (shared,
+# since a completed future never changes)
+_DONE: Future[Position | None] = Future()
+_DONE.set_result(None)
+
 
 @attrs.frozen
 class OrderBy:
@@ -139,12 +144,16 @@ class ChannelPublisher(Generic[T]):
                 f"has {self.channel_count} channels"
             )
         self._rr = itertools.count()
+        self._key_fields: list[str] | None = None  # known once the type is populated
+        self._key_memo: dict[tuple[Any, ...], int] = {}
         self._own_channel = zlib.crc32(self._client.client_id.encode()) % self.channel_count
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(max_in_flight)
         self._pending: dict[int, _Batch] = {}
         self._in_flight: set[Future[Reply]] = set()
-        self._idle = threading.Condition(self._lock)
+        # in-flight bookkeeping has its own lock: confirmations (on the client's
+        # reply thread) must never wait for a publish/flush holding self._lock
+        self._idle = threading.Condition(threading.Lock())
         self._closed = False
         self._wake = threading.Event()
         self._linger_thread = threading.Thread(
@@ -164,7 +173,27 @@ class ChannelPublisher(Generic[T]):
         idl = type(sample).__idl__  # type: ignore[attr-defined]
         if idl.keyless:
             return self._own_channel
-        return zlib.crc32(idl.serialize_key(sample)) % self.channel_count
+        # memoised by the key fields' values: computing the key CDR costs as
+        # much as serialising the whole sample
+        if self._key_fields is None:
+            idl.populate()
+            annotations = getattr(type(sample), "__idl_field_annotations__", None) or {}
+            self._key_fields = [f for f, a in annotations.items() if a.get("key")]
+        memo_key: tuple[Any, ...] | None = None
+        if self._key_fields:
+            try:
+                memo_key = tuple(getattr(sample, f) for f in self._key_fields)
+                return self._key_memo[memo_key]
+            except KeyError:
+                pass
+            except TypeError:  # unhashable key values: no memo
+                memo_key = None
+        channel = zlib.crc32(idl.serialize_key(sample)) % self.channel_count
+        if memo_key is not None:
+            if len(self._key_memo) >= 65536:
+                self._key_memo.clear()
+            self._key_memo[memo_key] = channel
+        return channel
 
     def publish(self, sample: T) -> Future[Position | None]:
         """Queue ``sample``; the future completes with its position (or None unconfirmed)."""
@@ -177,7 +206,7 @@ class ChannelPublisher(Generic[T]):
             )
         data = sample.serialize()  # type: ignore[attr-defined]
         channel = self.channel_of(sample)
-        fut: Future[Position | None] = Future()
+        fut: Future[Position | None] = Future() if self.confirmed else _DONE
         with self._lock:
             batch = self._pending.get(channel)
             if batch is None:
@@ -199,8 +228,6 @@ class ChannelPublisher(Generic[T]):
                 self._send_locked(channel)
             elif len(batch.items) == 1:
                 self._wake.set()
-        if not self.confirmed:
-            fut.set_result(None)
         return fut
 
     def _send_locked(self, channel: int) -> None:
@@ -219,7 +246,8 @@ class ChannelPublisher(Generic[T]):
                 if not fut.done():
                     fut.set_exception(exc)
             raise
-        self._in_flight.add(reply)
+        with self._idle:
+            self._in_flight.add(reply)
         reply.add_done_callback(lambda r: self._confirmed(r, channel, batch))
 
     def _confirmed(self, reply_future: Future[Reply], channel: int, batch: _Batch) -> None:
@@ -236,7 +264,7 @@ class ChannelPublisher(Generic[T]):
             for i, (_, fut) in enumerate(batch.items):
                 if not fut.done():
                     fut.set_result(Position(channel, first + i))
-        with self._lock:
+        with self._idle:
             self._in_flight.discard(reply_future)
             self._idle.notify_all()
 
@@ -269,7 +297,7 @@ class ChannelPublisher(Generic[T]):
         limit = self._timeout if timeout is None else _seconds(timeout, "timeout")
         deadline = time.monotonic() + limit
         self._send_stale(force=True, deadline=deadline)
-        with self._lock:
+        with self._idle:
             while self._in_flight:
                 left = deadline - time.monotonic()
                 if left <= 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -99,6 +100,7 @@ def _to_ns(when: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
+@functools.lru_cache(maxsize=1024)
 def _from_ns(ns: int) -> datetime:
     return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc) + timedelta(
         microseconds=(ns % 1_000_000_000) // 1000
