@@ -26,17 +26,17 @@ os.environ.setdefault(
     "</Interfaces></General></Domain></CycloneDDS>",
 )
 
-from cyclonedds.core import Policy, Qos  # noqa: E402
-from cyclonedds.domain import DomainParticipant  # noqa: E402
-from cyclonedds.idl import IdlStruct  # noqa: E402
-from cyclonedds.idl import types as t  # noqa: E402
-from cyclonedds.idl.annotations import key  # noqa: E402
-from cyclonedds.pub import DataWriter  # noqa: E402
-from cyclonedds.sub import DataReader  # noqa: E402
-from cyclonedds.topic import Topic  # noqa: E402
-from cyclonedds.util import duration  # noqa: E402
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import types as t
+from cyclonedds.idl.annotations import key
+from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
 
-from dcps.channels import (  # noqa: E402
+from dcps.channels import (
     ChannelledTopic,
     ChannelPublisher,
     ChannelSubscriber,
@@ -150,9 +150,21 @@ class StoreProcess:
     def __init__(self, domain: int, namespace: str) -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="dcps-bench-")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dcps.channels.store", "--data", self.dir.name,
-             "--domain", str(domain), "--namespace", namespace, "--sync", "NORMAL"],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "dcps.channels.store",
+                "--data",
+                self.dir.name,
+                "--domain",
+                str(domain),
+                "--namespace",
+                namespace,
+                "--sync",
+                "NORMAL",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -216,7 +228,9 @@ def channel_throughput(
     return received[0] / elapsed
 
 
-def channel_latency(domain: int, namespace: str, size: int, rate: int, seconds: float) -> list[float]:
+def channel_latency(
+    domain: int, namespace: str, size: int, rate: int, seconds: float
+) -> list[float]:
     """Publish-to-receive latencies (ms) through the store at ``rate`` messages/s."""
     topic = ChannelledTopic(f"benchlat_{uuid.uuid4().hex[:8]}", Payload, channel_count=17)
     kw = {"domain_id": domain, "namespace": namespace}
@@ -251,9 +265,17 @@ def failover(domain: int, namespace: str) -> float:
     topic = ChannelledTopic(f"benchfail_{uuid.uuid4().hex[:8]}", Payload, channel_count=4)
     kw = {"domain_id": domain, "namespace": namespace}
     victim = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.bench_channels", "--member", str(domain), namespace,
-         topic.name],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_channels",
+            "--member",
+            str(domain),
+            namespace,
+            topic.name,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert victim.stdout is not None
     victim.stdout.readline()
@@ -279,8 +301,11 @@ def failover(domain: int, namespace: str) -> float:
 
 def member_main(domain: int, namespace: str, topic: str) -> None:
     sub = ChannelSubscriber(
-        ChannelledTopic(topic, Payload, channel_count=4), group="g",
-        timeout=timedelta(seconds=1), domain_id=domain, namespace=namespace,
+        ChannelledTopic(topic, Payload, channel_count=4),
+        group="g",
+        timeout=timedelta(seconds=1),
+        domain_id=domain,
+        namespace=namespace,
     )
     print("ready", flush=True)
     while True:
@@ -294,7 +319,9 @@ def pct(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--domain", type=int, default=int(os.environ.get("DCPS_BENCH_DOMAIN", "42")))
+    parser.add_argument(
+        "--domain", type=int, default=int(os.environ.get("DCPS_BENCH_DOMAIN", "42"))
+    )
     parser.add_argument("--quick", action="store_true", help="fewer messages")
     parser.add_argument("--member", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -324,8 +351,14 @@ def main() -> None:
         raw_lat = raw_latency(domain, 64, rate, secs)
         ch_lat = channel_latency(domain, namespace, 64, rate, secs)
         print(f"\nlatency at {rate} msgs/s, 64 B (ms):      p50      p99")
-        print(f"  raw cyclonedds                     {pct(raw_lat, .5):>8.2f} {pct(raw_lat, .99):>8.2f}")
-        print(f"  through the store (linger 1 ms)    {pct(ch_lat, .5):>8.2f} {pct(ch_lat, .99):>8.2f}")
+        print(
+            f"  raw cyclonedds                     "
+            f"{pct(raw_lat, 0.5):>8.2f} {pct(raw_lat, 0.99):>8.2f}"
+        )
+        print(
+            f"  through the store (linger 1 ms)    "
+            f"{pct(ch_lat, 0.5):>8.2f} {pct(ch_lat, 0.99):>8.2f}"
+        )
         fail = failover(domain, namespace)
         print(f"\nmember SIGKILL (timeout 1 s) -> its channels flowing again: {fail:.2f} s")
         print(f"(median of raw samples kept for reference: {statistics.median(raw_lat):.2f} ms)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from dcps import (
     InconsistentPolicyError,
     PreconditionNotMetError,
 )
+from dcps import channels as channels_pkg
 from dcps.channels import (
     ChannelledTopic,
     ChannelOwnershipListener,
@@ -30,7 +31,6 @@ from dcps.channels import (
     Store,
     SyncMode,
 )
-from dcps import channels as channels_pkg
 
 TIMEOUT = 10.0
 
@@ -44,7 +44,9 @@ def namespace(unique: str) -> str:
 @pytest.fixture
 def store(tmp_path: Path, domain_id: int, namespace: str) -> Iterator[Store]:
     """An embedded store on a temporary directory."""
-    with Store(tmp_path / "store", domain_id=domain_id, namespace=namespace, sync=SyncMode.NORMAL) as s:
+    with Store(
+        tmp_path / "store", domain_id=domain_id, namespace=namespace, sync=SyncMode.NORMAL
+    ) as s:
         yield s
 
 
@@ -117,7 +119,9 @@ class TestPublicApi:
 
 
 class TestPublisher:
-    def test_confirmed_positions_are_dense_per_channel(self, dds: Entities, topic: ChannelledTopic) -> None:
+    def test_confirmed_positions_are_dense_per_channel(
+        self, dds: Entities, topic: ChannelledTopic
+    ) -> None:
         """Confirmed publishes complete with positions 0, 1, 2, ... in each channel."""
         pub = dds.pub(topic)
         positions = publish_all(pub, [Msg(k % 3, i) for i, k in enumerate(range(30))])
@@ -128,7 +132,9 @@ class TestPublisher:
         for offsets in by_channel.values():
             assert offsets == list(range(len(offsets)))
 
-    def test_ordering_key_keeps_a_key_in_one_channel(self, dds: Entities, topic: ChannelledTopic) -> None:
+    def test_ordering_key_keeps_a_key_in_one_channel(
+        self, dds: Entities, topic: ChannelledTopic
+    ) -> None:
         """Samples with the same key land in the same channel."""
         pub = dds.pub(topic)
         positions = publish_all(pub, [Msg(k, i) for i in range(5) for k in range(8)])
@@ -141,9 +147,13 @@ class TestPublisher:
 
     def test_round_robin_and_fixed(self, dds: Entities, topic: ChannelledTopic) -> None:
         """Round robin visits every channel; a fixed channel receives everything."""
-        rr = publish_all(dds.pub(topic, order_by=OrderBy.round_robin()), [Msg(1, i) for i in range(8)])
+        rr = publish_all(
+            dds.pub(topic, order_by=OrderBy.round_robin()), [Msg(1, i) for i in range(8)]
+        )
         assert {p.channel for p in rr if p} == {0, 1, 2, 3}
-        fixed = publish_all(dds.pub(topic, order_by=OrderBy.fixed(2)), [Msg(i, i) for i in range(5)])
+        fixed = publish_all(
+            dds.pub(topic, order_by=OrderBy.fixed(2)), [Msg(i, i) for i in range(5)]
+        )
         assert {p.channel for p in fixed if p} == {2}
 
     def test_unconfirmed_completes_at_once(self, dds: Entities, topic: ChannelledTopic) -> None:
@@ -178,8 +188,12 @@ class TestPublisher:
         """With the store gone and the in-flight window full, publish raises DcpsTimeoutError."""
         store = Store(tmp_path / "s", domain_id=domain_id, namespace=namespace)
         pub: ChannelPublisher[Msg] = ChannelPublisher(
-            topic, domain_id=domain_id, namespace=namespace, batch_count=1,
-            max_in_flight=1, timeout=timedelta(milliseconds=300),
+            topic,
+            domain_id=domain_id,
+            namespace=namespace,
+            batch_count=1,
+            max_in_flight=1,
+            timeout=timedelta(milliseconds=300),
         )
         try:
             store.close()
@@ -193,11 +207,14 @@ class TestPublisher:
 
 
 class TestAnonymousSubscriber:
-    def test_receives_everything_in_channel_order(self, dds: Entities, topic: ChannelledTopic) -> None:
+    def test_receives_everything_in_channel_order(
+        self, dds: Entities, topic: ChannelledTopic
+    ) -> None:
         """An anonymous subscriber owns every channel and sees each channel in order."""
         sub = dds.sub(topic)
         assert sub.channels == [0, 1, 2, 3]
-        assert sub.is_owner(3) and sub.channel_count == 4
+        assert sub.is_owner(3)
+        assert sub.channel_count == 4
         pub = dds.pub(topic)
         publish_all(pub, [Msg(i % 5, i) for i in range(200)])
         got = receive_n(sub, 200)
@@ -214,11 +231,14 @@ class TestAnonymousSubscriber:
         threads: set[int] = set()
         futures = [sub.receive() for _ in range(5)]
         for i, f in enumerate(futures):
-            f.add_done_callback(lambda _f, i=i: (order.append(i), threads.add(threading.get_ident())))
+            f.add_done_callback(
+                lambda _f, i=i: (order.append(i), threads.add(threading.get_ident()))
+            )
         publish_all(dds.pub(topic, order_by=OrderBy.fixed(0)), [Msg(0, i) for i in range(5)])
         values = [f.result(TIMEOUT).value.seq for f in futures]  # type: ignore[union-attr]
         assert values == list(range(5))
-        assert order == list(range(5)) and len(threads) == 1
+        assert order == list(range(5))
+        assert len(threads) == 1
 
     def test_complete_on_empty(self, dds: Entities, topic: ChannelledTopic) -> None:
         """With complete_on_empty, receive on an empty topic completes with None or []."""
@@ -228,9 +248,7 @@ class TestAnonymousSubscriber:
 
     def test_filter_and_converter(self, dds: Entities, topic: ChannelledTopic) -> None:
         """A filter drops elements and a converter maps the values delivered."""
-        sub = dds.sub(
-            topic, filter=lambda m: m.seq % 2 == 0, converter=lambda m: m.seq * 10
-        )
+        sub = dds.sub(topic, filter=lambda m: m.seq % 2 == 0, converter=lambda m: m.seq * 10)
         publish_all(dds.pub(topic, order_by=OrderBy.fixed(1)), [Msg(0, i) for i in range(10)])
         got = receive_n(sub, 5)
         assert [e.value for e in got] == [0, 20, 40, 60, 80]
@@ -238,10 +256,10 @@ class TestAnonymousSubscriber:
     def test_elements_carry_store_timestamps(self, dds: Entities, topic: ChannelledTopic) -> None:
         """Each element carries the store's accept time as an aware datetime."""
         sub = dds.sub(topic)
-        before = datetime.now(timezone.utc) - timedelta(seconds=1)
+        before = datetime.now(UTC) - timedelta(seconds=1)
         publish_all(dds.pub(topic), [Msg(1, 1)])
         element = receive_n(sub, 1)[0]
-        assert before <= element.timestamp <= datetime.now(timezone.utc) + timedelta(seconds=1)
+        assert before <= element.timestamp <= datetime.now(UTC) + timedelta(seconds=1)
 
     def test_nothing_kept_after_anonymous_read(self, dds: Entities, topic: ChannelledTopic) -> None:
         """Without groups or retention, elements an anonymous subscriber read are gone."""
@@ -252,7 +270,7 @@ class TestAnonymousSubscriber:
         assert sub.tails()[0] == Position(0, 4)
 
     def test_use_after_close(self, dds: Entities, topic: ChannelledTopic) -> None:
-        """A closed subscriber refuses receive; pending receives are cancelled; close is idempotent."""
+        """Closing cancels pending receives, is idempotent, and later receives raise."""
         sub = dds.sub(topic)
         pending = sub.receive()
         sub.close()
@@ -264,7 +282,9 @@ class TestAnonymousSubscriber:
 
 
 class TestGroups:
-    def test_members_split_the_channels_and_the_elements(self, dds: Entities, topic: ChannelledTopic) -> None:
+    def test_members_split_the_channels_and_the_elements(
+        self, dds: Entities, topic: ChannelledTopic
+    ) -> None:
         """Two members own disjoint channels; every element reaches exactly one of them."""
         a = dds.sub(topic, group="g", complete_on_empty=True)
         b = dds.sub(topic, group="g", complete_on_empty=True)
@@ -313,10 +333,13 @@ class TestGroups:
         assert events == [("assigned", frozenset({0, 1, 2, 3}))]
         dds.sub(topic, group="g")
         wait_until(lambda: len(events) == 2)
-        assert events[1][0] == "revoked" and len(events[1][1]) == 2
+        assert events[1][0] == "revoked"
+        assert len(events[1][1]) == 2
         assert set(a.channels) == {0, 1, 2, 3} - events[1][1]
 
-    def test_silent_member_times_out_and_rejoins(self, dds: Entities, topic: ChannelledTopic) -> None:
+    def test_silent_member_times_out_and_rejoins(
+        self, dds: Entities, topic: ChannelledTopic
+    ) -> None:
         """A member that stops receiving loses its channels (lost) and its next receive rejoins."""
         lost: list[frozenset[int]] = []
 
@@ -330,13 +353,16 @@ class TestGroups:
         pending = busy.receive()  # keeps busy alive while it waits
         wait_until(lambda: busy.channels == [0, 1, 2, 3])
         wait_until(lambda: bool(lost))
-        assert quiet.channels == [] and quiet.is_active
+        assert quiet.channels == []
+        assert quiet.is_active
         later = quiet.receive()
         wait_until(lambda: len(quiet.channels) == 2)
         pending.cancel()
         later.cancel()
 
-    def test_members_resume_from_the_last_commit(self, dds: Entities, topic: ChannelledTopic) -> None:
+    def test_members_resume_from_the_last_commit(
+        self, dds: Entities, topic: ChannelledTopic
+    ) -> None:
         """After a member closes, a new member resumes right after the group's commits."""
         first = dds.sub(topic, group="g")
         publish_all(dds.pub(topic, order_by=OrderBy.fixed(0)), [Msg(0, i) for i in range(10)])
@@ -375,7 +401,9 @@ class TestCommitAndSeek:
         other = b.channels[0]
         assert a.commit(other, Position(other, 0)).status is CommitStatus.UNOWNED
 
-    def test_commit_of_another_topics_position(self, dds: Entities, topic: ChannelledTopic, topic_name: str) -> None:
+    def test_commit_of_another_topics_position(
+        self, dds: Entities, topic: ChannelledTopic, topic_name: str
+    ) -> None:
         """A position from a topic with more channels is refused as a bad parameter."""
         wide = ChannelledTopic(topic_name + "_w", Msg, channel_count=8)
         positions = publish_all(dds.pub(wide, order_by=OrderBy.fixed(6)), [Msg(0, 0)])
@@ -393,7 +421,9 @@ class TestCommitAndSeek:
         with pytest.raises(PreconditionNotMetError, match="does not own"):
             a.seek(b.channels[0], Position(b.channels[0], 0))
 
-    def test_seek_back_redelivers_and_rolls_back_commit(self, dds: Entities, retained: ChannelledTopic) -> None:
+    def test_seek_back_redelivers_and_rolls_back_commit(
+        self, dds: Entities, retained: ChannelledTopic
+    ) -> None:
         """With retention, seeking before the commit re-delivers and moves the commit back."""
         sub = dds.sub(retained, group="g")
         publish_all(dds.pub(retained, order_by=OrderBy.fixed(0)), [Msg(0, i) for i in range(6)])
@@ -430,16 +460,18 @@ class TestCommitAndSeek:
         pub = dds.pub(retained, order_by=OrderBy.fixed(0))
         publish_all(pub, [Msg(0, i) for i in range(3)])
         first = receive_n(sub, 3)
-        wait_until(lambda: datetime.now(timezone.utc) > first[-1].timestamp + timedelta(milliseconds=5))
+        wait_until(lambda: datetime.now(UTC) > first[-1].timestamp + timedelta(milliseconds=5))
         publish_all(pub, [Msg(0, i) for i in range(3, 6)])
         later = receive_n(sub, 3)
         assert sub.seek(0, later[0].timestamp) == Position(0, 2)
         assert [e.value.seq for e in receive_n(sub, 3)] == [3, 4, 5]
-        assert sub.seek(0, datetime(2000, 1, 1, tzinfo=timezone.utc)) == Position(0, -1)
+        assert sub.seek(0, datetime(2000, 1, 1, tzinfo=UTC)) == Position(0, -1)
         with pytest.raises(BadParameterError, match="timezone-aware"):
             sub.seek(0, datetime(2000, 1, 1))
 
-    def test_no_seek_before_commit_without_retention(self, dds: Entities, topic: ChannelledTopic) -> None:
+    def test_no_seek_before_commit_without_retention(
+        self, dds: Entities, topic: ChannelledTopic
+    ) -> None:
         """Without retention, seeking back stops at the group's last commit."""
         sub = dds.sub(topic, group="g")
         publish_all(dds.pub(topic, order_by=OrderBy.fixed(0)), [Msg(0, i) for i in range(4)])
@@ -447,12 +479,15 @@ class TestCommitAndSeek:
         sub.commit(0, got[1].position)
         assert sub.seek(0, Position(0, -1)) == Position(0, 1)
 
-    def test_remaining_messages_heads_and_tails(self, dds: Entities, retained: ChannelledTopic) -> None:
+    def test_remaining_messages_heads_and_tails(
+        self, dds: Entities, retained: ChannelledTopic
+    ) -> None:
         """Remaining counts drop as elements are received; heads and tails track the channel."""
         sub = dds.sub(retained, group="g")
         publish_all(dds.pub(retained, order_by=OrderBy.fixed(1)), [Msg(0, i) for i in range(5)])
         assert sub.remaining_messages() == 5
-        assert sub.remaining_messages(1) == 5 and sub.remaining_messages(0) == 0
+        assert sub.remaining_messages(1) == 5
+        assert sub.remaining_messages(0) == 0
         receive_n(sub, 2)
         assert sub.remaining_messages(1) == 3
         assert sub.heads()[1] == Position(1, 0)

@@ -96,8 +96,18 @@ def peers() -> Iterator[list[Peer]]:
 def start_store(peers: list[Peer], data: Path, domain_id: int, namespace: str) -> Peer:
     """Run ``python -m dcps.channels.store`` and wait until it serves."""
     peer = Peer(
-        ["-m", "dcps.channels.store", "--data", str(data), "--domain", str(domain_id),
-         "--namespace", namespace, "--sync", "FULL"]
+        [
+            "-m",
+            "dcps.channels.store",
+            "--data",
+            str(data),
+            "--domain",
+            str(domain_id),
+            "--namespace",
+            namespace,
+            "--sync",
+            "FULL",
+        ]
     )
     peers.append(peer)
     peer.wait_line(lambda line: line.startswith("dcps store ready"))
@@ -116,7 +126,7 @@ class TestStoreRestart:
     def test_kill_9_store_keeps_confirmed_elements_and_commits(
         self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str, peers: list[Peer]
     ) -> None:
-        """After kill -9 and a restart on the same dir, confirmed elements and commits are all there."""
+        """After kill -9 and a restart on the same dir, confirmed elements and commits remain."""
         data = tmp_path / "data"
         topic = ChannelledTopic(topic_name, Msg, channel_count=2, retain_consumed=True)
         kw = {"domain_id": domain_id, "namespace": namespace}
@@ -125,7 +135,10 @@ class TestStoreRestart:
             confirmed = [pub.publish(Msg(0, i)).result(TIMEOUT) for i in range(20)]
         assert confirmed[-1] == Position(0, 19)
         member: ChannelSubscriber[Msg] = ChannelSubscriber(
-            topic, group="g", timeout=timedelta(seconds=2), **kw  # type: ignore[arg-type]
+            topic,
+            group="g",
+            timeout=timedelta(seconds=2),
+            **kw,  # type: ignore[arg-type]
         )
         try:
             got = receive_n(member, 8)
@@ -172,13 +185,24 @@ class TestMemberDeath:
         kw = {"domain_id": domain_id, "namespace": namespace}
         with Store(tmp_path / "s", **kw) as _store:  # type: ignore[arg-type]
             victim = Peer(
-                [str(PEERS / "channels_member.py"), str(domain_id), namespace, topic_name,
-                 "4", "g", "1.0", "3"]
+                [
+                    str(PEERS / "channels_member.py"),
+                    str(domain_id),
+                    namespace,
+                    topic_name,
+                    "4",
+                    "g",
+                    "1.0",
+                    "3",
+                ]
             )
             peers.append(victim)
             victim.wait_line(lambda line: line == "ready")
             survivor: ChannelSubscriber[Msg] = ChannelSubscriber(
-                topic, group="g", timeout=timedelta(seconds=30), **kw  # type: ignore[arg-type]
+                topic,
+                group="g",
+                timeout=timedelta(seconds=30),
+                **kw,  # type: ignore[arg-type]
             )
             try:
                 wait_until(lambda: len(survivor.channels) == 2, TIMEOUT)
@@ -230,9 +254,21 @@ class TestBadDataDir:
         garbage = os.urandom(4096)
         (data / "channels.db").write_bytes(garbage)
         result = subprocess.run(
-            [sys.executable, "-m", "dcps.channels.store", "--data", str(data),
-             "--domain", str(domain_id), "--namespace", namespace],
-            capture_output=True, text=True, timeout=60, check=False,
+            [
+                sys.executable,
+                "-m",
+                "dcps.channels.store",
+                "--data",
+                str(data),
+                "--domain",
+                str(domain_id),
+                "--namespace",
+                namespace,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert result.returncode != 0
         assert "corrupt or not a SQLite file" in result.stderr

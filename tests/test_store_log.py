@@ -81,7 +81,7 @@ class TestTopics:
         log.ensure_topic("t", 2)
         with pytest.raises(BadParameterError, match="no channelled topic"):
             log.fetch("nope", 0, 0, 1)
-        with pytest.raises(BadParameterError, match="channels 0..1"):
+        with pytest.raises(BadParameterError, match=r"channels 0\.\.1"):
             log.append("t", 2, [b"x"])
 
 

@@ -273,7 +273,7 @@ class ChannelLog:
             raise BadParameterError("a channelled topic needs a non-empty name")
         if name in self._topics:
             return self._topics[name][1]
-        count = default_channel_count() if not channel_count else channel_count
+        count = channel_count if channel_count else default_channel_count()
         if count < 1:
             raise BadParameterError(f"channel_count must be >= 1, got {count}")
         db = self._conn
@@ -360,7 +360,8 @@ class ChannelLog:
         with self._tx():
             db.executemany("INSERT INTO elements VALUES (?, ?, ?, ?, ?)", rows)
             db.executemany(
-                "UPDATE channels SET next_offset = ?, last_ts = ? WHERE topic_id = ? AND channel = ?",
+                "UPDATE channels SET next_offset = ?, last_ts = ?"
+                " WHERE topic_id = ? AND channel = ?",
                 [(st[1], st[2], tid, ch) for (tid, ch), st in touched.items()],
             )
         for key, st in touched.items():
@@ -470,7 +471,8 @@ class ChannelLog:
         """
         tid, _ = self._state(topic, channel)
         row = self._conn.execute(
-            "SELECT committed, explicit FROM commits WHERE topic_id = ? AND grp = ? AND channel = ?",
+            "SELECT committed, explicit FROM commits"
+            " WHERE topic_id = ? AND grp = ? AND channel = ?",
             (tid, group, channel),
         ).fetchone()
         if row is None:

@@ -30,8 +30,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from cyclonedds.core import GuardCondition, InstanceState, Policy, Qos, ReadCondition
-from cyclonedds.core import SampleState, ViewState, WaitSet
+from cyclonedds.core import (
+    GuardCondition,
+    InstanceState,
+    Policy,
+    Qos,
+    ReadCondition,
+    SampleState,
+    ViewState,
+    WaitSet,
+)
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl import types as t

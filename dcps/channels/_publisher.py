@@ -302,7 +302,8 @@ class ChannelPublisher(Generic[T]):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise DcpsTimeoutError(
-                        f"flushing {self.topic.name!r}: the store did not confirm within {limit:g} s"
+                        f"flushing {self.topic.name!r}: "
+                        f"the store did not confirm within {limit:g} s"
                     )
                 self._idle.wait(left)
 

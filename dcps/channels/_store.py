@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 from cyclonedds.core import GuardCondition, ReadCondition, WaitSet
@@ -194,8 +194,7 @@ class Store:
         if existed:
             if count and count != info.channel_count:
                 raise InconsistentPolicyError(
-                    f"topic {name!r} has {info.channel_count} channels in the store, "
-                    f"not {count}"
+                    f"topic {name!r} has {info.channel_count} channels in the store, not {count}"
                 )
             if retain is not None and retain != info.retain_consumed:
                 raise InconsistentPolicyError(
@@ -437,7 +436,7 @@ class Store:
     def _on_ping(self, request: Request) -> None:
         self._reply(request, text=self.incarnation)
 
-    _HANDLERS: dict[int, Callable[[Store, Request], None]] = {
+    _HANDLERS: ClassVar[dict[int, Callable[[Store, Request], None]]] = {
         Op.PING: _on_ping,
         Op.ENSURE_TOPIC: _on_ensure,
         Op.FETCH: _on_fetch,

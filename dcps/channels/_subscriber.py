@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import time
@@ -9,7 +10,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar, overload
 
 import attrs
@@ -72,13 +73,19 @@ class ChannelOwnershipListener:
     Callbacks run on the subscriber's delivery thread; keep them short.
     """
 
-    def on_channels_assigned(self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]) -> None:
+    def on_channels_assigned(
+        self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]
+    ) -> None:
         """``channels`` are now owned by ``subscriber``."""
 
-    def on_channels_revoked(self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]) -> None:
+    def on_channels_revoked(
+        self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]
+    ) -> None:
         """``channels`` moved to other members in a rebalance."""
 
-    def on_channels_lost(self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]) -> None:
+    def on_channels_lost(
+        self, subscriber: ChannelSubscriber[Any], channels: frozenset[int]
+    ) -> None:
         """``channels`` were taken because the member timed out (or the store restarted)."""
 
 
@@ -96,13 +103,13 @@ def _to_ns(when: datetime) -> int:
         raise BadParameterError(f"a seek timestamp must be a datetime, got {when!r}")
     if when.tzinfo is None:
         raise BadParameterError("a seek timestamp must be timezone-aware (e.g. UTC)")
-    delta = when - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    delta = when - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
 @functools.lru_cache(maxsize=1024)
 def _from_ns(ns: int) -> datetime:
-    return datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc) + timedelta(
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC) + timedelta(
         microseconds=(ns % 1_000_000_000) // 1000
     )
 
@@ -334,9 +341,7 @@ class ChannelSubscriber(Generic[T]):
         self._last_poll = time.monotonic()
         if not self._chans:
             return
-        reply = self._client.call(
-            Op.STATE, topic=self.topic.name, channels=sorted(self._chans)
-        )
+        reply = self._client.call(Op.STATE, topic=self.topic.name, channels=sorted(self._chans))
         for i, c in enumerate(reply.channels):
             ch = self._chans.get(c)
             if ch is not None and ch.next is not None and reply.tails[i] >= ch.next + len(ch.buf):
@@ -461,7 +466,9 @@ class ChannelSubscriber(Generic[T]):
     # -- commits -------------------------------------------------------------------------
 
     @staticmethod
-    def _positions(channel_or_map: int | Mapping[int, Position], position: Position | None) -> dict[int, Position]:
+    def _positions(
+        channel_or_map: int | Mapping[int, Position], position: Position | None
+    ) -> dict[int, Position]:
         if isinstance(channel_or_map, Mapping):
             positions = dict(channel_or_map)
         else:
@@ -613,9 +620,13 @@ class ChannelSubscriber(Generic[T]):
 
     def _state(self) -> Reply:
         self._check_open()
-        return self._client.call(
-            Op.STATE, topic=self.topic.name, group=self.group, channels=self.channels or []
-        ) if self.channels else Reply(client="", request_id=0)
+        return (
+            self._client.call(
+                Op.STATE, topic=self.topic.name, group=self.group, channels=self.channels or []
+            )
+            if self.channels
+            else Reply(client="", request_id=0)
+        )
 
     def heads(self) -> dict[int, Position]:
         """The first available element's position of each owned channel."""
@@ -675,12 +686,14 @@ class ChannelSubscriber(Generic[T]):
             for _, fut in self._requests:
                 fut.cancel()
             self._requests.clear()
-            try:
+            with contextlib.suppress(DcpsError):  # else the store times this member out
                 self._client.call(
-                    Op.LEAVE, timeout=2.0, topic=self.topic.name, group=self.group, member=self.member
+                    Op.LEAVE,
+                    timeout=2.0,
+                    topic=self.topic.name,
+                    group=self.group,
+                    member=self.member,
                 )
-            except DcpsError:
-                pass  # the store will time this member out
             for ch in self._chans.values():
                 delete_entity(ch.cond)
                 drop_endpoint(ch.reader)

@@ -14,7 +14,9 @@ __all__ = ["ChannelledTopic"]
 
 
 def _check_type(_: object, __: attrs.Attribute[Any], value: Any) -> None:
-    if not (isinstance(value, type) and hasattr(value, "serialize") and hasattr(value, "deserialize")):
+    if not (
+        isinstance(value, type) and hasattr(value, "serialize") and hasattr(value, "deserialize")
+    ):
         raise BadParameterError(
             f"a channelled topic's type must be a cyclonedds IdlStruct class, got {value!r}"
         )

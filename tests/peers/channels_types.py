@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cyclonedds.idl import types as t
 from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import types as t
 from cyclonedds.idl.annotations import key
 
 
