@@ -244,6 +244,35 @@ class TestMemberDeath:
                 survivor.close()
 
 
+class TestGroupsAcrossProcesses:
+    def test_two_groups_in_other_processes_each_see_every_element(
+        self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str, peers: list[Peer]
+    ) -> None:
+        """Members of two groups, each in its own process, each receive every element."""
+        topic = ChannelledTopic(topic_name, Msg, channel_count=3)
+        kw = {"domain_id": domain_id, "namespace": namespace}
+        start_store(peers, tmp_path / "data", domain_id, namespace)
+        members = []
+        for group in ("left", "right"):
+            peer = Peer(
+                [str(PEERS / "channels_member.py"), str(domain_id), namespace, topic_name,
+                 "3", group, "30", "50"]
+            )  # fmt: skip
+            peers.append(peer)
+            members.append(peer)
+        for peer in members:
+            peer.wait_line(lambda line: line == "ready")
+        with ChannelPublisher(topic, **kw) as pub:  # type: ignore[arg-type]
+            for i in range(60):
+                pub.publish(Msg(i, i))
+
+        def seqs(peer: Peer) -> set[int]:
+            return {int(x.split()[3]) for x in list(peer.lines) if x.startswith("got")}
+
+        for peer in members:
+            wait_until(lambda peer=peer: seqs(peer) == set(range(60)), TIMEOUT)
+
+
 class TestBadDataDir:
     def test_corrupt_store_file_refused_by_process(
         self, tmp_path: Path, domain_id: int, namespace: str

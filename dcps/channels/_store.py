@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -48,6 +49,7 @@ from ._topic import ChannelledTopic
 
 __all__ = ["STORE_FILE", "Store", "run_store"]
 
+_log = logging.getLogger("dcps.channels.store")
 STORE_FILE = "channels.db"
 ANONYMOUS_PREFIX = "~anonymous/"
 COMMIT_CODES = list(CommitStatus)
@@ -157,19 +159,25 @@ class Store:
             self._ws.wait(duration(milliseconds=50))
             if self._stopping:
                 break
-            requests = [r for r in self._requests.take(N=1024) if isinstance(r, Request)]
-            publishes: list[Request] = []
-            for request in requests:
-                if request.op == Op.PUBLISH:
-                    publishes.append(request)
-                    continue
-                if publishes:
-                    self._publish(publishes)
-                    publishes = []
-                self._handle(request)
+            try:
+                self._serve()
+            except Exception:  # keep serving; a failing request already got its error reply
+                _log.exception("dcps store: unexpected error in the service loop")
+
+    def _serve(self) -> None:
+        requests = [r for r in self._requests.take(N=1024) if isinstance(r, Request)]
+        publishes: list[Request] = []
+        for request in requests:
+            if request.op == Op.PUBLISH:
+                publishes.append(request)
+                continue
             if publishes:
                 self._publish(publishes)
-            self._expire_members()
+                publishes = []
+            self._handle(request)
+        if publishes:
+            self._publish(publishes)
+        self._expire_members()
 
     def _reply(self, request: Request, **fields: Any) -> None:
         self._replies.write(Reply(client=request.client, request_id=request.request_id, **fields))

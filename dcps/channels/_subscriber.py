@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import threading
 import time
 import uuid
@@ -48,6 +49,7 @@ from ._topic import ChannelledTopic
 
 __all__ = ["ChannelOwnershipListener", "ChannelSubscriber", "Element"]
 
+_log = logging.getLogger("dcps.channels.subscriber")
 T = TypeVar("T")
 COMMIT_CODES = list(CommitStatus)
 FETCH_MAX = 512
@@ -239,13 +241,16 @@ class ChannelSubscriber(Generic[T]):
 
     def _notify(self, gained: set[int], gone: set[int], lost: bool) -> None:
         for listener in self._listeners:
-            if gone:
-                if lost:
-                    listener.on_channels_lost(self, frozenset(gone))
-                else:
-                    listener.on_channels_revoked(self, frozenset(gone))
-            if gained:
-                listener.on_channels_assigned(self, frozenset(gained))
+            try:
+                if gone:
+                    if lost:
+                        listener.on_channels_lost(self, frozenset(gone))
+                    else:
+                        listener.on_channels_revoked(self, frozenset(gone))
+                if gained:
+                    listener.on_channels_assigned(self, frozenset(gained))
+            except Exception:
+                _log.exception("channel ownership listener %r failed", listener)
 
     def _apply_assignments(self) -> None:
         for sample in self._assign_reader.take(N=256):
@@ -305,6 +310,9 @@ class ChannelSubscriber(Generic[T]):
                     self._step()
             except DcpsError:
                 time.sleep(0.05)  # store unreachable: retry on the next round
+            except Exception:
+                _log.exception("dcps subscriber of %r: delivery round failed", self.topic.name)
+                time.sleep(0.05)
 
     def _step(self) -> None:
         self._apply_assignments()
