@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cyclonedds.core import (
     GuardCondition,
@@ -80,6 +80,22 @@ __all__ = [
 ]
 
 
+if TYPE_CHECKING:  # what the IDL field types are to a type checker
+    Int32 = int
+    Int64 = int
+    Int32Seq = list[int]
+    Int64Seq = list[int]
+    StrSeq = list[str]
+    Blob = bytes
+else:  # what cyclonedds needs at run time
+    Int32 = t.int32
+    Int64 = t.int64
+    Int32Seq = t.sequence[t.int32]
+    Int64Seq = t.sequence[t.int64]
+    StrSeq = t.sequence[str]
+    Blob = t.sequence[t.uint8]  # sent as bytes: see _blob_as_bytes
+
+
 class Op(enum.IntEnum):
     """Store request kinds."""
 
@@ -110,18 +126,18 @@ class Request(IdlStruct, typename="dcps_channels.Request"):
     """A request to the store; unused fields stay empty."""
 
     client: str
-    request_id: t.int64
-    op: t.int32
+    request_id: Int64
+    op: Int32
     topic: str = ""
     group: str = ""
     member: str = ""
-    number: t.int64 = 0
-    flag: t.int32 = 0
+    number: Int64 = 0
+    flag: Int32 = 0
     text: str = ""
-    channels: t.sequence[t.int32] = field(default_factory=list)
-    offsets: t.sequence[t.int64] = field(default_factory=list)
-    sizes: t.sequence[t.int32] = field(default_factory=list)
-    blob: t.sequence[t.uint8] = b""  # type: ignore[assignment]
+    channels: Int32Seq = field(default_factory=list)
+    offsets: Int64Seq = field(default_factory=list)
+    sizes: Int32Seq = field(default_factory=list)
+    blob: Blob = b""
 
 
 @dataclass
@@ -129,20 +145,20 @@ class Reply(IdlStruct, typename="dcps_channels.Reply"):
     """The store's answer to one request (``status`` 0 means success)."""
 
     client: str
-    request_id: t.int64
-    status: t.int32 = 0
+    request_id: Int64
+    status: Int32 = 0
     error: str = ""
-    number: t.int64 = 0
-    flag: t.int32 = 0
+    number: Int64 = 0
+    flag: Int32 = 0
     text: str = ""
-    channels: t.sequence[t.int32] = field(default_factory=list)
-    offsets: t.sequence[t.int64] = field(default_factory=list)
-    stamps: t.sequence[t.int64] = field(default_factory=list)
-    codes: t.sequence[t.int32] = field(default_factory=list)
-    heads: t.sequence[t.int64] = field(default_factory=list)
-    tails: t.sequence[t.int64] = field(default_factory=list)
-    sizes: t.sequence[t.int32] = field(default_factory=list)
-    blob: t.sequence[t.uint8] = b""  # type: ignore[assignment]
+    channels: Int32Seq = field(default_factory=list)
+    offsets: Int64Seq = field(default_factory=list)
+    stamps: Int64Seq = field(default_factory=list)
+    codes: Int32Seq = field(default_factory=list)
+    heads: Int64Seq = field(default_factory=list)
+    tails: Int64Seq = field(default_factory=list)
+    sizes: Int32Seq = field(default_factory=list)
+    blob: Blob = b""
 
 
 @dataclass
@@ -150,11 +166,11 @@ class LiveBatch(IdlStruct, typename="dcps_channels.LiveBatch"):
     """One accepted batch of a channel, pushed live: elements at ``first``, ``first + 1``, ..."""
 
     topic: str
-    channel: t.int32
-    first: t.int64
-    timestamp: t.int64
-    sizes: t.sequence[t.int32] = field(default_factory=list)
-    blob: t.sequence[t.uint8] = b""  # type: ignore[assignment]
+    channel: Int32
+    first: Int64
+    timestamp: Int64
+    sizes: Int32Seq = field(default_factory=list)
+    blob: Blob = b""
 
 
 @dataclass
@@ -166,10 +182,10 @@ class Assignment(IdlStruct, typename="dcps_channels.Assignment"):
     key("topic")
     key("group")
     incarnation: str = ""
-    generation: t.int64 = 0
-    members: t.sequence[str] = field(default_factory=list)
-    owners: t.sequence[t.int32] = field(default_factory=list)
-    expelled: t.sequence[str] = field(default_factory=list)
+    generation: Int64 = 0
+    members: StrSeq = field(default_factory=list)
+    owners: Int32Seq = field(default_factory=list)
+    expelled: StrSeq = field(default_factory=list)
 
 
 def _blob_as_bytes(cls: Any) -> None:
@@ -183,7 +199,7 @@ def _blob_as_bytes(cls: Any) -> None:
     idl = cls.__idl__
     idl.populate()
     for machine in (idl.v1_machine, idl.v2_machine):
-        machine.members_machines["blob"] = BytesMachine()
+        machine.members_machines["blob"] = BytesMachine()  # type: ignore[no-untyped-call]
 
 
 for _cls in (Request, Reply, LiveBatch):

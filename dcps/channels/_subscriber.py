@@ -146,6 +146,7 @@ class ChannelSubscriber(Generic[T]):
         connect_timeout: timedelta = timedelta(seconds=10),
     ) -> None:
         self.topic = topic
+        self._type: Any = topic.type
         self.anonymous = group is None
         self.member = uuid.uuid4().hex
         self.group = f"~anonymous/{self.member}" if group is None else check_name("group", group)
@@ -392,7 +393,7 @@ class ChannelSubscriber(Generic[T]):
                 offset, stamp, data = ch.buf.popleft()
                 ch.next = offset + 1
                 committed[c] = offset
-                value = self.topic.type.deserialize(data)
+                value = self._type.deserialize(data)
                 if self._filter is not None and not self._filter(value):
                     continue
                 if self._converter is not None:
@@ -600,7 +601,8 @@ class ChannelSubscriber(Generic[T]):
         self, channel_or_map: int | Mapping[int, Position], to: Position | datetime | None = None
     ) -> Any:
         """:meth:`seek`, then commit the position seeked to."""
-        result = self.seek(channel_or_map, to)  # type: ignore[call-overload]
+        seek: Any = self.seek
+        result = seek(channel_or_map, to)
         targets = result if isinstance(result, dict) else {result.channel: result}
         self._commit_targets(targets)
         return result
