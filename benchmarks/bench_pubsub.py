@@ -7,7 +7,8 @@ same for the raw ``cyclonedds`` binding; the raw ones never import dcps) and
 driven from this process over their stdin/stdout. Two topic types:
 
 * ``small keyed``: ``struct Small { @key int32 id; int64 seq; int64 stamp; double value; }``
-* ``4 KiB keyed``: ``struct Payload { @key int32 id; int64 seq; int64 stamp; sequence<octet> payload; }``
+* ``4 KiB keyed``: ``struct Payload { @key int32 id; int64 seq; int64 stamp;
+  sequence<octet> payload; }``
   with 4096 payload bytes: a numpy array in dcps, a ``list`` of ints in the raw
   binding (its ``sequence<uint8>`` machine packs ``*value`` with ``struct``; a
   list is its fastest input, ``bytes`` works too, and reads come back as lists).
@@ -156,7 +157,15 @@ class _Impl:
 
 class _RawImpl(_Impl):
     def __init__(self, domain: int, prefix: str, role: str) -> None:
-        from cyclonedds.core import InstanceState, Policy, Qos, ReadCondition, SampleState, ViewState, WaitSet
+        from cyclonedds.core import (
+            InstanceState,
+            Policy,
+            Qos,
+            ReadCondition,
+            SampleState,
+            ViewState,
+            WaitSet,
+        )
         from cyclonedds.domain import DomainParticipant
         from cyclonedds.pub import DataWriter
         from cyclonedds.sub import DataReader
@@ -396,7 +405,8 @@ class _Peer:
 
 
 def _peer_main(args: argparse.Namespace) -> None:
-    impl: _Impl = (_RawImpl if args.impl == "raw" else _DcpsImpl)(args.domain, args.prefix, args.peer)
+    impl_class = _RawImpl if args.impl == "raw" else _DcpsImpl
+    impl: _Impl = impl_class(args.domain, args.prefix, args.peer)
     peer = _Peer(impl)
     if args.profile:
         import cProfile
@@ -603,7 +613,7 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point: run the benchmark (or, with ``--peer``, be one of its processes)."""
+    """Command line: run the benchmark (or, with ``--peer``, be one of its processes)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="a ~15 s smoke run (fewer samples, runs and pings)")
