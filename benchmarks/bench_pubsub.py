@@ -10,8 +10,9 @@ driven from this process over their stdin/stdout. Two topic types:
 * ``4 KiB keyed``: ``struct Payload { @key int32 id; int64 seq; int64 stamp;
   sequence<octet> payload; }``
   with 4096 payload bytes: a numpy array in dcps, a ``list`` of ints in the raw
-  binding (its ``sequence<uint8>`` machine packs ``*value`` with ``struct``; a
-  list is its fastest input, ``bytes`` works too, and reads come back as lists).
+  binding (its ``sequence<uint8>`` machine packs ``*value`` with ``struct``:
+  list, bytes, bytearray and array.array cost the same within noise, numpy
+  arrays are refused, and reads come back as lists, so the pong echoes a list).
 
 Both use reliable KEEP_ALL QoS (max_blocking_time 10 s), 16 instances (``id =
 seq % 16``), loopback only (``CYCLONEDDS_URI`` pins Cyclone to ``lo`` unless the
@@ -26,11 +27,12 @@ caller set it).
   writer process writes a ping, the reader process takes it and writes it back
   on a second topic, the writer waits for it; one-way latency = round trip / 2.
   p50 and p99 over all pings of all repetitions.
+* CPU: CPU time of the writing and the taking thread per sample (and of both
+  threads per ping-pong), which depends far less on machine load than rates.
 
 Ratios are dcps/raw: throughput >= 0.9x and p50 latency <= 1/0.9 = 1.11x are
 the targets.
 """
-
 
 import argparse
 import json
