@@ -304,7 +304,10 @@ class WaitSet(Entity):
             count = self._cyclone.wait(duration_ns(timeout))
         if count == 0:
             raise DcpsTimeoutError(f"no condition triggered within {timeout}")
-        return [c for c in self.conditions if c.triggered]
+        conditions = self.conditions
+        if count >= len(conditions):  # all of them: no need to ask each one again
+            return list(conditions)
+        return [c for c in conditions if c.triggered]
 
 
 def _target(condition: Condition) -> Any:

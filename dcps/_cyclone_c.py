@@ -1,6 +1,14 @@
-"""The few Cyclone C calls the Python binding does not expose (via ctypes).
+"""Cyclone C calls made through ctypes rather than the binding's C layer.
 
-- ``peek_infos``: the SampleInfos of a reader's cache without changing any
+ctypes releases the GIL for the duration of each call; the binding's own
+``ddspy_write``/``ddspy_take`` keep holding it. That matters: Cyclone runs
+Python callbacks (content filters, query conditions, listeners) on its
+receive threads, sometimes under its reader-cache lock. A thread blocked in a
+reliable write, or waiting for that lock, while holding the GIL stalls those
+callbacks, and with them acknowledgements or the lock itself (a deadlock).
+
+- ``write``/``read_take``: data paths that release the GIL.
+- ``peek_infos``: SampleInfos of a reader's cache without changing any
   sample's READ/NOT_READ state (for next-instance iteration).
 - ``instance_key``: the serialised key of an instance handle, even when the
   reader holds no sample of it.
@@ -9,7 +17,9 @@
 from __future__ import annotations
 
 import ctypes as ct
+from typing import Any
 
+import numpy as np
 from cyclonedds.internal import dds_c_t, load_cyclonedds
 
 from dcps._retcode import error_for
@@ -25,6 +35,67 @@ class _SampleContainer(ct.Structure):
     """The Python binding's sample representation: serialised bytes."""
 
     _fields_ = [("usample", ct.c_void_p), ("usample_size", ct.c_size_t)]
+
+
+_INFO = dds_c_t.sample_info
+#: dds_sample_info_t as a numpy record, to convert a whole batch at once.
+INFO_DTYPE = np.dtype({
+    "names": [name for name, _ in _INFO._fields_],
+    "formats": ["<u4", "<u4", "<u4", "?", "<i8", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", "<u4"],
+    "offsets": [getattr(_INFO, name).offset for name, _ in _INFO._fields_],
+    "itemsize": ct.sizeof(_INFO),
+})
+
+_WRITE = {
+    "write": (_lib.dds_write, _lib.dds_write_ts),
+    "write_dispose": (_lib.dds_writedispose, _lib.dds_writedispose_ts),
+}
+for _plain, _stamped in _WRITE.values():
+    _plain.restype = _stamped.restype = ct.c_int32
+    _plain.argtypes = [ct.c_int32, ct.c_void_p]
+    _stamped.argtypes = [ct.c_int32, ct.c_void_p, ct.c_int64]
+for _fn in (_lib.dds_take_mask, _lib.dds_read_mask):
+    _fn.restype = ct.c_int32
+    _fn.argtypes = [ct.c_int32, ct.c_void_p, ct.c_void_p, ct.c_size_t, ct.c_uint32, ct.c_uint32]
+for _fn in (_lib.dds_take_instance_mask, _lib.dds_read_instance_mask):
+    _fn.restype = ct.c_int32
+    _fn.argtypes = [ct.c_int32, ct.c_void_p, ct.c_void_p, ct.c_size_t, ct.c_uint32,
+                    ct.c_uint64, ct.c_uint32]
+
+
+def write(op: str, writer_ref: int, data: bytes, timestamp: int | None) -> int:
+    """``dds_write``/``dds_writedispose`` (optionally with a source timestamp); GIL released."""
+    container = _SampleContainer(ct.cast(ct.c_char_p(data), ct.c_void_p), len(data))
+    plain, stamped = _WRITE[op]
+    if timestamp is None:
+        return int(plain(writer_ref, ct.byref(container)))
+    return int(stamped(writer_ref, ct.byref(container), timestamp))
+
+
+def read_take(
+    take: bool, ref: int, mask: int, max_samples: int, instance: int | None = None
+) -> list[tuple[bytes, tuple[Any, ...]]] | int:
+    """Read or take up to ``max_samples``: (CDR bytes, info tuple) pairs, or a negative return code.
+
+    The info tuple holds the fields of ``dds_sample_info_t`` in order.
+    """
+    buf = (ct.c_void_p * max_samples)()
+    infos = (_INFO * max_samples)()
+    if instance is None:
+        fn = _lib.dds_take_mask if take else _lib.dds_read_mask
+        n = fn(ref, buf, infos, max_samples, max_samples, mask)
+    else:
+        fn = _lib.dds_take_instance_mask if take else _lib.dds_read_instance_mask
+        n = fn(ref, buf, infos, max_samples, max_samples, instance, mask)
+    if n <= 0:
+        return [] if n == 0 else int(n)
+    try:
+        containers = [ct.cast(buf[i], ct.POINTER(_SampleContainer)).contents for i in range(n)]
+        data = [ct.string_at(c.usample, c.usample_size) for c in containers]
+        rows = np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
+    finally:
+        _lib.dds_return_loan(ct.c_int32(ref), buf, ct.c_int32(n))
+    return list(zip(data, rows, strict=True))
 
 
 def peek_infos(reader_ref: int, mask: int, max_samples: int) -> list[dds_c_t.sample_info]:
@@ -59,3 +130,73 @@ def assert_liveliness(entity_ref: int) -> None:
     rc = _lib.dds_assert_liveliness(ct.c_int32(entity_ref))
     if rc < 0:
         raise error_for(rc, "assert liveliness")
+
+
+Row = tuple[bytes, tuple[Any, ...]]
+_READ_STATE = 1  # DDS_READ_SAMPLE_STATE
+
+
+class ReaderBuffer:
+    """Reads and takes of one reader through ctypes, in chunks sized by experience.
+
+    A take that fills its chunk simply continues. A read cannot: the first call
+    already marked its samples READ (and their instances NOT_NEW). So a read
+    that overflows its chunk is repeated with a larger buffer, and the result is
+    put together from both calls as one read would have returned it.
+    """
+
+    def __init__(self) -> None:
+        self.capacity = 64
+
+    def take(self, ref: int, mask: int, max_samples: int, instance: int | None) -> list[Row] | int:
+        """Take up to ``max_samples`` matching samples."""
+        out: list[Row] = []
+        size = min(max_samples, self.capacity)
+        while True:
+            chunk = read_take(True, ref, mask, size, instance)
+            if isinstance(chunk, int):
+                return chunk if not out else out
+            out += chunk
+            if len(chunk) < size or len(out) >= max_samples:
+                return out
+            self.capacity = min(max(self.capacity, size * 2), 1 << 16)
+            size = min(max_samples - len(out), self.capacity)
+
+    def read(self, ref: int, mask: int, max_samples: int, instance: int | None) -> list[Row] | int:
+        """Read up to ``max_samples`` matching samples, as a single DDS read."""
+        size = min(max_samples, self.capacity)
+        first = read_take(False, ref, mask, size, instance)
+        if isinstance(first, int) or len(first) < size or size >= max_samples:
+            return first
+        rest: list[Row] = []
+        while True:
+            self.capacity = min(self.capacity * 4, 1 << 16)
+            size = min(max_samples, self.capacity + len(first))
+            again = read_take(False, ref, mask, size, instance)
+            if isinstance(again, int):
+                return first
+            # With READ in the mask the first batch comes back first; without, it does not.
+            rest = again[len(first):] if mask & _READ_STATE else again
+            if len(again) < size or size >= max_samples or self.capacity >= 1 << 16:
+                break
+        return _as_one_read(first, rest[: max_samples - len(first)])
+
+
+def _as_one_read(first: list[Row], rest: list[Row]) -> list[Row]:
+    """Merge two reads into what one read returns: view states and ranks over the whole."""
+    view_of = {info[5]: info[1] for _, info in first}
+    merged = first + [(d, (i[0], view_of.get(i[5], i[1]), *i[2:])) for d, i in rest]
+    latest: dict[int, int] = {}
+    count: dict[int, int] = {}
+    for _, info in merged:
+        latest[info[5]] = info[7] + info[8]
+        count[info[5]] = count.get(info[5], 0) + 1
+    seen: dict[int, int] = {}
+    out: list[Row] = []
+    for data, info in merged:
+        handle = info[5]
+        seen[handle] = seen.get(handle, 0) + 1
+        sample_rank = count[handle] - seen[handle]
+        generation_rank = latest[handle] - (info[7] + info[8])
+        out.append((data, (*info[:9], sample_rank, generation_rank, info[11])))
+    return out

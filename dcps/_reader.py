@@ -8,13 +8,12 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from cyclonedds._clayer import ddspy_read, ddspy_read_handle, ddspy_take, ddspy_take_handle
 from cyclonedds.sub import DataReader as CycloneReader
 
 import idl
 import qos as q
 from dcps import _status as st
-from dcps._cyclone_c import instance_key, peek_infos
+from dcps._cyclone_c import ReaderBuffer, instance_key, peek_infos
 from dcps._entity import Entity
 from dcps._listener import Listener, build_cyclone_listener
 from dcps._participant import DomainParticipant
@@ -101,6 +100,7 @@ class DataReader(Entity, Generic[T]):
         self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._wakeup_lock = threading.Lock()
         self._autopurge = AutoPurge(checked_qos[q.ReaderDataLifecycle])
+        self._buffer = ReaderBuffer()
         # With SubscriptionKeys, dcps keeps the instances (Cyclone has no such policy).
         self._keyed: KeyedCache[T] | None = (
             KeyedCache(topic.data_type, checked_qos)
@@ -137,8 +137,19 @@ class DataReader(Entity, Generic[T]):
     def _describe(self) -> str:
         return f"DataReader({self._topic.name!r})"
 
+    def _needs_data_hook(self) -> bool:
+        """Whether dcps itself must hear of every arriving sample (else no Python runs then)."""
+        return self._keyed is not None or self._autopurge.active or bool(self._wakeups)
+
     def _cyclone_listener(self) -> Any:
-        return build_cyclone_listener(self, self._listener, on_data_available=self._on_data)
+        # A Python on_data_available runs on Cyclone's receive thread for every
+        # sample and must take the GIL: install it only while something needs it.
+        hook = self._on_data if self._needs_data_hook() else None
+        return build_cyclone_listener(self, self._listener, on_data_available=hook)
+
+    def _update_listener(self) -> None:
+        with cyclone_call("set listener"):
+            self._cyclone.set_listener(self._cyclone_listener())
 
     def _on_data(self) -> None:
         if self._keyed is not None:
@@ -163,7 +174,7 @@ class DataReader(Entity, Generic[T]):
             if self._keyed is not None:
                 self._keyed.purge(handle)
             else:
-                ddspy_take_handle(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED, handle)
+                self._buffer.take(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED, handle)
 
     def _drain(self) -> None:
         """Move everything Cyclone holds into the SubscriptionKeys cache."""
@@ -171,11 +182,12 @@ class DataReader(Entity, Generic[T]):
         with self._keyed.lock:
             if self.closed:
                 return
-            raw = ddspy_take(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED)
+            raw = self._buffer.take(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED, None)
             if isinstance(raw, int):
                 raise error_for(raw, f"take on {self._describe()}")
             deserialize = self._type.deserialize  # type: ignore[attr-defined]
-            batch = [(deserialize(data) if info.valid_data else None, info) for data, info in raw]
+            batch = [(deserialize(data) if row[3] else None, SampleInfo._from_row(row))
+                     for data, row in raw]
             if self._keyed.add_batch(batch):
                 self._refresh_conditions()
 
@@ -346,10 +358,7 @@ class DataReader(Entity, Generic[T]):
             return _ordered(out, condition)
         if condition is None:
             ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
-        if instance is None:
-            raw = (ddspy_take if take else ddspy_read)(ref, mask, max_samples)
-        else:
-            raw = (ddspy_take_handle if take else ddspy_read_handle)(ref, mask, max_samples, instance)
+        raw = (self._buffer.take if take else self._buffer.read)(ref, mask, max_samples, instance)
         if isinstance(raw, int):
             action = "take" if take else "read"
             if instance is not None and raw == -3:
@@ -357,9 +366,10 @@ class DataReader(Entity, Generic[T]):
             raise error_for(raw, f"{action} on {self._describe()}")
         deserialize, deserialize_key = self._type.deserialize, self._type.deserialize_key  # type: ignore[attr-defined]
         out: list[Sample[T]] = []
-        for data, info in raw:
-            value = deserialize(data) if info.valid_data else deserialize_key(data)
-            out.append(Sample(value, SampleInfo._from_cyclone(info)))
+        from_row = SampleInfo._from_row
+        for data, row in raw:
+            value = deserialize(data) if row[3] else deserialize_key(data)
+            out.append(Sample(value, from_row(row)))
         return _ordered(out, condition)
 
     # -- instances -----------------------------------------------------------
@@ -448,6 +458,9 @@ class DataReader(Entity, Generic[T]):
         entry = (loop, event)
         with self._wakeup_lock:
             self._wakeups.append(entry)
+            first = len(self._wakeups) == 1
+        if first:
+            self._update_listener()  # before the first take, so no sample slips by
         try:
             while not self.closed:
                 event.clear()
@@ -459,6 +472,9 @@ class DataReader(Entity, Generic[T]):
         finally:
             with self._wakeup_lock:
                 self._wakeups.remove(entry)
+                last = not self._wakeups
+            if last and not self.closed:
+                self._update_listener()
 
     # -- matching and statuses ----------------------------------------------
     @property

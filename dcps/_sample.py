@@ -76,6 +76,14 @@ class SampleInfo:
         return ns_to_datetime(self.source_timestamp_ns)
 
     @classmethod
+    def _from_row(cls, row: tuple[Any, ...]) -> SampleInfo:
+        """From a ``dds_sample_info_t`` as a tuple of its fields, in order."""
+        return cls(
+            _SAMPLE_STATES[row[0]], _VIEW_STATES[row[1]], _INSTANCE_STATES[row[2]],
+            row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10], row[11],
+        )
+
+    @classmethod
     def _from_cyclone(cls, info: Any) -> SampleInfo:
         return cls(
             _SAMPLE_STATES[info.sample_state],

@@ -146,7 +146,7 @@ class KeyedCache(Generic[T]):
             if not entries:
                 self._remove(instance)
             return False
-        entries.append(_Entry(data, info.source_timestamp, info.publication_handle,
+        entries.append(_Entry(data, info.source_timestamp_ns, info.publication_handle,
                               instance.disposed_generation_count))
         self._count += 1
         instance.key_sample = data

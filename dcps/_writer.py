@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from cyclonedds._clayer import ddspy_write, ddspy_write_ts
 from cyclonedds.pub import DataWriter as CycloneWriter
 
 import idl
 import qos as q
 from dcps import _status as st
 from dcps._cyclone_c import assert_liveliness, instance_key
+from dcps._cyclone_c import write as c_write
 from dcps._entity import Entity, EntityState
 from dcps._listener import Listener, build_cyclone_listener
 from dcps._participant import DomainParticipant
@@ -161,19 +161,19 @@ class DataWriter(Entity, Generic[T]):
         if self._state is EntityState.CLOSED:
             self._check_open()
         data = self._serialize(sample)
-        if timestamp is None:
-            rc = ddspy_write(self._cyclone._ref, data)
-        else:
-            rc = ddspy_write_ts(self._cyclone._ref, data, timestamp_ns(timestamp))
+        stamp = None if timestamp is None else timestamp_ns(timestamp)
+        rc = c_write("write", self._cyclone._ref, data, stamp)
         if rc < 0:
             raise error_for(rc, f"write on {self._describe()}")
 
     def write_dispose(self, sample: T, timestamp: datetime | int | None = None) -> None:
         """Publish ``sample`` and dispose its instance in one step."""
-        self._checked(sample)
-        ts = None if timestamp is None else timestamp_ns(timestamp)
-        with cyclone_call(f"write_dispose on {self._describe()}"):
-            self._cyclone.write_dispose(sample, ts)
+        self._check_open()
+        data = self._serialize(sample)
+        stamp = None if timestamp is None else timestamp_ns(timestamp)
+        rc = c_write("write_dispose", self._cyclone._ref, data, stamp)
+        if rc < 0:
+            raise error_for(rc, f"write_dispose on {self._describe()}")
 
     def dispose(self, instance: T | int, timestamp: datetime | int | None = None) -> None:
         """Dispose an instance, given by a sample with its key or by its handle."""
