@@ -9,7 +9,7 @@ import attrs
 
 from idl._errors import BadParameterError
 
-__all__ = ["CommitResult", "CommitStatus", "Position"]
+__all__ = ["CommitResult", "CommitStatus", "Position", "trusted_position"]
 
 
 def _check_channel(_: object, __: attrs.Attribute[int], value: int) -> None:
@@ -51,6 +51,14 @@ class Position:
 
     def __str__(self) -> str:
         return f"{self.channel}:{self.offset}"
+
+
+def trusted_position(channel: int, offset: int) -> Position:
+    """A Position from values known to be valid (skips validation on hot paths)."""
+    position = object.__new__(Position)
+    object.__setattr__(position, "channel", channel)
+    object.__setattr__(position, "offset", offset)
+    return position
 
 
 class CommitStatus(enum.Enum):

@@ -20,7 +20,7 @@ from idl._errors import (
     InconsistentPolicyError,
 )
 
-from ._position import Position
+from ._position import Position, trusted_position
 from ._protocol import Endpoint, Op, Reply, StoreClient, pack, raise_for_reply
 from ._topic import ChannelledTopic
 
@@ -263,34 +263,42 @@ class ChannelPublisher(Generic[T]):
             first = reply.offsets[0]
             for i, (_, fut) in enumerate(batch.items):
                 if not fut.done():
-                    fut.set_result(Position(channel, first + i))
+                    fut.set_result(trusted_position(channel, first + i))
         with self._idle:
             self._in_flight.discard(reply_future)
             self._idle.notify_all()
 
     def _linger_loop(self) -> None:
+        """Send each batch ``linger`` after its first sample unless it filled up before."""
         while not self._closed:
-            self._wake.wait(timeout=max(self._linger, 0.001))
-            self._wake.clear()
-            time.sleep(self._linger)  # let the batch fill for its linger time
-            self._send_stale(force=False)
+            with self._lock:
+                oldest = min((b.started for b in self._pending.values()), default=None)
+                self._wake.clear()
+            if oldest is None:
+                self._wake.wait()  # set when a batch starts (or on close)
+                continue
+            delay = oldest + self._linger - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # later batches cannot be due earlier
+            if not self._send_stale(force=False):
+                time.sleep(min(self._linger, 0.001) or 0.0005)  # every slot is busy
 
-    def _send_stale(self, *, force: bool, deadline: float | None = None) -> None:
+    def _send_stale(self, *, force: bool, deadline: float | None = None) -> bool:
+        """Send due (or, forced, all) batches; False if a due batch found no free slot."""
         with self._lock:
             now = time.monotonic()
             for channel, batch in list(self._pending.items()):
                 if not force and now - batch.started < self._linger:
-                    self._wake.set()
                     continue
                 if deadline is None:
                     if not self._slots.acquire(blocking=False):
-                        self._wake.set()
-                        continue
+                        return False
                 elif not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
                     raise DcpsTimeoutError(
                         f"flushing {self.topic.name!r} timed out waiting for the store"
                     )
                 self._send_locked(channel)
+        return True
 
     def flush(self, timeout: timedelta | None = None) -> None:
         """Send every queued batch and wait until the store answered all of them."""

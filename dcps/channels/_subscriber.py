@@ -25,7 +25,7 @@ from idl._errors import (
     PreconditionNotMetError,
 )
 
-from ._position import CommitResult, CommitStatus, Position
+from ._position import CommitResult, CommitStatus, Position, trusted_position
 from ._protocol import (
     ANY_STATE,
     ASSIGN_QOS,
@@ -398,7 +398,7 @@ class ChannelSubscriber(Generic[T]):
                     continue
                 if self._converter is not None:
                     value = self._converter(value)
-                out.append(Element(value, Position(c, offset), _from_ns(stamp)))
+                out.append(Element(value, trusted_position(c, offset), _from_ns(stamp)))
             if len(out) >= n:
                 break
         if committed and self.anonymous:
