@@ -182,6 +182,18 @@ class TestPublisher:
         """A topic first seen without a channel count gets 17 channels."""
         assert dds.pub(ChannelledTopic(topic_name + "_d", Msg)).channel_count == 17
 
+    def test_store_partition_count_sets_the_default(
+        self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str
+    ) -> None:
+        """A store with 100 partitions gives new topics 11 channels (next prime above 10)."""
+        with (
+            Store(tmp_path / "s", domain_id=domain_id, namespace=namespace, partition_count=100),
+            ChannelPublisher(
+                ChannelledTopic(topic_name, Msg), domain_id=domain_id, namespace=namespace
+            ) as pub,
+        ):
+            assert pub.channel_count == 11
+
     def test_flow_control_times_out_when_store_stops(
         self, tmp_path: Path, domain_id: int, namespace: str, topic: ChannelledTopic
     ) -> None:

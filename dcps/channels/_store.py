@@ -24,7 +24,7 @@ from idl._errors import (
 )
 
 from ._assignment import assign_channels
-from ._log import ChannelLog, SyncMode
+from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, SyncMode, default_channel_count
 from ._position import CommitStatus
 from ._protocol import (
     ANY_STATE,
@@ -79,7 +79,9 @@ class Store:
     ``Store(data_dir, domain_id=...)`` opens (or creates) ``data_dir/channels.db``
     and starts serving at once; use it as a context manager or call
     :meth:`close`. ``topics`` pre-configures channelled topics. ``sync`` picks
-    the fsync policy. Opening a corrupt, foreign or newer data file raises a
+    the fsync policy. Topics created without a channel count get the next
+    prime above the square root of ``partition_count`` (17 for the default
+    257). Opening a corrupt, foreign or newer data file raises a
     :class:`~dcps.DcpsError` before anything is started.
     """
 
@@ -91,11 +93,13 @@ class Store:
         namespace: str = "dcps",
         sync: SyncMode = SyncMode.FULL,
         topics: Iterable[ChannelledTopic] = (),
+        partition_count: int = DEFAULT_PARTITION_COUNT,
     ) -> None:
         self.data_dir = Path(data_dir)
         if self.data_dir.exists() and not self.data_dir.is_dir():
             raise BadParameterError(f"the store data directory {self.data_dir} is not a directory")
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.default_channel_count = default_channel_count(partition_count)
         self.log = ChannelLog(self.data_dir / STORE_FILE, sync=sync)
         try:
             for info in self.log.topics():  # anonymous subscribers do not outlive a store
@@ -198,7 +202,9 @@ class Store:
 
     def _ensure(self, name: str, count: int, retain: bool | None, type_name: str) -> Any:
         existed = name in {t.name for t in self.log.topics()}
-        info = self.log.ensure_topic(name, count or None, bool(retain), type_name)
+        info = self.log.ensure_topic(
+            name, count or self.default_channel_count, bool(retain), type_name
+        )
         if existed:
             if count and count != info.channel_count:
                 raise InconsistentPolicyError(
@@ -464,6 +470,7 @@ def run_store(
     domain_id: int = 0,
     namespace: str = "dcps",
     sync: SyncMode = SyncMode.FULL,
+    partition_count: int = DEFAULT_PARTITION_COUNT,
     stop: threading.Event | None = None,
     on_ready: Callable[[Store], None] | None = None,
 ) -> None:
@@ -475,7 +482,13 @@ def run_store(
     if stop is None and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: event.set())
-    with Store(data_dir, domain_id=domain_id, namespace=namespace, sync=sync) as store:
+    with Store(
+        data_dir,
+        domain_id=domain_id,
+        namespace=namespace,
+        sync=sync,
+        partition_count=partition_count,
+    ) as store:
         if on_ready is not None:
             on_ready(store)
         print(

@@ -23,8 +23,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=SyncMode.FULL.value,
         help="SQLite synchronous mode: FULL fsyncs every batch, NORMAL at checkpoints",
     )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=257,
+        help="partition count; new topics default to the next prime above its square root",
+    )
     args = parser.parse_args(argv)
-    run_store(args.data, domain_id=args.domain, namespace=args.namespace, sync=SyncMode(args.sync))
+    run_store(
+        args.data,
+        domain_id=args.domain,
+        namespace=args.namespace,
+        sync=SyncMode(args.sync),
+        partition_count=args.partitions,
+    )
 
 
 if __name__ == "__main__":
