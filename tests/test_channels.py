@@ -293,6 +293,37 @@ class TestAnonymousSubscriber:
             sub.receive()
 
 
+class TestStitching:
+    def test_catch_up_meets_live_tail_without_loss_or_duplicates(
+        self, dds: Entities, retained: ChannelledTopic
+    ) -> None:
+        """A member joining mid-stream gets history then live data, each offset exactly once."""
+        pub = dds.pub(retained, order_by=OrderBy.fixed(0), batch_count=7)
+        stop = threading.Event()
+        sent: list[int] = []
+
+        def publish() -> None:
+            i = 0
+            while not stop.is_set() and i < 3000:
+                pub.publish(Msg(0, i))
+                sent.append(i)
+                i += 1
+            pub.flush()
+
+        thread = threading.Thread(target=publish)
+        thread.start()
+        try:
+            wait_until(lambda: len(sent) > 300)
+            sub = dds.sub(retained, group="late")
+            got = receive_n(sub, 600)
+        finally:
+            stop.set()
+            thread.join()
+        offsets = [e.position.offset for e in got]
+        assert offsets == list(range(600))
+        assert [e.value.seq for e in got] == list(range(600))
+
+
 class TestGroups:
     def test_members_split_the_channels_and_the_elements(
         self, dds: Entities, topic: ChannelledTopic
