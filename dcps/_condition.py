@@ -6,6 +6,7 @@ Cyclone parents wait sets and guard conditions to a participant, so dcps'
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,9 @@ from dcps._entity import Entity
 from dcps._participant import DomainParticipant
 from dcps._reader import DataReader, state_mask
 from dcps._retcode import cyclone_call
-from dcps._sample import InstanceState, SampleState, ViewState
+from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState
 from dcps._status import StatusKind
-from dcps._time import duration_ns
+from dcps._time import INFINITE_NS, duration_ns
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
 
 if TYPE_CHECKING:
@@ -31,9 +32,16 @@ if TYPE_CHECKING:
 class Condition(Entity):
     """Something a :class:`WaitSet` can wait for."""
 
+    _pending: Any = None  # SubscriptionKeys readers: "Cyclone holds undrained samples"
+
     def __init__(self, parent: Entity) -> None:
         super().__init__(parent)
         self._waitsets: list[WaitSet] = []
+
+    def _on_close(self) -> None:
+        if self._pending is not None:
+            self._pending.__del__()
+            self._pending = None
 
     def _rebind(self) -> None:
         """Follow the reader onto its re-created Cyclone reader; stay attached."""
@@ -41,7 +49,8 @@ class Condition(Entity):
         self._cyclone = self._create()  # type: ignore[attr-defined]
         for ws in self._waitsets:
             with cyclone_call("re-attach condition"):
-                ws._cyclone.attach(_target(self))
+                for target in _targets(self):
+                    ws._cyclone.attach(target)
         old.__del__()
 
     @property
@@ -82,9 +91,15 @@ class ReadCondition(Condition):
 
     def _create_keyed(self) -> Any:
         # A SubscriptionKeys reader keeps its samples in dcps: a guard condition
-        # that the reader sets whenever its cache changes stands in.
+        # that the reader sets whenever its cache changes stands in, and a Cyclone
+        # read condition on "anything not yet drained" wakes wait sets so that
+        # WaitSet.wait drains (no Python runs on Cyclone's threads per sample).
         with cyclone_call("create ReadCondition"):
             guard = CycloneGuard(self._participant()._cyclone)
+            old_pending = getattr(self, "_pending", None)
+            self._pending = CycloneRead(self._reader._cyclone, ANY_STATE)
+        if old_pending is not None:
+            old_pending.__del__()
         self._cyclone = guard
         self._refresh()
         return guard
@@ -221,7 +236,8 @@ class StatusCondition(Condition):
         self.set_enabled_statuses(self.enabled_statuses)
         for ws in self._waitsets:
             with cyclone_call("re-attach condition"):
-                ws._cyclone.attach(_target(self))
+                for target in _targets(self):
+                    ws._cyclone.attach(target)
 
     def set_enabled_statuses(self, statuses: StatusKind) -> None:
         """Choose the statuses this condition (and the entity's wait-set trigger) reacts to."""
@@ -279,7 +295,8 @@ class WaitSet(Entity):
         if condition in self._conditions:
             return
         with cyclone_call("attach condition"):
-            self._cyclone.attach(_target(condition))
+            for target in _targets(condition):
+                self._cyclone.attach(target)
         self._conditions.append(condition)
         condition._waitsets.append(self)
 
@@ -290,7 +307,8 @@ class WaitSet(Entity):
             raise PreconditionNotMetError("that condition is not attached to this WaitSet")
         if not condition.closed:
             with cyclone_call("detach condition"):
-                self._cyclone.detach(_target(condition))
+                for target in _targets(condition):
+                    self._cyclone.detach(target)
         self._conditions.remove(condition)
         condition._waitsets.remove(self)
 
@@ -300,14 +318,31 @@ class WaitSet(Entity):
         Raises :class:`DcpsTimeoutError` if none holds within ``timeout``.
         """
         self._check_open()
-        with cyclone_call("wait"):
-            count = self._cyclone.wait(duration_ns(timeout))
-        if count == 0:
-            raise DcpsTimeoutError(f"no condition triggered within {timeout}")
-        conditions = self.conditions
-        if count >= len(conditions):  # all of them: no need to ask each one again
-            return list(conditions)
-        return [c for c in conditions if c.triggered]
+        ns = duration_ns(timeout)
+        deadline = None if ns == INFINITE_NS else time.monotonic() + ns / 1e9
+        while True:
+            remaining = ns if deadline is None else max(0, int((deadline - time.monotonic()) * 1e9))
+            with cyclone_call("wait"):
+                count = self._cyclone.wait(remaining)
+            if count == 0:
+                raise DcpsTimeoutError(f"no condition triggered within {timeout}")
+            conditions = self.conditions
+            drained = {id(c._reader): c._reader for c in conditions  # type: ignore[attr-defined]
+                       if c._pending is not None}
+            if not drained and count >= len(conditions):  # all fired: no need to ask again
+                return list(conditions)
+            for reader in drained.values():
+                reader._drain()  # SubscriptionKeys: file what arrived, then judge
+            triggered = [c for c in conditions if c.triggered]
+            if triggered:
+                return triggered
+
+
+def _targets(condition: Condition) -> list[Any]:
+    targets = [_target(condition)]
+    if condition._pending is not None:
+        targets.append(condition._pending)
+    return targets
 
 
 def _target(condition: Condition) -> Any:

@@ -17,6 +17,7 @@ callbacks, and with them acknowledgements or the lock itself (a deadlock).
 from __future__ import annotations
 
 import ctypes as ct
+import threading
 from typing import Any
 
 import numpy as np
@@ -72,6 +73,26 @@ def write(op: str, writer_ref: int, data: bytes, timestamp: int | None) -> int:
     return int(stamped(writer_ref, ct.byref(container), timestamp))
 
 
+class _Buffers:
+    """Sample-pointer and SampleInfo arrays for loaned reads, reused per size and thread."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def get(self, size: int) -> tuple[Any, Any]:
+        cache: dict[int, tuple[Any, Any]] | None = getattr(self._local, "cache", None)
+        if cache is None:
+            cache = self._local.cache = {}
+        found = cache.get(size)
+        if found is None:
+            found = cache[size] = ((ct.c_void_p * size)(), (_INFO * size)())
+        found[0][0] = None  # NULL first pointer: Cyclone loans the sample memory
+        return found
+
+
+_buffers = _Buffers()
+
+
 def read_take(
     take: bool, ref: int, mask: int, max_samples: int, instance: int | None = None
 ) -> list[tuple[bytes, tuple[Any, ...]]] | int:
@@ -79,8 +100,7 @@ def read_take(
 
     The info tuple holds the fields of ``dds_sample_info_t`` in order.
     """
-    buf = (ct.c_void_p * max_samples)()
-    infos = (_INFO * max_samples)()
+    buf, infos = _buffers.get(max_samples)
     if instance is None:
         fn = _lib.dds_take_mask if take else _lib.dds_read_mask
         n = fn(ref, buf, infos, max_samples, max_samples, mask)
@@ -90,7 +110,8 @@ def read_take(
     if n <= 0:
         return [] if n == 0 else int(n)
     try:
-        containers = [ct.cast(buf[i], ct.POINTER(_SampleContainer)).contents for i in range(n)]
+        pointer = ct.POINTER(_SampleContainer)
+        containers = [ct.cast(buf[i], pointer).contents for i in range(n)]
         data = [ct.string_at(c.usample, c.usample_size) for c in containers]
         rows = np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
     finally:
@@ -98,19 +119,22 @@ def read_take(
     return list(zip(data, rows, strict=True))
 
 
-def peek_infos(reader_ref: int, mask: int, max_samples: int) -> list[dds_c_t.sample_info]:
-    """SampleInfos of up to ``max_samples`` samples matching ``mask``, states untouched."""
-    buf = (ct.c_void_p * max_samples)()
-    infos = (dds_c_t.sample_info * max_samples)()
-    n = _lib.dds_peek_mask(
-        ct.c_int32(reader_ref), buf, infos, ct.c_size_t(max_samples),
-        ct.c_uint32(max_samples), ct.c_uint32(mask),
-    )
-    if n < 0:
-        raise error_for(n, "peek reader cache")
-    if n > 0:
-        _lib.dds_return_loan(ct.c_int32(reader_ref), buf, ct.c_int32(n))
-    return [infos[i] for i in range(n)]
+def peek_infos(reader_ref: int, mask: int, max_samples: int) -> list[tuple[Any, ...]]:
+    """SampleInfo rows of up to ``max_samples`` samples matching ``mask``, states untouched."""
+    size = min(256, max_samples)
+    while True:
+        buf, infos = _buffers.get(size)
+        n = _lib.dds_peek_mask(
+            ct.c_int32(reader_ref), buf, infos, ct.c_size_t(size), ct.c_uint32(size),
+            ct.c_uint32(mask),
+        )
+        if n < 0:
+            raise error_for(n, "peek reader cache")
+        if n > 0:
+            _lib.dds_return_loan(ct.c_int32(reader_ref), buf, ct.c_int32(n))
+        if n < size or size >= max_samples:
+            return np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
+        size = min(size * 4, max_samples)
 
 
 def instance_key(entity_ref: int, handle: int) -> bytes | None:

@@ -139,7 +139,8 @@ class DataReader(Entity, Generic[T]):
 
     def _needs_data_hook(self) -> bool:
         """Whether dcps itself must hear of every arriving sample (else no Python runs then)."""
-        return self._keyed is not None or self._autopurge.active or bool(self._wakeups)
+        # (SubscriptionKeys readers drain on access and in WaitSet.wait instead.)
+        return self._autopurge.active or bool(self._wakeups)
 
     def _cyclone_listener(self) -> Any:
         # A Python on_data_available runs on Cyclone's receive thread for every
@@ -162,7 +163,7 @@ class DataReader(Entity, Generic[T]):
 
     def _observe_states(self) -> None:
         infos = peek_infos(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED)
-        self._autopurge.observe({i.instance_handle: InstanceState(i.instance_state) for i in infos})
+        self._autopurge.observe({row[5]: InstanceState(row[2]) for row in infos})
 
     def _purge(self) -> None:
         """Apply ReaderDataLifecycle: drop samples of instances not alive for too long."""
@@ -326,7 +327,7 @@ class DataReader(Entity, Generic[T]):
             self._refresh_conditions()
             return out
         floor = -1 if previous is None else previous
-        handles = {info.instance_handle for info in peek_infos(self._cyclone._ref, mask, LENGTH_UNLIMITED)}
+        handles = {row[5] for row in peek_infos(self._cyclone._ref, mask, LENGTH_UNLIMITED)}
         later = [h for h in handles if h > floor]
         if not later:
             return []

@@ -21,6 +21,9 @@ while the previous sample of that topic instance is still undrained would be
 read as a ``write_dispose`` of that sample: a narrow race Cyclone's API gives
 no way to close.
 
+Samples taken from Cyclone together are filed in source-timestamp order
+(Cyclone hands them over grouped by topic instance, not in arrival order).
+
 History (KEEP_LAST depth, or KEEP_ALL) and ResourceLimits apply per reader
 instance; samples beyond the limits are dropped oldest-first (KEEP_LAST) or
 rejected (KEEP_ALL, counted in ``rejected``).
@@ -104,7 +107,13 @@ class KeyedCache(Generic[T]):
 
     # -- arrival ------------------------------------------------------------
     def add_batch(self, batch: list[tuple[T, Any]]) -> bool:
-        """File a batch taken from Cyclone (data, Cyclone SampleInfo); True if anything was added."""
+        """File a batch taken from Cyclone (data, SampleInfo); True if anything was added.
+
+        Cyclone returns a batch grouped by topic instance; one reader instance may
+        gather several of those, so the batch is filed in source-timestamp order
+        (stable: a writer's own samples keep their order).
+        """
+        batch = sorted(batch, key=lambda item: item[1].source_timestamp_ns)
         last_valid: dict[int, int] = {}
         for index, (_, info) in enumerate(batch):
             if info.valid_data:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,9 +28,10 @@ class TestDemo:
     def test_demo_shows_the_whole_lifecycle(self, domain_id: int) -> None:
         """The README demo runs its three acts and ends with both sensors reborn as NEW."""
         out = run_example("examples.demo", "--domain", str(domain_id))
-        assert "sensor 2: humidity" in out and "[NOT_ALIVE_DISPOSED]" in out
-        assert "sensor 1: NOT_ALIVE_NO_WRITERS" in out
-        assert "sensor 3: NOT_ALIVE_NO_WRITERS" in out
+        # keep-last-1 state: a reader may see a sensor's last value or only its state change
+        assert re.search(r"sensor 2: .*NOT_ALIVE_DISPOSED", out)
+        assert re.search(r"sensor 1: .*NOT_ALIVE_NO_WRITERS", out)
+        assert re.search(r"sensor 3: .*NOT_ALIVE_NO_WRITERS", out)
         assert "(generations: disposed 0, no-writers 1)" in out
         assert out.rstrip().endswith("came back with view state ['NEW'].")
 

@@ -62,7 +62,7 @@ class TestLifecycle:
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
         """A dispose from the writer's process shows up as NOT_ALIVE_DISPOSED."""
-        peer.start_writer({"reliable": True}, reader)
+        peer.start_writer({"reliable": True, "keep_all": True}, reader)
         peer.call("write", sensor=1, value=1.0)
         peer.call("dispose", sensor=1)
         seen = wait_for_state(reader, 1, DISPOSED)
@@ -73,7 +73,7 @@ class TestLifecycle:
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
         """Unregistering (without auto-dispose) leaves the instance NOT_ALIVE_NO_WRITERS."""
-        peer.start_writer({"reliable": True, "keep_instances": True}, reader)
+        peer.start_writer({"reliable": True, "keep_all": True, "keep_instances": True}, reader)
         peer.call("write", sensor=2, value=2.0)
         peer.call("unregister", sensor=2)
         seen = wait_for_state(reader, 2, NO_WRITERS)
@@ -83,7 +83,7 @@ class TestLifecycle:
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
         """With the default WriterDataLifecycle, unregister also disposes the instance."""
-        peer.start_writer({"reliable": True}, reader)
+        peer.start_writer({"reliable": True, "keep_all": True}, reader)
         peer.call("write", sensor=3, value=3.0)
         peer.call("unregister", sensor=3)
         assert wait_for_state(reader, 3, DISPOSED)[-1].info.instance_state == DISPOSED
@@ -92,7 +92,7 @@ class TestLifecycle:
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
         """kill -9 of the only writer's process makes its instances NOT_ALIVE_NO_WRITERS."""
-        peer.start_writer({"reliable": True, "lease": 1.0, "keep_instances": True}, reader)
+        peer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader)
         peer.call("write", sensor=4, value=4.0)
         reader.wait_for_data()
         peer.kill()
@@ -104,7 +104,7 @@ class TestLifecycle:
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
         """On Cyclone, a lost writer with autodispose_unregistered_instances disposes its instances."""
-        peer.start_writer({"reliable": True, "lease": 1.0}, reader)
+        peer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, reader)
         peer.call("write", sensor=7, value=7.0)
         reader.wait_for_data()
         peer.kill()
@@ -114,7 +114,7 @@ class TestLifecycle:
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
         """Writing a disposed instance again gives view NEW and disposed_generation_count 1."""
-        peer.start_writer({"reliable": True}, reader)
+        peer.start_writer({"reliable": True, "keep_all": True}, reader)
         peer.call("write", sensor=5, value=1.0)
         peer.call("dispose", sensor=5)
         wait_for_state(reader, 5, DISPOSED)
@@ -134,8 +134,8 @@ class TestLifecycle:
         reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
         first, second = Peer(domain_id, topic_name), Peer(domain_id, topic_name)
         try:
-            second.start_writer({"reliable": True, "lease": 1.0, "keep_instances": True}, reader)
-            first.start_writer({"reliable": True, "lease": 1.0, "keep_instances": True}, reader)
+            second.start_writer({"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader)
+            first.start_writer({"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader)
             first.call("write", sensor=6, value=1.0)
             reader.wait_for_data()
             # read (not take) keeps the instance in the reader across the generations

@@ -160,8 +160,8 @@ class TestOwnership:
         reader = dcps.DataReader(participant, topic, qos=reader_qos(
             {"reliable": True, "keep_all": True, "strength": 0}))
         weak, strong = peers(), peers()
-        weak.start_writer({"reliable": True, "strength": 1, "lease": 1.0, "keep_instances": True}, reader)
-        strong.start_writer({"reliable": True, "strength": 9, "lease": 1.0, "keep_instances": True}, reader)
+        weak.start_writer({"reliable": True, "keep_all": True, "strength": 1, "lease": 1.0, "keep_instances": True}, reader)
+        strong.start_writer({"reliable": True, "keep_all": True, "strength": 9, "lease": 1.0, "keep_instances": True}, reader)
         strong.call("write", sensor=1, value=9.0, label="strong")
         eventually(lambda: reader.read(), what="strong sample")
         weak.call("write", sensor=1, value=1.0, label="weak")
@@ -214,7 +214,7 @@ class TestDeadlineAndLiveliness:
         """A MANUAL_BY_TOPIC writer that stops asserting loses liveliness until it asserts again."""
         reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}))
         writer = peers()
-        writer.start_writer({"reliable": True, "lease": 0.3, "manual": True}, reader)
+        writer.start_writer({"reliable": True, "keep_all": True, "lease": 0.3, "manual": True}, reader)
         writer.call("write", sensor=1, value=1.0)  # a write asserts liveliness
         eventually(lambda: reader.liveliness_changed_status.alive_count == 1)
         eventually(lambda: reader.liveliness_changed_status.not_alive_count == 1, what="lost")

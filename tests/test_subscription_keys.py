@@ -54,11 +54,15 @@ def settled(reader: dcps.DataReader[Reading], count: int) -> list[dcps.Sample[Re
     return eventually(lambda: (s := reader.read()) and len(s) >= count and s, what=f"{count} samples")
 
 
+# Writers keep all samples: with KEEP_LAST 1, a sample that a new reader missed while
+# discovery completed is repaired only by the latest one of its (topic) instance.
+
+
 class TestMapping:
     def test_one_writer_instance_feeds_several_reader_instances(self, participant, topic, writer) -> None:
         """Sensor 1 writing labels a and b makes two reader instances keyed by label."""
         reader = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
-        writer.start_writer({"reliable": True}, reader)
+        writer.start_writer({"reliable": True, "keep_all": True}, reader)
         writer.call("write", sensor=1, value=1.0, label="a")
         writer.call("write", sensor=1, value=2.0, label="b")
         samples = settled(reader, 2)
@@ -70,7 +74,7 @@ class TestMapping:
     def test_several_writer_instances_feed_one_reader_instance(self, participant, topic, writer) -> None:
         """Sensors 1 and 2 with the same label land in one reader instance, in arrival order."""
         reader = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
-        writer.start_writer({"reliable": True}, reader)
+        writer.start_writer({"reliable": True, "keep_all": True}, reader)
         for sensor in (1, 2, 1):
             writer.call("write", sensor=sensor, value=float(sensor), label="shared")
         samples = settled(reader, 3)
@@ -85,7 +89,7 @@ class TestMapping:
         by_label = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
         by_value = dcps.DataReader(participant, topic, qos=keyed_qos("value"))
         plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-        writer.start_writer({"reliable": True}, by_label, by_value, plain)
+        writer.start_writer({"reliable": True, "keep_all": True}, by_label, by_value, plain)
         for sensor, value, label in ((1, 1.0, "x"), (2, 1.0, "x"), (3, 2.0, "x"), (1, 2.0, "y")):
             writer.call("write", sensor=sensor, value=value, label=label)
 
@@ -100,7 +104,7 @@ class TestLifecycleRules:
         """After take() empties a reader instance, the next sample is NEW again; a plain reader says NOT_NEW."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
         plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-        writer.start_writer({"reliable": True}, keyed, plain)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed, plain)
         writer.call("write", sensor=1, value=1.0, label="a")
         first = settled(keyed, 1)[0]
         settled(plain, 1)
@@ -117,7 +121,7 @@ class TestLifecycleRules:
         """Unregister, plain dispose and the writer's death leave reader instances ALIVE."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
         plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-        writer.start_writer({"reliable": True, "lease": 1.0, "keep_instances": True}, keyed, plain)
+        writer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, keyed, plain)
         for sensor, label in ((1, "a"), (2, "b"), (3, "c")):
             writer.call("write", sensor=sensor, value=1.0, label=label)
         settled(keyed, 3)  # drained: the lifecycle events below come as invalid samples
@@ -134,7 +138,7 @@ class TestLifecycleRules:
     def test_write_dispose_disposes_and_a_new_sample_revives(self, participant, topic, writer) -> None:
         """write_dispose (a full sample) disposes the reader instance; the next write makes it NEW, generation 1."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
-        writer.start_writer({"reliable": True}, keyed)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed)
         writer.call("write", sensor=1, value=1.0, label="a")
         settled(keyed, 1)
         writer.call("write_dispose", sensor=1, value=2.0, label="a")
@@ -153,7 +157,7 @@ class TestReaderOperations:
     def test_history_depth_applies_per_reader_instance(self, participant, topic, writer) -> None:
         """KEEP_LAST 2 keeps the last two samples of each reader instance, across writer instances."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label", depth=2))
-        writer.start_writer({"reliable": True}, keyed)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed)
         for sensor in range(1, 5):
             writer.call("write", sensor=sensor, value=float(sensor), label="same")
         writer.call("write", sensor=9, value=9.0, label="other")
@@ -163,7 +167,7 @@ class TestReaderOperations:
     def test_per_instance_and_next_instance_access(self, participant, topic, writer) -> None:
         """take(instance=) and read_next_instance() follow the reader's own instances."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
-        writer.start_writer({"reliable": True}, keyed)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed)
         for sensor, label in ((1, "a"), (2, "b"), (3, "a")):
             writer.call("write", sensor=sensor, value=0.0, label=label)
         settled(keyed, 3)
@@ -184,7 +188,7 @@ class TestReaderOperations:
         query = dcps.QueryCondition(keyed, "value > %0", ["5"], sample_states=dcps.SampleState.NOT_READ)
         ws = dcps.WaitSet(participant)
         ws.attach(query)
-        writer.start_writer({"reliable": True}, keyed)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed)
         writer.call("write", sensor=1, value=1.0, label="low")
         writer.call("write", sensor=2, value=9.0, label="high")
         assert ws.wait(10) == [query]

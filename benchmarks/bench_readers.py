@@ -1,0 +1,156 @@
+"""Reader kinds compared: raw binding, plain dcps, SubscriptionKeys and content-filtered readers.
+
+Run: ``python -m benchmarks.bench_readers [--samples N] [--runs R]``.
+
+A writer process (the raw ``cyclonedds`` binding, the same for every case)
+writes N small keyed samples as fast as reliable KEEP_ALL allows; this process
+reads them with one reader of the kind under test and times first to last
+sample. Cases run interleaved, R times each; the table shows medians and
+ratios against the plain dcps reader and the raw binding.
+"""
+
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+os.environ.setdefault(
+    "CYCLONEDDS_URI",
+    '<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface name="lo" '
+    'multicast="true"/></Interfaces></General></Domain></CycloneDDS>',
+)
+
+from dataclasses import dataclass  # noqa: E402
+
+from cyclonedds.core import Policy, Qos  # noqa: E402
+from cyclonedds.domain import DomainParticipant as RawParticipant  # noqa: E402
+from cyclonedds.idl import IdlStruct  # noqa: E402
+from cyclonedds.idl.annotations import key  # noqa: E402
+from cyclonedds.idl.types import bounded_str, float64, int32, int64  # noqa: E402
+from cyclonedds.pub import DataWriter as RawWriter  # noqa: E402
+from cyclonedds.sub import DataReader as RawReader  # noqa: E402
+from cyclonedds.topic import Topic as RawTopic  # noqa: E402
+
+import dcps  # noqa: E402
+import idl  # noqa: E402
+import qos  # noqa: E402
+
+DOMAIN = 77
+QUICK_ARGS = ["--samples", "3000", "--runs", "1"]
+
+
+@dataclass
+class RawVehicle(IdlStruct, typename="bench::Vehicle"):
+    """The raw binding's declaration of the benchmark type."""
+
+    id: int32
+    key("id")
+    seq: int64
+    region: bounded_str[16]
+    speed: float64
+
+
+class Vehicle(idl.Struct, typename="bench::Vehicle"):
+    """The same type declared with dcps' idl."""
+
+    id: idl.key[idl.int32]
+    seq: idl.int64
+    region: idl.bounded_str[16]
+    speed: idl.float64
+
+
+def _raw_qos() -> Qos:
+    return Qos(Policy.Reliability.Reliable(10**10), Policy.History.KeepAll)
+
+
+def writer_main(topic: str, count: int) -> None:
+    """Child process: wait for one reader, write ``count`` samples, wait for acks."""
+    participant = RawParticipant(DOMAIN)
+    writer = RawWriter(participant, RawTopic(participant, topic, RawVehicle), qos=_raw_qos())
+    while not writer.get_matched_subscriptions():
+        time.sleep(0.01)
+    time.sleep(0.2)  # let the reader finish matching the writer too
+    regions = ["north", "south", "east", "west"]
+    for i in range(count):
+        writer.write(RawVehicle(i % 100, i, regions[i % 4], float(i % 50)))
+    writer.wait_for_acks(10**10)
+    print("done", flush=True)
+    sys.stdin.readline()
+
+
+def _run(kind: str, count: int) -> float:
+    topic = f"bench_{uuid.uuid4().hex[:8]}"
+    child = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_readers", "--writer", topic,
+                              str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        return _read(kind, topic, count, child)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait()
+
+
+def _read(kind: str, topic: str, count: int, child: "subprocess.Popen[str]") -> float:
+    expected = count if kind != "filtered" else sum(1 for i in range(count) if i % 50 > 25)
+    if kind == "raw":
+        participant = RawParticipant(DOMAIN)
+        reader = RawReader(participant, RawTopic(participant, topic, RawVehicle), qos=_raw_qos())
+        take = lambda: reader.take(N=1000)  # noqa: E731
+    else:
+        participant = dcps.DomainParticipant(DOMAIN)
+        t = dcps.Topic(participant, topic, Vehicle)
+        rq = qos.DataReaderQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL)
+        if kind == "keyed":
+            rq = rq.with_(qos.SubscriptionKeys.of("region"))
+        source = dcps.ContentFilteredTopic("fast", t, "speed > %0", ["25"]) if kind == "filtered" else t
+        dreader = dcps.DataReader(participant, source, qos=rq)
+        take = lambda: dreader.take(1000)  # noqa: E731
+    got, first = 0, None
+    deadline = time.monotonic() + 120
+    while got < expected and time.monotonic() < deadline:
+        batch = take()
+        if batch and first is None:
+            first = time.perf_counter()
+        got += len(batch)
+        if not batch:
+            time.sleep(0.0005)
+    elapsed = time.perf_counter() - (first or time.perf_counter())
+    if kind != "raw":
+        participant.close()
+    if got != expected:
+        raise RuntimeError(f"{kind}: received {got} of {expected}")
+    return expected / elapsed if elapsed > 0 else float("inf")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run every reader kind ``--runs`` times and print the medians and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--samples", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--writer", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.writer:
+        writer_main(args.writer[0], int(args.writer[1]))
+        return
+    kinds = ["raw", "plain", "keyed", "filtered"]
+    rates: dict[str, list[float]] = {k: [] for k in kinds}
+    for _ in range(args.runs):
+        for kind in kinds:
+            rates[kind].append(_run(kind, args.samples))
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"reader kinds, {args.samples} samples, median of {args.runs} (samples/s received)")
+    print(f"{'reader':<28}{'samples/s':>12}{'vs plain':>10}{'vs raw':>9}")
+    names = {"raw": "raw cyclonedds", "plain": "dcps plain", "keyed": "dcps SubscriptionKeys",
+             "filtered": "dcps content-filtered*"}
+    for kind in kinds:
+        print(f"{names[kind]:<28}{med[kind]:>12.0f}{med[kind] / med['plain']:>9.2f}x"
+              f"{med[kind] / med['raw']:>8.2f}x")
+    print("* filtered: rate of samples delivered (about half match); target keyed >= 0.8x plain")
+
+
+if __name__ == "__main__":
+    main()
