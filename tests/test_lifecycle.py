@@ -9,6 +9,7 @@ import pytest
 import dcps
 from peer import Peer
 from qos_spec import reader_qos
+from waiting import eventually
 from topic_types import Reading
 
 pytestmark = pytest.mark.multiprocess
@@ -98,7 +99,7 @@ class TestLifecycle:
         peer.kill()
         seen = wait_for_state(reader, 4, NO_WRITERS)
         assert seen[-1].info.instance_state == NO_WRITERS
-        assert reader.liveliness_changed_status.alive_count == 0
+        eventually(lambda: reader.liveliness_changed_status.alive_count == 0, what="writer not alive")
 
     def test_killed_autodisposing_writer_disposes(
         self, reader: dcps.DataReader[Reading], peer: Peer
