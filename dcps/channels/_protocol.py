@@ -70,6 +70,7 @@ __all__ = [
     "Reply",
     "Request",
     "StoreClient",
+    "Waiter",
     "batch_partition",
     "check_name",
     "delete_entity",
@@ -327,6 +328,46 @@ class Endpoint:
         if not self._closed:
             self._closed = True
             delete_entity(self.participant)
+
+
+class Waiter:
+    """One thread's wait for data on some readers, or for a wake-up from another thread."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._ws = WaitSet(endpoint.participant)
+        self._guard = GuardCondition(endpoint.participant)
+        self._ws.attach(self._guard)
+        self._conds: dict[int, ReadCondition] = {}
+
+    def watch(self, reader: DataReader[Any]) -> None:
+        """Wake :meth:`wait` whenever ``reader`` holds samples."""
+        cond = ReadCondition(reader, ANY_STATE)
+        self._ws.attach(cond)
+        self._conds[id(reader)] = cond
+
+    def unwatch(self, reader: DataReader[Any]) -> None:
+        """Stop watching ``reader`` (before deleting it)."""
+        cond = self._conds.pop(id(reader), None)
+        if cond is not None:
+            self._ws.detach(cond)
+            delete_entity(cond)
+
+    def wait(self, seconds: float) -> None:
+        """Block until a watched reader holds data, :meth:`wake` is called, or ``seconds``."""
+        self._ws.wait(int(seconds * 1_000_000_000))
+        self._guard.set(False)
+
+    def wake(self) -> None:
+        """Make the current or next :meth:`wait` return at once (any thread)."""
+        self._guard.set(True)
+
+    def close(self) -> None:
+        """Delete the conditions and the wait set."""
+        for cond in self._conds.values():
+            delete_entity(cond)
+        self._conds.clear()
+        delete_entity(self._guard)
+        delete_entity(self._ws)
 
 
 def drop_endpoint(entity: DataReader[Any] | DataWriter[Any]) -> None:

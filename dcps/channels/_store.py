@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
-from cyclonedds.core import GuardCondition, ReadCondition, WaitSet
-from cyclonedds.util import duration
 
 from idl._errors import (
     BadParameterError,
@@ -27,7 +25,6 @@ from ._assignment import assign_channels
 from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, SyncMode, default_channel_count
 from ._position import CommitStatus
 from ._protocol import (
-    ANY_STATE,
     ASSIGN_QOS,
     BATCH_WRITER_QOS,
     CONTROL_QOS,
@@ -38,8 +35,8 @@ from ._protocol import (
     Reply,
     Request,
     SeekMode,
+    Waiter,
     batch_partition,
-    delete_entity,
     drop_endpoint,
     error_code,
     pack,
@@ -120,11 +117,8 @@ class Store:
         self._assignments = ep.writer(ep.assign_topic, namespace, ASSIGN_QOS)
         self._batch_writers: dict[tuple[str, int], Any] = {}
         self._groups: dict[tuple[str, str], _Group] = {}
-        self._ws = WaitSet(ep.participant)
-        self._cond = ReadCondition(self._requests, ANY_STATE)
-        self._guard = GuardCondition(ep.participant)
-        self._ws.attach(self._cond)
-        self._ws.attach(self._guard)
+        self._waiter = Waiter(ep)
+        self._waiter.watch(self._requests)
         self._stopping = False
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
@@ -144,10 +138,9 @@ class Store:
             return
         self._closed = True
         self._stopping = True
-        self._guard.set(True)
+        self._waiter.wake()
         self._thread.join()
-        for entity in (self._cond, self._guard, self._ws):
-            delete_entity(entity)
+        self._waiter.close()
         for writer in self._batch_writers.values():
             drop_endpoint(writer)
         drop_endpoint(self._requests)
@@ -160,7 +153,7 @@ class Store:
 
     def _run(self) -> None:
         while not self._stopping:
-            self._ws.wait(duration(milliseconds=50))
+            self._waiter.wait(0.05)
             if self._stopping:
                 break
             try:

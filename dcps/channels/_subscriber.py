@@ -15,8 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar, overload
 
 import attrs
-from cyclonedds.core import GuardCondition, ReadCondition, WaitSet
-from cyclonedds.util import duration
 
 from idl._errors import (
     AlreadyClosedError,
@@ -27,7 +25,6 @@ from idl._errors import (
 
 from ._position import CommitResult, CommitStatus, Position, trusted_position
 from ._protocol import (
-    ANY_STATE,
     ASSIGN_QOS,
     BATCH_READER_QOS,
     Assignment,
@@ -37,9 +34,9 @@ from ._protocol import (
     Reply,
     SeekMode,
     StoreClient,
+    Waiter,
     batch_partition,
     check_name,
-    delete_entity,
     drop_endpoint,
     raise_for_reply,
     unpack,
@@ -94,7 +91,6 @@ class ChannelOwnershipListener:
 @attrs.define
 class _Channel:
     reader: Any
-    cond: Any
     next: int | None = None
     buf: deque[tuple[int, int, bytes]] = attrs.Factory(deque)
     need_fetch: bool = True
@@ -172,14 +168,11 @@ class ChannelSubscriber(Generic[T]):
         try:
             self._client.connect(_seconds(connect_timeout, "connect_timeout"))
             self.channel_count, self.retain_consumed = connect_topic(self._client, topic)
-            self._ws = WaitSet(self._endpoint.participant)
-            self._guard = GuardCondition(self._endpoint.participant)
-            self._ws.attach(self._guard)
+            self._waiter = Waiter(self._endpoint)
             self._assign_reader = self._endpoint.reader(
                 self._endpoint.assign_topic, namespace, ASSIGN_QOS
             )
-            self._assign_cond = ReadCondition(self._assign_reader, ANY_STATE)
-            self._ws.attach(self._assign_cond)
+            self._waiter.watch(self._assign_reader)
             self._join()
         except BaseException:
             self._client.close()
@@ -211,8 +204,7 @@ class ChannelSubscriber(Generic[T]):
             gained, gone = owned - current, current - owned
             for c in gone:
                 ch = self._chans.pop(c)
-                self._ws.detach(ch.cond)
-                delete_entity(ch.cond)
+                self._waiter.unwatch(ch.reader)
                 drop_endpoint(ch.reader)
             for c in sorted(gained):
                 reader = self._endpoint.reader(
@@ -220,9 +212,8 @@ class ChannelSubscriber(Generic[T]):
                     batch_partition(self._endpoint.namespace, self.topic.name, c),
                     BATCH_READER_QOS,
                 )
-                cond = ReadCondition(reader, ANY_STATE)
-                self._ws.attach(cond)
-                self._chans[c] = _Channel(reader, cond)
+                self._waiter.watch(reader)
+                self._chans[c] = _Channel(reader)
             if gained:
                 self._refresh_cursors(sorted(gained))
         self._notify(gained, gone, lost)
@@ -290,7 +281,7 @@ class ChannelSubscriber(Generic[T]):
             return  # no answer (store down): the next heartbeat retries
         if reply.status != 0 or reply.text != self._incarnation:
             self._need_join = True
-            self._guard.set(True)
+            self._waiter.wake()
 
     def heartbeat(self) -> None:
         """Tell the store this member is alive (a no-op for anonymous subscribers)."""
@@ -302,8 +293,7 @@ class ChannelSubscriber(Generic[T]):
 
     def _run(self) -> None:
         while not self._closed:
-            self._ws.wait(duration(milliseconds=100))
-            self._guard.set(False)
+            self._waiter.wait(0.1)
             if self._closed:
                 break
             try:
@@ -451,7 +441,7 @@ class ChannelSubscriber(Generic[T]):
             self._requests.append((max_elements, fut))
             if not self.anonymous and time.monotonic() - self._last_heartbeat > self._timeout / 4:
                 self._send_heartbeat()
-        self._guard.set(True)
+        self._waiter.wake()
         return fut
 
     # -- ownership ---------------------------------------------------------------------
@@ -567,7 +557,7 @@ class ChannelSubscriber(Generic[T]):
                 ch.buf.clear()
                 ch.need_fetch = True
                 result[c] = Position(c, target)
-        self._guard.set(True)
+        self._waiter.wake()
         return result
 
     @overload
@@ -689,7 +679,7 @@ class ChannelSubscriber(Generic[T]):
         if self._closed:
             return
         self._closed = True
-        self._guard.set(True)
+        self._waiter.wake()
         if threading.current_thread() is not self._thread:
             self._thread.join()
         with self._lock:
@@ -705,13 +695,12 @@ class ChannelSubscriber(Generic[T]):
                     member=self.member,
                 )
             for ch in self._chans.values():
-                delete_entity(ch.cond)
+                self._waiter.unwatch(ch.reader)
                 drop_endpoint(ch.reader)
             self._chans.clear()
-        delete_entity(self._assign_cond)
+        self._waiter.unwatch(self._assign_reader)
         drop_endpoint(self._assign_reader)
-        delete_entity(self._guard)
-        delete_entity(self._ws)
+        self._waiter.close()
         self._client.close()
         self._endpoint.close()
 
