@@ -284,9 +284,12 @@ class TestAnonymousSubscriber:
     def test_use_after_close(self, dds: Entities, topic: ChannelledTopic) -> None:
         """Closing cancels pending receives, is idempotent, and later receives raise."""
         sub = dds.sub(topic)
+        closed: list[str] = []
+        sub.on_close(lambda: closed.append("closed"))
         pending = sub.receive()
         sub.close()
         sub.close()
+        assert closed == ["closed"]
         assert pending.cancelled()
         assert not sub.is_active
         with pytest.raises(AlreadyClosedError):

@@ -273,6 +273,17 @@ class TestGroupsAcrossProcesses:
             wait_until(lambda peer=peer: seqs(peer) == set(range(60)), TIMEOUT)
 
 
+class TestStoreProcess:
+    def test_sigterm_stops_the_store_cleanly(
+        self, tmp_path: Path, domain_id: int, namespace: str, peers: list[Peer]
+    ) -> None:
+        """``python -m dcps.channels.store`` exits with status 0 on SIGTERM."""
+        store = start_store(peers, tmp_path / "data", domain_id, namespace)
+        store.proc.send_signal(signal.SIGTERM)
+        assert store.proc.wait(TIMEOUT) == 0
+        assert (tmp_path / "data" / "channels.db").exists()
+
+
 class TestBadDataDir:
     def test_corrupt_store_file_refused_by_process(
         self, tmp_path: Path, domain_id: int, namespace: str

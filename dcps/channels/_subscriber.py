@@ -150,6 +150,7 @@ class ChannelSubscriber(Generic[T]):
         self._filter = filter
         self._converter = converter
         self._listeners = list(listeners)
+        self._on_close: list[Callable[[], None]] = []
         self._timeout = _seconds(timeout, "timeout")
         if self._timeout <= 0:
             raise BadParameterError("the subscriber timeout must be positive")
@@ -670,6 +671,13 @@ class ChannelSubscriber(Generic[T]):
 
     # -- closing ---------------------------------------------------------------------------------
 
+    def on_close(self, action: Callable[[], None]) -> None:
+        """Run ``action`` when this subscriber closes (at once if it already has)."""
+        if self._closed:
+            action()
+        else:
+            self._on_close.append(action)
+
     def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosedError(f"the subscriber of {self.topic.name!r} is closed")
@@ -703,6 +711,11 @@ class ChannelSubscriber(Generic[T]):
         self._waiter.close()
         self._client.close()
         self._endpoint.close()
+        for action in self._on_close:
+            try:
+                action()
+            except Exception:
+                _log.exception("on_close action %r failed", action)
 
     def destroy_group(self) -> bool:
         """Close this member and delete its group (and its commits) in the store.
