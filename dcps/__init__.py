@@ -23,6 +23,7 @@ from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher, Subscriber
 from dcps._reader import LENGTH_UNLIMITED, DataReader
 from dcps._sample import InstanceState, Sample, SampleInfo, SampleState, ViewState
+from dcps._sql import ContentFilter, QueryExpression
 from dcps._status import (
     InconsistentTopicStatus,
     LivelinessChangedStatus,
@@ -38,7 +39,6 @@ from dcps._status import (
     StatusKind,
     SubscriptionMatchedStatus,
 )
-from dcps._sql import ContentFilter, QueryExpression
 from dcps._topic import ContentFilteredTopic, Topic
 from dcps._writer import DataWriter
 from idl._errors import (
@@ -60,6 +60,7 @@ from idl._errors import (
 )
 
 __all__ = [
+    "LENGTH_UNLIMITED",
     "AlreadyClosedError",
     "BadParameterError",
     "Condition",
@@ -81,7 +82,6 @@ __all__ = [
     "InconsistentPolicyError",
     "InconsistentTopicStatus",
     "InstanceState",
-    "LENGTH_UNLIMITED",
     "Listener",
     "LivelinessChangedStatus",
     "LivelinessLostStatus",

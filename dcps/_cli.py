@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="dcps: data-centric publish/subscribe on Cyclone DDS.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="dcps: data-centric publish/subscribe on Cyclone DDS.",
+)
 
 
-class Sync(str, Enum):
+class Sync(StrEnum):
     """How hard the store pushes each commit to disk."""
 
     full = "full"
@@ -21,10 +24,14 @@ class Sync(str, Enum):
 
 @app.command()
 def store(
-    data: Path = typer.Option(..., "--data", help="Directory of the store's data (created if missing)."),
+    data: Path = typer.Option(
+        ..., "--data", help="Directory of the store's data (created if missing)."
+    ),
     domain: int = typer.Option(0, "--domain", help="DDS domain id."),
     namespace: str = typer.Option("dcps", "--namespace", help="Partition namespace of channels."),
-    sync: Sync = typer.Option(Sync.full, "--sync", help="full: fsync every commit; normal: at checkpoints."),
+    sync: Sync = typer.Option(
+        Sync.full, "--sync", help="full: fsync every commit; normal: at checkpoints."
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted."""
     from dcps.channels._log import SyncMode
@@ -39,7 +46,11 @@ def topics(
     seconds: float = typer.Option(2.0, "--seconds", help="How long to listen for discovery."),
 ) -> None:
     """List the topics, types and endpoints discovered on a domain."""
-    from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication, BuiltinTopicDcpsSubscription
+    from cyclonedds.builtin import (
+        BuiltinDataReader,
+        BuiltinTopicDcpsPublication,
+        BuiltinTopicDcpsSubscription,
+    )
     from rich.console import Console
     from rich.table import Table
 

@@ -76,7 +76,9 @@ class ReadCondition(Condition):
         instance_states: InstanceState = InstanceState.ANY,
     ) -> None:
         if not isinstance(reader, DataReader):
-            raise BadParameterError(f"a ReadCondition needs a DataReader, got {type(reader).__name__}")
+            raise BadParameterError(
+                f"a ReadCondition needs a DataReader, got {type(reader).__name__}"
+            )
         self.mask = state_mask(sample_states, view_states, instance_states)
         super().__init__(reader)
         self._reader = reader
@@ -157,8 +159,12 @@ class QueryCondition(ReadCondition):
             self._predicate = query
         else:
             raise BadParameterError(f"query must be an SQL string or a callable, got {query!r}")
-        super().__init__(reader, sample_states=sample_states, view_states=view_states,
-                         instance_states=instance_states)
+        super().__init__(
+            reader,
+            sample_states=sample_states,
+            view_states=view_states,
+            instance_states=instance_states,
+        )
 
     def _create(self) -> Any:
         if self._reader._keyed is not None:
@@ -221,7 +227,9 @@ class GuardCondition(Condition):
 class StatusCondition(Condition):
     """Holds while ``entity`` has a changed status among ``enabled_statuses``."""
 
-    def __init__(self, entity: DataReader[Any] | DataWriter[Any], enabled_statuses: StatusKind) -> None:
+    def __init__(
+        self, entity: DataReader[Any] | DataWriter[Any], enabled_statuses: StatusKind
+    ) -> None:
         from dcps._writer import DataWriter
 
         if not isinstance(entity, DataReader | DataWriter):
@@ -288,7 +296,9 @@ class WaitSet(Entity):
         """Wake :meth:`wait` when ``condition`` holds."""
         self._check_open()
         if not isinstance(condition, Condition):
-            raise BadParameterError(f"only conditions can be attached, got {type(condition).__name__}")
+            raise BadParameterError(
+                f"only conditions can be attached, got {type(condition).__name__}"
+            )
         condition._check_open()
         if condition._participant() is not self._owner:
             raise BadParameterError("the condition belongs to another participant than the WaitSet")
@@ -327,8 +337,11 @@ class WaitSet(Entity):
             if count == 0:
                 raise DcpsTimeoutError(f"no condition triggered within {timeout}")
             conditions = self.conditions
-            drained = {id(c._reader): c._reader for c in conditions  # type: ignore[attr-defined]
-                       if c._pending is not None}
+            drained = {
+                id(c._reader): c._reader
+                for c in conditions  # type: ignore[attr-defined]
+                if c._pending is not None
+            }
             if not drained and count >= len(conditions):  # all fired: no need to ask again
                 return list(conditions)
             for reader in drained.values():

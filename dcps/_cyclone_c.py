@@ -40,12 +40,27 @@ class _SampleContainer(ct.Structure):
 
 _INFO = dds_c_t.sample_info
 #: dds_sample_info_t as a numpy record, to convert a whole batch at once.
-INFO_DTYPE = np.dtype({
-    "names": [name for name, _ in _INFO._fields_],
-    "formats": ["<u4", "<u4", "<u4", "?", "<i8", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", "<u4"],
-    "offsets": [getattr(_INFO, name).offset for name, _ in _INFO._fields_],
-    "itemsize": ct.sizeof(_INFO),
-})
+INFO_DTYPE = np.dtype(
+    {
+        "names": [name for name, _ in _INFO._fields_],
+        "formats": [
+            "<u4",
+            "<u4",
+            "<u4",
+            "?",
+            "<i8",
+            "<u8",
+            "<u8",
+            "<u4",
+            "<u4",
+            "<u4",
+            "<u4",
+            "<u4",
+        ],
+        "offsets": [getattr(_INFO, name).offset for name, _ in _INFO._fields_],
+        "itemsize": ct.sizeof(_INFO),
+    }
+)
 
 _WRITE = {
     "write": (_lib.dds_write, _lib.dds_write_ts),
@@ -60,8 +75,15 @@ for _fn in (_lib.dds_take_mask, _lib.dds_read_mask):
     _fn.argtypes = [ct.c_int32, ct.c_void_p, ct.c_void_p, ct.c_size_t, ct.c_uint32, ct.c_uint32]
 for _fn in (_lib.dds_take_instance_mask, _lib.dds_read_instance_mask):
     _fn.restype = ct.c_int32
-    _fn.argtypes = [ct.c_int32, ct.c_void_p, ct.c_void_p, ct.c_size_t, ct.c_uint32,
-                    ct.c_uint64, ct.c_uint32]
+    _fn.argtypes = [
+        ct.c_int32,
+        ct.c_void_p,
+        ct.c_void_p,
+        ct.c_size_t,
+        ct.c_uint32,
+        ct.c_uint64,
+        ct.c_uint32,
+    ]
 
 
 def write(op: str, writer_ref: int, data: bytes, timestamp: int | None) -> int:
@@ -125,7 +147,11 @@ def peek_infos(reader_ref: int, mask: int, max_samples: int) -> list[tuple[Any, 
     while True:
         buf, infos = _buffers.get(size)
         n = _lib.dds_peek_mask(
-            ct.c_int32(reader_ref), buf, infos, ct.c_size_t(size), ct.c_uint32(size),
+            ct.c_int32(reader_ref),
+            buf,
+            infos,
+            ct.c_size_t(size),
+            ct.c_uint32(size),
             ct.c_uint32(mask),
         )
         if n < 0:
@@ -179,7 +205,7 @@ class ReaderBuffer:
         while True:
             chunk = read_take(True, ref, mask, size, instance)
             if isinstance(chunk, int):
-                return chunk if not out else out
+                return out if out else chunk
             out += chunk
             if len(chunk) < size or len(out) >= max_samples:
                 return out
@@ -200,7 +226,7 @@ class ReaderBuffer:
             if isinstance(again, int):
                 return first
             # With READ in the mask the first batch comes back first; without, it does not.
-            rest = again[len(first):] if mask & _READ_STATE else again
+            rest = again[len(first) :] if mask & _READ_STATE else again
             if len(again) < size or size >= max_samples or self.capacity >= 1 << 16:
                 break
         return _as_one_read(first, rest[: max_samples - len(first)])

@@ -7,6 +7,7 @@ import threading
 from types import TracebackType
 from typing import Any, Self
 
+from dcps._qos_bridge import apply_qos
 from dcps._retcode import cyclone_call
 from idl._errors import AlreadyClosedError
 
@@ -101,3 +102,16 @@ class Entity:
         self._check_open()
         with cyclone_call(f"get guid of {self._describe()}"):
             return str(self._cyclone.get_guid())
+
+    def set_qos(self, qos: Any) -> None:
+        """Change this entity's QoS: only changeable policies may differ from the current ones."""
+        self._check_open()
+        self._qos = apply_qos(self, self._qos, qos)
+
+    def _status(self, getter: str, cls: type[Any]) -> Any:
+        """A communication status, read (and its change counts reset) from Cyclone."""
+        from dcps import _status as st
+
+        self._check_open()
+        with cyclone_call(f"{getter} on {self._describe()}"):
+            return st._from_cyclone(cls, getattr(self._cyclone, getter)())

@@ -112,8 +112,13 @@ def build_cyclone_listener(
         internal = name == "on_data_available" and on_data_available is not None
         if not (user or internal):
             continue
-        kwargs[name] = _make_callback(entity, listener if user else None, name, status_cls,
-                                      on_data_available if internal else None)
+        kwargs[name] = _make_callback(
+            entity,
+            listener if user else None,
+            name,
+            status_cls,
+            on_data_available if internal else None,
+        )
     if not kwargs:
         return None
     return CycloneListener(**kwargs)

@@ -10,7 +10,7 @@ from cyclonedds.domain import DomainParticipant as CycloneParticipant
 
 import qos as q
 from dcps._entity import Entity
-from dcps._qos_bridge import apply_qos, resolve_qos
+from dcps._qos_bridge import resolve_qos
 from dcps._retcode import cyclone_call
 from idl._errors import BadParameterError, PreconditionNotMetError
 
@@ -22,9 +22,16 @@ MAX_DOMAIN_ID = 232
 
 
 _ENV_SETTINGS = (
-    "DCPS_NETWORK_CONFIG", "DCPS_INTERFACES", "DCPS_MULTICAST_INTERFACES", "DCPS_MULTICAST",
-    "DCPS_PEERS", "DCPS_DOMAIN_TAG", "DCPS_PARTICIPANT_NAME", "DCPS_MAX_PARTICIPANT_INDEX",
-    "DCPS_LEASE_DURATION", "DCPS_SPDP_INTERVAL",
+    "DCPS_NETWORK_CONFIG",
+    "DCPS_INTERFACES",
+    "DCPS_MULTICAST_INTERFACES",
+    "DCPS_MULTICAST",
+    "DCPS_PEERS",
+    "DCPS_DOMAIN_TAG",
+    "DCPS_PARTICIPANT_NAME",
+    "DCPS_MAX_PARTICIPANT_INDEX",
+    "DCPS_LEASE_DURATION",
+    "DCPS_SPDP_INTERVAL",
 )
 
 
@@ -88,15 +95,21 @@ class DomainParticipant(Entity):
         qos: q.DomainParticipantQos | None = None,
         network: NetworkConfig | None = None,
     ) -> None:
-        if not isinstance(domain_id, int) or isinstance(domain_id, bool) or not (
-            0 <= domain_id <= MAX_DOMAIN_ID
+        if (
+            not isinstance(domain_id, int)
+            or isinstance(domain_id, bool)
+            or not (0 <= domain_id <= MAX_DOMAIN_ID)
         ):
             raise BadParameterError(
                 f"domain_id must be an integer from 0 to {MAX_DOMAIN_ID}, got {domain_id!r}"
             )
         checked_qos = resolve_qos(qos, q.DomainParticipantQos, "DomainParticipant")
         network = network if network is not None else _network_from_env()
-        if network is not None and network.participant_name and not checked_qos.is_set(q.EntityName):
+        if (
+            network is not None
+            and network.participant_name
+            and not checked_qos.is_set(q.EntityName)
+        ):
             checked_qos = checked_qos.with_(q.EntityName(network.participant_name))
         super().__init__(None)
         self._domain_id = domain_id
@@ -141,8 +154,3 @@ class DomainParticipant(Entity):
     def qos(self) -> q.DomainParticipantQos:
         """The participant's current QoS."""
         return self._qos
-
-    def set_qos(self, qos: q.DomainParticipantQos) -> None:
-        """Change the participant's QoS (only changeable policies may differ)."""
-        self._check_open()
-        self._qos = apply_qos(self, self._qos, qos)

@@ -38,7 +38,8 @@ class _Group(Entity):
     def __init__(self, participant: DomainParticipant) -> None:
         if not isinstance(participant, DomainParticipant):
             raise BadParameterError(
-                f"a {self._kind} is created on a DomainParticipant, got {type(participant).__name__}"
+                f"a {self._kind} is created on a DomainParticipant, "
+                f"got {type(participant).__name__}"
             )
         super().__init__(participant)
         self._participant = participant

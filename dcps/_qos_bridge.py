@@ -16,9 +16,7 @@ def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None
     if value is None:
         return default if default is not None else kind()
     if not isinstance(value, kind):
-        raise BadParameterError(
-            f"{entity} takes a {kind.__name__}, got {type(value).__name__}"
-        )
+        raise BadParameterError(f"{entity} takes a {kind.__name__}, got {type(value).__name__}")
     value.check()  # type: ignore[attr-defined]
     return value
 

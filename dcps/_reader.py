@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -13,15 +14,15 @@ from cyclonedds.sub import DataReader as CycloneReader
 import idl
 import qos as q
 from dcps import _status as st
+from dcps._autopurge import AutoPurge
 from dcps._cyclone_c import ReaderBuffer, instance_key, peek_infos
 from dcps._entity import Entity
 from dcps._listener import Listener, build_cyclone_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
-from dcps._qos_bridge import apply_qos, resolve_qos
+from dcps._qos_bridge import resolve_qos
 from dcps._retcode import cyclone_call, error_for
 from dcps._sample import ANY_STATE, InstanceState, Sample, SampleInfo, SampleState, ViewState
-from dcps._autopurge import AutoPurge
 from dcps._subscription_keys import KeyedCache
 from dcps._time import duration_ns
 from dcps._topic import ContentFilteredTopic, Topic
@@ -37,7 +38,9 @@ LENGTH_UNLIMITED = 1_000_000
 
 
 def state_mask(
-    sample_states: SampleState | int, view_states: ViewState | int, instance_states: InstanceState | int
+    sample_states: SampleState | int,
+    view_states: ViewState | int,
+    instance_states: InstanceState | int,
 ) -> int:
     """The Cyclone mask for a combination of state selections."""
     for value, kind, full in (
@@ -46,7 +49,10 @@ def state_mask(
         (instance_states, "instance_states", InstanceState.ANY),
     ):
         if not isinstance(value, int) or not value or int(value) & ~int(full):
-            raise BadParameterError(f"{kind} must be a non-empty combination of {full.__class__.__name__}, got {value!r}")
+            raise BadParameterError(
+                f"{kind} must be a non-empty combination of "
+                f"{full.__class__.__name__}, got {value!r}"
+            )
     return int(sample_states) | int(view_states) | int(instance_states)
 
 
@@ -81,7 +87,9 @@ class DataReader(Entity, Generic[T]):
             )
         if not isinstance(topic, Topic | ContentFilteredTopic):
             raise BadParameterError(f"a DataReader needs a Topic, got {type(topic).__name__}")
-        participant = subscriber if isinstance(subscriber, DomainParticipant) else subscriber.participant
+        participant = (
+            subscriber if isinstance(subscriber, DomainParticipant) else subscriber.participant
+        )
         if topic.participant is not participant:
             raise BadParameterError("the topic and the subscriber belong to different participants")
         topic._check_open()
@@ -104,7 +112,8 @@ class DataReader(Entity, Generic[T]):
         # With SubscriptionKeys, dcps keeps the instances (Cyclone has no such policy).
         self._keyed: KeyedCache[T] | None = (
             KeyedCache(topic.data_type, checked_qos)
-            if checked_qos[q.SubscriptionKeys].use_key_list else None
+            if checked_qos[q.SubscriptionKeys].use_key_list
+            else None
         )
         try:
             with cyclone_call(f"create DataReader on {topic._describe()}"):
@@ -121,7 +130,9 @@ class DataReader(Entity, Generic[T]):
             # dcps applies history and limits per reader instance; Cyclone keeps all
             cyclone_qos = cyclone_qos.with_(q.History.KEEP_ALL, q.ResourceLimits())
         return CycloneReader(
-            cyclone_subscriber, self._topic._cyclone, qos=q.to_cyclone(cyclone_qos),
+            cyclone_subscriber,
+            self._topic._cyclone,
+            qos=q.to_cyclone(cyclone_qos),
             listener=self._cyclone_listener(),
         )
 
@@ -187,8 +198,10 @@ class DataReader(Entity, Generic[T]):
             if isinstance(raw, int):
                 raise error_for(raw, f"take on {self._describe()}")
             deserialize = self._type.deserialize  # type: ignore[attr-defined]
-            batch = [(deserialize(data) if row[3] else None, SampleInfo._from_row(row))
-                     for data, row in raw]
+            batch = [
+                (deserialize(data) if row[3] else None, SampleInfo._from_row(row))
+                for data, row in raw
+            ]
             if self._keyed.add_batch(batch):
                 self._refresh_conditions()
 
@@ -224,11 +237,6 @@ class DataReader(Entity, Generic[T]):
         """The reader's current QoS."""
         return self._qos
 
-    def set_qos(self, qos: q.DataReaderQos) -> None:
-        """Change the reader's QoS (only changeable policies may differ)."""
-        self._check_open()
-        self._qos = apply_qos(self, self._qos, qos)
-
     def set_listener(self, listener: Listener | None) -> None:
         """Replace this reader's listener (``None`` removes it)."""
         self._check_open()
@@ -251,8 +259,9 @@ class DataReader(Entity, Generic[T]):
 
         ``instance`` restricts the result to one instance handle.
         """
-        return self._access(False, max_samples, sample_states, view_states, instance_states,
-                            instance, condition)
+        return self._access(
+            False, max_samples, sample_states, view_states, instance_states, instance, condition
+        )
 
     def take(
         self,
@@ -265,8 +274,9 @@ class DataReader(Entity, Generic[T]):
         condition: ReadCondition | None = None,
     ) -> list[Sample[T]]:
         """Like :meth:`read`, but removes the returned samples from the reader."""
-        return self._access(True, max_samples, sample_states, view_states, instance_states,
-                            instance, condition)
+        return self._access(
+            True, max_samples, sample_states, view_states, instance_states, instance, condition
+        )
 
     def read_next_instance(
         self,
@@ -279,8 +289,9 @@ class DataReader(Entity, Generic[T]):
     ) -> list[Sample[T]]:
         """Samples of the instance with the smallest handle greater than ``previous``
         that has matching samples (``None`` starts at the beginning); ``[]`` at the end."""
-        return self._next_instance(False, previous, max_samples, sample_states, view_states,
-                                   instance_states)
+        return self._next_instance(
+            False, previous, max_samples, sample_states, view_states, instance_states
+        )
 
     def take_next_instance(
         self,
@@ -292,8 +303,9 @@ class DataReader(Entity, Generic[T]):
         instance_states: InstanceState = InstanceState.ANY,
     ) -> list[Sample[T]]:
         """Like :meth:`read_next_instance`, but takes the samples."""
-        return self._next_instance(True, previous, max_samples, sample_states, view_states,
-                                   instance_states)
+        return self._next_instance(
+            True, previous, max_samples, sample_states, view_states, instance_states
+        )
 
     def instances(
         self,
@@ -306,16 +318,22 @@ class DataReader(Entity, Generic[T]):
         """Iterate instance by instance (in handle order), yielding each one's samples."""
         previous: int | None = None
         while True:
-            batch = self._next_instance(take, previous, LENGTH_UNLIMITED, sample_states,
-                                        view_states, instance_states)
+            batch = self._next_instance(
+                take, previous, LENGTH_UNLIMITED, sample_states, view_states, instance_states
+            )
             if not batch:
                 return
             previous = batch[0].info.instance_handle
             yield batch
 
     def _next_instance(
-        self, take: bool, previous: int | None, max_samples: int,
-        sample_states: SampleState, view_states: ViewState, instance_states: InstanceState,
+        self,
+        take: bool,
+        previous: int | None,
+        max_samples: int,
+        sample_states: SampleState,
+        view_states: ViewState,
+        instance_states: InstanceState,
     ) -> list[Sample[T]]:
         self._check_open()
         mask = state_mask(sample_states, view_states, instance_states)
@@ -331,17 +349,25 @@ class DataReader(Entity, Generic[T]):
         later = [h for h in handles if h > floor]
         if not later:
             return []
-        return self._access(take, max_samples, sample_states, view_states, instance_states,
-                            min(later), None)
+        return self._access(
+            take, max_samples, sample_states, view_states, instance_states, min(later), None
+        )
 
     def _access(
-        self, take: bool, max_samples: int,
-        sample_states: SampleState, view_states: ViewState, instance_states: InstanceState,
-        instance: int | None, condition: ReadCondition | None,
+        self,
+        take: bool,
+        max_samples: int,
+        sample_states: SampleState,
+        view_states: ViewState,
+        instance_states: InstanceState,
+        instance: int | None,
+        condition: ReadCondition | None,
     ) -> list[Sample[T]]:
         self._check_open()
         if not isinstance(max_samples, int) or not (1 <= max_samples <= LENGTH_UNLIMITED):
-            raise BadParameterError(f"max_samples must be from 1 to {LENGTH_UNLIMITED}, got {max_samples!r}")
+            raise BadParameterError(
+                f"max_samples must be from 1 to {LENGTH_UNLIMITED}, got {max_samples!r}"
+            )
         if condition is not None:
             if condition._reader is not self:
                 raise BadParameterError("the condition belongs to another reader")
@@ -363,7 +389,9 @@ class DataReader(Entity, Generic[T]):
         if isinstance(raw, int):
             action = "take" if take else "read"
             if instance is not None and raw == -3:
-                raise BadParameterError(f"{self._describe()} has no instance with handle {instance}")
+                raise BadParameterError(
+                    f"{self._describe()} has no instance with handle {instance}"
+                )
             raise error_for(raw, f"{action} on {self._describe()}")
         deserialize, deserialize_key = self._type.deserialize, self._type.deserialize_key  # type: ignore[attr-defined]
         out: list[Sample[T]] = []
@@ -378,9 +406,7 @@ class DataReader(Entity, Generic[T]):
         """The handle of the instance with ``sample``'s key, or None if the reader has none."""
         self._check_open()
         if not isinstance(sample, self._type):
-            raise idl.IdlError(
-                f"expected a {idl.describe(self._type).typename} sample, got {type(sample).__name__}"
-            )
+            idl.validate(sample, self._type)  # raises, naming both types
         if self._keyed is not None:
             self._drain()
             return self._keyed.lookup(sample)
@@ -413,7 +439,8 @@ class DataReader(Entity, Generic[T]):
 
         wait_until(
             lambda: self.subscription_matched_status.current_count >= count,
-            timeout, f"{self._describe()} waiting for {count} matched writer(s)",
+            timeout,
+            f"{self._describe()} waiting for {count} matched writer(s)",
         )
 
     def wait_for_data(self, timeout: timedelta | float | None = 10.0) -> None:
@@ -422,8 +449,10 @@ class DataReader(Entity, Generic[T]):
 
         self._check_open()
         participant = self._topic.participant
-        with ReadCondition(self, sample_states=SampleState.NOT_READ) as cond, \
-                WaitSet(participant) as ws:
+        with (
+            ReadCondition(self, sample_states=SampleState.NOT_READ) as cond,
+            WaitSet(participant) as ws,
+        ):
             ws.attach(cond)
             ws.wait(timeout)
 
@@ -432,10 +461,8 @@ class DataReader(Entity, Generic[T]):
         with self._wakeup_lock:
             wakeups = list(self._wakeups)
         for loop, event in wakeups:
-            try:
+            with contextlib.suppress(RuntimeError):  # a closed loop: its iterator is gone
                 loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # that loop is closed; its iterator is gone
-                pass
 
     async def atake(self, max_samples: int = LENGTH_UNLIMITED) -> list[Sample[T]]:
         """Wait (without blocking the event loop) for unread samples, then take them."""
@@ -490,8 +517,10 @@ class DataReader(Entity, Generic[T]):
         """GUIDs of the writers this reader currently matches (compare with ``writer.guid``)."""
         self._check_open()
         with cyclone_call("get matched publication data"):
-            return [str(self._cyclone.get_matched_publication_data(h).key)
-                    for h in self._cyclone.get_matched_publications()]
+            return [
+                str(self._cyclone.get_matched_publication_data(h).key)
+                for h in self._cyclone.get_matched_publications()
+            ]
 
     @property
     def subscription_matched_status(self) -> st.SubscriptionMatchedStatus:
@@ -506,7 +535,9 @@ class DataReader(Entity, Generic[T]):
     @property
     def requested_deadline_missed_status(self) -> st.RequestedDeadlineMissedStatus:
         """How often an instance was not updated within the deadline."""
-        return self._status("get_requested_deadline_missed_status", st.RequestedDeadlineMissedStatus)
+        return self._status(
+            "get_requested_deadline_missed_status", st.RequestedDeadlineMissedStatus
+        )
 
     @property
     def requested_incompatible_qos_status(self) -> st.RequestedIncompatibleQosStatus:
@@ -524,8 +555,3 @@ class DataReader(Entity, Generic[T]):
     def sample_rejected_status(self) -> st.SampleRejectedStatus:
         """Samples rejected by this reader's resource limits."""
         return self._status("get_sample_rejected_status", st.SampleRejectedStatus)
-
-    def _status(self, getter: str, cls: type[st.S]) -> st.S:
-        self._check_open()
-        with cyclone_call(f"{getter} on {self._describe()}"):
-            return st._from_cyclone(cls, getattr(self._cyclone, getter)())

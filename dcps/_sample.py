@@ -79,8 +79,18 @@ class SampleInfo:
     def _from_row(cls, row: tuple[Any, ...]) -> SampleInfo:
         """From a ``dds_sample_info_t`` as a tuple of its fields, in order."""
         return cls(
-            _SAMPLE_STATES[row[0]], _VIEW_STATES[row[1]], _INSTANCE_STATES[row[2]],
-            row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10], row[11],
+            _SAMPLE_STATES[row[0]],
+            _VIEW_STATES[row[1]],
+            _INSTANCE_STATES[row[2]],
+            row[3],
+            row[4],
+            row[5],
+            row[6],
+            row[7],
+            row[8],
+            row[9],
+            row[10],
+            row[11],
         )
 
     @classmethod

@@ -155,8 +155,14 @@ class KeyedCache(Generic[T]):
             if not entries:
                 self._remove(instance)
             return False
-        entries.append(_Entry(data, info.source_timestamp_ns, info.publication_handle,
-                              instance.disposed_generation_count))
+        entries.append(
+            _Entry(
+                data,
+                info.source_timestamp_ns,
+                info.publication_handle,
+                instance.disposed_generation_count,
+            )
+        )
         self._count += 1
         instance.key_sample = data
         if disposes:
@@ -173,8 +179,12 @@ class KeyedCache(Generic[T]):
 
     # -- access -------------------------------------------------------------
     def access(
-        self, take: bool, max_samples: int, mask: int,
-        instance_handle: int | None = None, predicate: Callable[[T], bool] | None = None,
+        self,
+        take: bool,
+        max_samples: int,
+        mask: int,
+        instance_handle: int | None = None,
+        predicate: Callable[[T], bool] | None = None,
         after_handle: int | None = None,
     ) -> list[Sample[T]]:
         """read (or take) up to ``max_samples`` samples matching ``mask`` and ``predicate``.
@@ -198,9 +208,12 @@ class KeyedCache(Generic[T]):
                     break
                 if not (_view(instance) & mask and int(instance.state) & mask):
                     continue
-                chosen = [e for e in instance.entries
-                          if (SampleState.READ if e.read else SampleState.NOT_READ) & mask
-                          and (predicate is None or predicate(e.data))]
+                chosen = [
+                    e
+                    for e in instance.entries
+                    if (SampleState.READ if e.read else SampleState.NOT_READ) & mask
+                    and (predicate is None or predicate(e.data))
+                ]
                 chosen = chosen[: max_samples - len(out)]
                 if not chosen:
                     continue
@@ -225,12 +238,23 @@ class KeyedCache(Generic[T]):
         now = instance.disposed_generation_count
         n = len(chosen)
         return [
-            Sample(e.data, SampleInfo(
-                SampleState.READ if e.read else SampleState.NOT_READ, view, instance.state,
-                True, e.source_timestamp_ns, instance.handle, e.publication_handle,
-                e.disposed_generation_count, 0,
-                n - 1 - i, latest - e.disposed_generation_count, now - e.disposed_generation_count,
-            ))
+            Sample(
+                e.data,
+                SampleInfo(
+                    SampleState.READ if e.read else SampleState.NOT_READ,
+                    view,
+                    instance.state,
+                    True,
+                    e.source_timestamp_ns,
+                    instance.handle,
+                    e.publication_handle,
+                    e.disposed_generation_count,
+                    0,
+                    n - 1 - i,
+                    latest - e.disposed_generation_count,
+                    now - e.disposed_generation_count,
+                ),
+            )
             for i, e in enumerate(chosen)
         ]
 

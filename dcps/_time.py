@@ -36,7 +36,9 @@ def timestamp_ns(value: datetime | int) -> int:
         return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    raise BadParameterError(f"a source timestamp must be an aware datetime or ns >= 0, got {value!r}")
+    raise BadParameterError(
+        f"a source timestamp must be an aware datetime or ns >= 0, got {value!r}"
+    )
 
 
 def ns_to_datetime(ns: int) -> datetime:

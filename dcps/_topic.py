@@ -11,7 +11,7 @@ import idl
 import qos as q
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
-from dcps._qos_bridge import apply_qos, resolve_qos
+from dcps._qos_bridge import resolve_qos
 from dcps._retcode import cyclone_call
 from idl._errors import BadParameterError
 
@@ -34,7 +34,9 @@ class Topic(Entity, Generic[T]):
                 f"a Topic is created on a DomainParticipant, got {type(participant).__name__}"
             )
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
-            raise BadParameterError(f"topic name must be a non-empty string without spaces, got {name!r}")
+            raise BadParameterError(
+                f"topic name must be a non-empty string without spaces, got {name!r}"
+            )
         if not idl.is_topic_type(data_type):
             raise BadParameterError(
                 f"{data_type!r} is not a topic type: declare it with idl (an idl.Struct)"
@@ -78,11 +80,6 @@ class Topic(Entity, Generic[T]):
         """The topic's current QoS."""
         return self._qos
 
-    def set_qos(self, qos: q.TopicQos) -> None:
-        """Change the topic's QoS (only changeable policies may differ)."""
-        self._check_open()
-        self._qos = apply_qos(self, self._qos, qos)
-
 
 class ContentFilteredTopic(Entity, Generic[T]):
     """A topic seen through an SQL filter (DDS 1.4 Annex B, with ``%n`` parameters).
@@ -107,8 +104,9 @@ class ContentFilteredTopic(Entity, Generic[T]):
                 f"a ContentFilteredTopic filters a Topic, got {type(related_topic).__name__}"
             )
         related_topic._check_open()
-        self._filter = ContentFilter(filter_expression, related_topic.data_type,
-                                     tuple(expression_parameters))
+        self._filter = ContentFilter(
+            filter_expression, related_topic.data_type, tuple(expression_parameters)
+        )
         super().__init__(related_topic)
         self._name = name
         self._related = related_topic
@@ -116,7 +114,9 @@ class ContentFilteredTopic(Entity, Generic[T]):
         with cyclone_call(f"create ContentFilteredTopic {name!r}"):
             # Cyclone filters per topic entity: a topic entity of our own carries the filter.
             self._cyclone: Any = CycloneTopic(
-                participant._cyclone, related_topic.name, related_topic.data_type,
+                participant._cyclone,
+                related_topic.name,
+                related_topic.data_type,
                 qos=q.to_cyclone(related_topic.qos),
             )
             self._cyclone.set_topic_filter(self._accepts)

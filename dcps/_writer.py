@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -16,7 +17,7 @@ from dcps._entity import Entity, EntityState
 from dcps._listener import Listener, build_cyclone_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher
-from dcps._qos_bridge import apply_qos, resolve_qos
+from dcps._qos_bridge import resolve_qos
 from dcps._retcode import cyclone_call, error_for
 from dcps._time import duration_ns, timestamp_ns
 from dcps._topic import Topic
@@ -47,7 +48,9 @@ class DataWriter(Entity, Generic[T]):
             )
         if not isinstance(topic, Topic):
             raise BadParameterError(f"a DataWriter needs a Topic, got {type(topic).__name__}")
-        participant = publisher if isinstance(publisher, DomainParticipant) else publisher.participant
+        participant = (
+            publisher if isinstance(publisher, DomainParticipant) else publisher.participant
+        )
         if topic.participant is not participant:
             raise BadParameterError("the topic and the publisher belong to different participants")
         topic._check_open()
@@ -75,7 +78,9 @@ class DataWriter(Entity, Generic[T]):
 
     def _create_cyclone(self, cyclone_publisher: Any) -> Any:
         return CycloneWriter(
-            cyclone_publisher, self._topic._cyclone, qos=q.to_cyclone(self._qos),
+            cyclone_publisher,
+            self._topic._cyclone,
+            qos=q.to_cyclone(self._qos),
             listener=build_cyclone_listener(self, self._listener),
         )
 
@@ -88,10 +93,8 @@ class DataWriter(Entity, Generic[T]):
             condition._rebind()  # type: ignore[attr-defined]
         # Leaving a partition must not dispose instances for the readers left behind.
         keep = self._qos.with_(q.WriterDataLifecycle(autodispose_unregistered_instances=False))
-        try:
+        with contextlib.suppress(Exception):  # best effort: the old writer goes either way
             old.set_qos(q.to_cyclone(keep))
-        except Exception:  # noqa: S110 - best effort; deleting it follows either way
-            pass
         old.__del__()
 
     def _describe(self) -> str:
@@ -121,11 +124,6 @@ class DataWriter(Entity, Generic[T]):
         """The writer's current QoS."""
         return self._qos
 
-    def set_qos(self, qos: q.DataWriterQos) -> None:
-        """Change the writer's QoS (only changeable policies may differ)."""
-        self._check_open()
-        self._qos = apply_qos(self, self._qos, qos)
-
     def set_listener(self, listener: Listener | None) -> None:
         """Replace this writer's listener (``None`` removes it)."""
         self._check_open()
@@ -149,7 +147,8 @@ class DataWriter(Entity, Generic[T]):
             self._type_check(sample, self._type)  # raises: wrong sample type
         try:
             data: bytes = sample.serialize(  # type: ignore[attr-defined]
-                use_version_2=self._cyclone._use_version_2)
+                use_version_2=self._cyclone._use_version_2
+            )
         except Exception as exc:
             self._type_check(sample, self._type)
             raise idl.IdlError(f"cannot serialise {type(sample).__name__}: {exc}") from exc
@@ -228,9 +227,7 @@ class DataWriter(Entity, Generic[T]):
     def _checked_key(self, sample: T) -> T:
         self._check_open()
         if not isinstance(sample, self._type):
-            raise idl.IdlError(
-                f"expected a {idl.describe(self._type).typename} sample, got {type(sample).__name__}"
-            )
+            idl.validate(sample, self._type)  # raises, naming both types
         idl.validate(sample, self._type)
         return sample
 
@@ -265,8 +262,10 @@ class DataWriter(Entity, Generic[T]):
         """GUIDs of the readers this writer currently matches (compare with ``reader.guid``)."""
         self._check_open()
         with cyclone_call("get matched subscription data"):
-            return [str(self._cyclone.get_matched_subscription_data(h).key)
-                    for h in self._cyclone.get_matched_subscriptions()]
+            return [
+                str(self._cyclone.get_matched_subscription_data(h).key)
+                for h in self._cyclone.get_matched_subscriptions()
+            ]
 
     def wait_for_readers(self, count: int = 1, timeout: timedelta | float | None = 10.0) -> None:
         """Block until at least ``count`` readers are matched (discovery is asynchronous)."""
@@ -274,7 +273,8 @@ class DataWriter(Entity, Generic[T]):
 
         wait_until(
             lambda: self.publication_matched_status.current_count >= count,
-            timeout, f"{self._describe()} waiting for {count} matched reader(s)",
+            timeout,
+            f"{self._describe()} waiting for {count} matched reader(s)",
         )
 
     @property
@@ -295,11 +295,4 @@ class DataWriter(Entity, Generic[T]):
     @property
     def offered_incompatible_qos_status(self) -> st.OfferedIncompatibleQosStatus:
         """Readers that requested a QoS this writer does not offer."""
-        return self._status(
-            "get_offered_incompatible_qos_status", st.OfferedIncompatibleQosStatus
-        )
-
-    def _status(self, getter: str, cls: type[st.S]) -> st.S:
-        self._check_open()
-        with cyclone_call(f"{getter} on {self._describe()}"):
-            return st._from_cyclone(cls, getattr(self._cyclone, getter)())
+        return self._status("get_offered_incompatible_qos_status", st.OfferedIncompatibleQosStatus)

@@ -21,7 +21,7 @@ class TestCli:
         with dcps.DomainParticipant(domain_id) as participant:
             topic = dcps.Topic(participant, topic_name, Reading)
             dcps.DataWriter(participant, topic)
-            result = dcps_cli("topics", "--domain", str(domain_id), "--seconds", "3")
+            result = dcps_cli("topics", "--domain", str(domain_id), "--seconds", "6")
         assert result.returncode == 0, result.stderr
         line = next(line for line in result.stdout.splitlines() if topic_name in line)
         assert "sensors::Reading" in line
