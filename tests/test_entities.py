@@ -339,3 +339,28 @@ class TestQueryOrder:
         writer.wait_for_acknowledgments(10)
         query = dcps.QueryCondition(reader, "value > 0 ORDER BY value")
         assert [s.data.value for s in reader.read(condition=query)] == [1.0, 2.0, 3.0]
+
+
+class RejectListener(dcps.Listener):
+    def __init__(self) -> None:
+        self.rejected = threading.Event()
+
+    def on_sample_rejected(self, reader, status: dcps.SampleRejectedStatus) -> None:
+        self.rejected.set()
+
+
+class TestResourceStatuses:
+    def test_samples_beyond_resource_limits_are_rejected(self, participant, topic) -> None:
+        """A KEEP_ALL reader limited to 2 samples per instance rejects the rest and says why."""
+        listener = RejectListener()
+        reader = dcps.DataReader(participant, topic, listener=listener, qos=qos.DataReaderQos(
+            qos.History.KEEP_ALL, qos.ResourceLimits(max_samples_per_instance=2)))
+        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": False}))
+        writer.wait_for_readers()
+        for i in range(5):
+            writer.write(Reading(1, float(i), ""))
+        assert listener.rejected.wait(10)
+        status = eventually(lambda: reader.sample_rejected_status.total_count >= 1 and
+                            reader.sample_rejected_status)
+        assert status.last_reason == dcps.SampleRejectedReason.REJECTED_BY_SAMPLES_PER_INSTANCE_LIMIT
+        assert [s.data.value for s in reader.read()] == [0.0, 1.0]
