@@ -1,0 +1,312 @@
+"""Peer: one channel-layer process on a test host (a store, a publisher or a group member).
+
+Usage: ``channels_host.py CONFIG_JSON``. Started by ``tests/test_multihost_channels.py``
+and ``benchmarks/bench_multihost.py`` inside network namespaces (``netns.Host.python``)
+or over loopback, it talks JSON lines like the peers of ``tests/netns.py``: commands
+on stdin, events on stdout; every event carries ``t``, this machine's monotonic clock,
+so the test can order events of several processes.
+
+The process applies ``CONFIG["network"]`` (a :class:`dcps.NetworkConfig` mapping) to
+its domain before the channel layer creates any participant, so every DDS entity of
+the process uses that host's interface.
+
+Roles (``CONFIG["role"]``):
+
+``store``
+    Runs a :class:`~dcps.channels.Store` on ``CONFIG["data"]``.
+``publisher``
+    A confirmed :class:`~dcps.channels.ChannelPublisher` (round robin). Command
+    ``{"op": "stream", "rate": R}`` publishes ``Msg(seq % 16, seq)`` for seq = 0, 1, ...
+    at R per second until ``{"op": "stop"}``, which flushes and emits ``published``
+    with ``confirmed`` (``[seq, channel, offset]`` each) and ``failed`` (``[seq, error]``).
+``member``
+    A :class:`~dcps.channels.ChannelSubscriber` in group ``CONFIG["group"]``. It receives
+    up to ``batch`` elements at a time, emits ``got`` (``[channel, offset, seq]`` each),
+    commits the last position of each channel and emits ``commit`` (``[channel, offset,
+    status]``) or ``commit_error``; ownership changes emit ``owned`` (all owned channels)
+    with ``why`` (``assigned``, ``revoked``, ``lost``). Command ``report`` emits the
+    group's commits and the tails of the owned channels.
+``bench_source`` / ``bench_sink``
+    Benchmark pair: ``{"op": "burst", "count": N, "size": S}`` makes the source publish
+    N elements (S-byte text); the sink, told ``{"op": "expect", "count": N}``, emits
+    ``throughput`` (count, seconds from first to last element received).
+"""
+
+import json
+import queue
+import sys
+import threading
+import time
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from channels_types import Msg  # noqa: E402
+
+_out = threading.Lock()
+
+
+def emit(**event: Any) -> None:
+    """Write one JSON event line (thread-safe)."""
+    event["t"] = time.monotonic()
+    with _out:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
+
+
+def _commands(stop: threading.Event) -> "queue.Queue[dict[str, Any]]":
+    commands: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            if line.strip():
+                command = json.loads(line)
+                commands.put(command)
+                if command.get("op") == "exit":
+                    break
+        stop.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    return commands
+
+
+def _next(commands: "queue.Queue[dict[str, Any]]", timeout: float) -> dict[str, Any] | None:
+    try:
+        return commands.get(timeout=timeout)
+    except queue.Empty:
+        return None
+
+
+def run_store(config: dict[str, Any], stop: threading.Event) -> None:
+    """The store role: serve until told to exit."""
+    from dcps.channels import Store, SyncMode
+
+    with Store(
+        config["data"],
+        domain_id=config["domain"],
+        namespace=config["namespace"],
+        sync=SyncMode(config.get("sync", SyncMode.NORMAL.value)),
+    ):
+        emit(ev="ready", role="store")
+        stop.wait()
+
+
+def run_publisher(
+    config: dict[str, Any], topic: Any, commands: "queue.Queue[dict[str, Any]]",
+    stop: threading.Event,
+) -> None:
+    """The publisher role: stream confirmed elements on command."""
+    from dcps.channels import ChannelPublisher, OrderBy
+
+    confirmed: list[list[int]] = []
+    failed: list[list[Any]] = []
+    lock = threading.Lock()
+    streaming = threading.Event()
+
+    def record(seq: int, future: Any) -> None:
+        try:
+            position = future.result()
+        except Exception as exc:  # a failed confirmation is what the test counts
+            with lock:
+                failed.append([seq, f"{type(exc).__name__}: {exc}"])
+            return
+        with lock:
+            confirmed.append([seq, position.channel, position.offset])
+
+    def stream(publisher: Any, rate: float) -> None:
+        seq, start = 0, time.monotonic()
+        last_progress = start
+        while streaming.is_set():
+            due = start + seq / rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(min(delay, 0.05))
+                continue
+            try:
+                future = publisher.publish(Msg(seq % 16, seq))
+            except Exception as exc:
+                with lock:
+                    failed.append([seq, f"{type(exc).__name__}: {exc}"])
+            else:
+                future.add_done_callback(lambda f, seq=seq: record(seq, f))
+            seq += 1
+            if time.monotonic() - last_progress > 0.5:
+                last_progress = time.monotonic()
+                with lock:
+                    emit(ev="progress", sent=seq, confirmed=len(confirmed), failed=len(failed))
+
+    with ChannelPublisher(
+        topic, domain_id=config["domain"], namespace=config["namespace"],
+        order_by=OrderBy.round_robin(), linger=timedelta(milliseconds=5),
+        timeout=timedelta(seconds=20),
+    ) as publisher:
+        emit(ev="ready", role="publisher", channels=publisher.channel_count)
+        thread: threading.Thread | None = None
+        while not stop.is_set():
+            command = _next(commands, 0.1)
+            if command is None:
+                continue
+            if command["op"] == "stream":
+                streaming.set()
+                thread = threading.Thread(
+                    target=stream, args=(publisher, command["rate"]), daemon=True
+                )
+                thread.start()
+            elif command["op"] == "stop":
+                streaming.clear()
+                if thread is not None:
+                    thread.join()
+                try:
+                    publisher.flush(timedelta(seconds=30))
+                except Exception as exc:
+                    emit(ev="flush_error", error=f"{type(exc).__name__}: {exc}")
+                with lock:
+                    emit(ev="published", confirmed=sorted(confirmed), failed=failed)
+
+
+def run_member(
+    config: dict[str, Any], topic: Any, commands: "queue.Queue[dict[str, Any]]",
+    stop: threading.Event,
+) -> None:
+    """The member role: receive, report, commit; report ownership changes."""
+    from dcps.channels import ChannelOwnershipListener, ChannelSubscriber
+
+    class Report(ChannelOwnershipListener):
+        def _owned(self, subscriber: Any, why: str, channels: frozenset[int]) -> None:
+            emit(ev="owned", why=why, changed=sorted(channels), channels=subscriber.channels)
+
+        def on_channels_assigned(self, subscriber: Any, channels: frozenset[int]) -> None:
+            self._owned(subscriber, "assigned", channels)
+
+        def on_channels_revoked(self, subscriber: Any, channels: frozenset[int]) -> None:
+            self._owned(subscriber, "revoked", channels)
+
+        def on_channels_lost(self, subscriber: Any, channels: frozenset[int]) -> None:
+            self._owned(subscriber, "lost", channels)
+
+    subscriber: Any = ChannelSubscriber(
+        topic, group=config["group"], domain_id=config["domain"],
+        namespace=config["namespace"], listeners=[Report()],
+        timeout=timedelta(seconds=config.get("timeout", 2.0)),
+    )
+    emit(ev="ready", role="member", member=subscriber.member, channels=subscriber.channels)
+    batch = config.get("batch", 32)
+    pending = None
+    try:
+        while not stop.is_set():
+            command = _next(commands, 0.0)
+            if command is not None and command["op"] == "report":
+                try:
+                    committed = subscriber.last_committed()
+                    tails = subscriber.tails()
+                except Exception as exc:
+                    emit(ev="report_error", error=f"{type(exc).__name__}: {exc}")
+                else:
+                    emit(ev="report", channels=subscriber.channels,
+                         committed={str(c): p.offset for c, p in committed.items()},
+                         tails={str(c): p.offset for c, p in tails.items()})
+            if pending is None:
+                pending = subscriber.receive(batch)
+            try:
+                elements = pending.result(timeout=0.1)
+            except TimeoutError:
+                continue
+            pending = None
+            if not elements:
+                continue
+            emit(ev="got", items=[[e.channel, e.position.offset, e.value.seq] for e in elements])
+            last = {e.channel: e.position for e in elements}
+            try:
+                results = subscriber.commit(last)
+            except Exception as exc:  # e.g. no answer while cut off: the test counts these
+                emit(ev="commit_error", items=[[c, p.offset] for c, p in last.items()],
+                     error=f"{type(exc).__name__}: {exc}")
+                continue
+            emit(ev="commit", items=[[c, r.position.offset, r.status.value]
+                                     for c, r in results.items()])
+    finally:
+        subscriber.close()
+
+
+def run_bench(
+    config: dict[str, Any], topic: Any, commands: "queue.Queue[dict[str, Any]]",
+    stop: threading.Event,
+) -> None:
+    """The benchmark roles: a source publishing bursts, a sink timing them."""
+    from dcps.channels import ChannelPublisher, ChannelSubscriber, OrderBy
+
+    kw = {"domain_id": config["domain"], "namespace": config["namespace"]}
+    if config["role"] == "bench_source":
+        with ChannelPublisher(topic, order_by=OrderBy.round_robin(), **kw) as publisher:
+            emit(ev="ready", role="bench_source")
+            while not stop.is_set():
+                command = _next(commands, 0.1)
+                if command is None or command["op"] != "burst":
+                    continue
+                text = "x" * command.get("size", 0)
+                start = time.perf_counter()
+                for seq in range(command["count"]):
+                    publisher.publish(Msg(seq % 64, seq, text))
+                publisher.flush(timedelta(seconds=120))
+                emit(ev="burst_done", seconds=time.perf_counter() - start)
+        return
+    with ChannelSubscriber(topic, **kw) as subscriber:
+        emit(ev="ready", role="bench_sink")
+        expected, count, first = 0, 0, 0.0
+        pending = None
+        while not stop.is_set():
+            command = _next(commands, 0.0)
+            if command is not None and command["op"] == "expect":
+                expected, count = command["count"], 0
+            if pending is None:
+                pending = subscriber.receive(1024)
+            try:
+                elements = pending.result(timeout=0.1)
+            except TimeoutError:
+                continue
+            pending = None
+            if elements and count == 0:
+                first = time.perf_counter()
+            count += len(elements)
+            if expected and count >= expected:
+                emit(ev="throughput", count=count, seconds=time.perf_counter() - first)
+                expected, count = 0, 0
+
+
+def main() -> None:
+    """Apply the network settings, then run the configured role until told to exit."""
+    config = json.loads(sys.argv[1])
+    stop = threading.Event()
+    commands = _commands(stop)
+    from dcps._network import NetworkConfig
+    from dcps.channels import ChannelledTopic
+
+    # The channel layer creates plain cyclonedds participants of this domain: they use
+    # the domain created here, with this host's interfaces.
+    domain = NetworkConfig.from_mapping(config.get("network", {})).apply(config["domain"])
+    try:
+        role = config["role"]
+        if role == "store":
+            run_store(config, stop)
+            return
+        topic = ChannelledTopic(config["topic"], Msg, channel_count=config.get("channels"))
+        if role == "publisher":
+            run_publisher(config, topic, commands, stop)
+        elif role == "member":
+            run_member(config, topic, commands, stop)
+        elif role in ("bench_source", "bench_sink"):
+            run_bench(config, topic, commands, stop)
+        else:
+            raise SystemExit(f"unknown role {role!r}")
+    except Exception:
+        emit(ev="crash", error=traceback.format_exc())
+        raise
+    finally:
+        del domain
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""Channelled topics across hosts: a store on one host, publishers and a group on others.
+
+Hosts are network namespaces on a bridge (``netns.Lan``); each process runs
+``peers/channels_host.py`` inside its host with the network pinned to ``eth0``
+and reports what it publishes, receives, commits and owns as JSON events
+(stamped with the machine's monotonic clock, shared by all namespaces).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from netns import Host, Lan, PeerProcess, lan_factory
+
+pytestmark = pytest.mark.multiprocess
+
+PEER = Path(__file__).resolve().parent / "peers" / "channels_host.py"
+CHANNELS = 4
+#: Participant lease (s): a cut-off participant is forgotten after it.
+LEASE = 3.0
+#: Discovery timing: a host that comes back is found again within 0.5 s.
+NETWORK = {"interfaces": ["eth0"], "lease_duration": LEASE, "spdp_interval": 0.5}
+
+Event = dict[str, Any]
+
+
+@pytest.fixture
+def make_lan() -> Iterator[Callable[[int], Lan]]:
+    """``make_lan(n)``: n hosts on a bridge, removed after the test (skips without netns)."""
+    yield from lan_factory()
+
+
+def _start(host: Host, role: str, base: dict[str, Any], **extra: Any) -> PeerProcess:
+    config = {"role": role, "network": NETWORK, **base, **extra}
+    return host.python(str(PEER), json.dumps(config))
+
+
+def _is(ev: str) -> Callable[[Event], bool]:
+    return lambda e: e.get("ev") == ev
+
+
+def _fail_on_crash(*processes: PeerProcess) -> None:
+    for process in processes:
+        for event in process.drain():
+            if event.get("ev") == "crash":
+                raise AssertionError(f"{process.label} crashed:\n{event['error']}")
+
+
+def _wait(
+    predicate: Callable[[], bool], timeout: float, what: str, *processes: PeerProcess
+) -> None:
+    """Poll ``predicate`` (after collecting the processes' events) until true or fail."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _fail_on_crash(*processes)
+        if predicate():
+            return
+        if time.monotonic() > deadline:
+            tails = {p.label: p.events[-5:] for p in processes}
+            stderr = {p.label: p.stderr()[-1500:] for p in processes}
+            raise AssertionError(f"not within {timeout} s: {what}; last events {tails}; {stderr}")
+        time.sleep(0.05)
+
+
+def _owned(member: PeerProcess) -> list[int]:
+    """The channels the member owns according to its latest ownership event."""
+    for event in reversed(member.drain()):
+        if event.get("ev") in ("owned", "ready"):
+            return list(event["channels"])
+    return []
+
+
+def _got(member: PeerProcess, since: int = 0) -> list[tuple[int, int, int]]:
+    """``(channel, offset, seq)`` of every element the member received (from event ``since``)."""
+    return [
+        (c, o, s)
+        for e in member.drain()[since:]
+        if e.get("ev") == "got"
+        for c, o, s in e["items"]
+    ]
+
+
+def _received_seqs(*members: PeerProcess) -> set[int]:
+    return {s for m in members for _, _, s in _got(m)}
+
+
+def _progress(publisher: PeerProcess) -> int:
+    events = [e for e in publisher.drain() if e.get("ev") == "progress"]
+    return events[-1]["confirmed"] if events else 0
+
+
+def _stop(publisher: PeerProcess) -> tuple[dict[int, tuple[int, int]], list[Any]]:
+    """Stop streaming; return ``{seq: (channel, offset)}`` confirmed, and the failures."""
+    publisher.send(op="stop")
+    published = publisher.expect(_is("published"), 40, "published")
+    confirmed = {seq: (c, o) for seq, c, o in published["confirmed"]}
+    return confirmed, published["failed"]
+
+
+def _report(member: PeerProcess) -> Event:
+    mark = member.mark()
+    member.send(op="report")
+    return member.expect(lambda e: e.get("ev") in ("report", "report_error"), 20, "report",
+                         since=mark)
+
+
+def _all_committed(members: list[PeerProcess], tails: dict[int, int]) -> bool:
+    """True when the group's commits reach ``tails`` in every channel (members own them all)."""
+    committed: dict[int, int] = {}
+    for member in members:
+        report = _report(member)
+        if report["ev"] != "report":
+            return False
+        committed.update({int(c): o for c, o in report["committed"].items()})
+    return committed == tails
+
+
+def _start_cluster(lan: Lan, base: dict[str, Any]) -> tuple[PeerProcess, ...]:
+    """Store on host a, members on b and c, the publisher on b; wait until all run."""
+    a, b, c = lan.hosts
+    store = _start(a, "store", base, data=str(lan.workdir / "store"))
+    store.expect(_is("ready"), 30, "store ready")
+    member_b = _start(b, "member", base, group="g", timeout=2.0)
+    member_c = _start(c, "member", base, group="g", timeout=2.0)
+    publisher = _start(b, "publisher", base)
+    for process in (member_b, member_c, publisher):
+        process.expect(_is("ready"), 30, "ready")
+    processes = (store, publisher, member_b, member_c)
+    _wait(lambda: len(_owned(member_b)) == 2 and len(_owned(member_c)) == 2, 20,
+          "two channels each", *processes)
+    return processes
+
+
+class TestStoreAsAService:
+    def test_store_publisher_and_group_on_three_hosts(
+        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
+    ) -> None:
+        """Confirmed elements published on host b reach the group on b and c once each."""
+        lan = make_lan(3)
+        base = {"domain": domain_id, "namespace": f"ns_{unique}", "topic": topic_name,
+                "channels": CHANNELS}
+        store, publisher, member_b, member_c = processes = _start_cluster(lan, base)
+        members = [member_b, member_c]
+        publisher.send(op="stream", rate=300)
+        _wait(lambda: _progress(publisher) >= 400, 30, "400 confirmed", *processes)
+        confirmed, failed = _stop(publisher)
+        assert failed == []
+        _wait(lambda: _received_seqs(*members) >= set(confirmed), 20,
+              "every confirmed element received", *processes)
+
+        got = {id(m): _got(m) for m in members}
+        assert sorted(s for m in members for _, _, s in got[id(m)]) == sorted(confirmed)
+        for member in members:  # each member only saw its own channels
+            assert {c for c, _, _ in got[id(member)]} == set(_owned(member))
+        for m in members:
+            for channel, offset, seq in got[id(m)]:
+                assert confirmed[seq] == (channel, offset)
+        tails = defaultdict(lambda: -1)
+        for channel, offset in confirmed.values():
+            tails[channel] = max(tails[channel], offset)
+        assert set(tails) == set(range(CHANNELS))
+        _wait(lambda: _all_committed(members, dict(tails)), 20, "commits at the tails",
+              *processes)
+
+
+class TestPartition:
+    @pytest.mark.parametrize(
+        "outage", [0.0, LEASE + 1.5], ids=["shorter-than-lease", "longer-than-lease"]
+    )
+    def test_group_rebalances_around_a_cut_off_member_and_loses_nothing(
+        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str,
+        outage: float,
+    ) -> None:
+        """Unplugging host c moves its channels to b and back; confirmed = processed, lost 0.
+
+        The short outage ends as soon as b took over (DDS sessions survive it); the long
+        one outlasts the participant lease, so the hosts forget and rediscover each other.
+        """
+        lan = make_lan(3)
+        _, _, c = lan.hosts
+        base = {"domain": domain_id, "namespace": f"ns_{unique}", "topic": topic_name,
+                "channels": CHANNELS}
+        store, publisher, member_b, member_c = processes = _start_cluster(lan, base)
+        members = [member_b, member_c]
+        channels_of_c = set(_owned(member_c))
+        publisher.send(op="stream", rate=150)
+        _wait(lambda: len(_got(member_c)) >= 50, 20, "host c processes elements", *processes)
+
+        cut = time.monotonic()
+        c.link_down()
+        _wait(lambda: _owned(member_b) == list(range(CHANNELS)), 20,
+              "b owns every channel after c's heartbeat timeout", *processes)
+        taken_over = time.monotonic()
+        mark_b = len(member_b.drain())
+        _wait(lambda: {ch for ch, _, _ in _got(member_b, mark_b)} >= channels_of_c, 20,
+              "b processes c's channels", *processes)
+        progress_in_outage = _progress(publisher)
+        time.sleep(max(0.0, cut + outage - time.monotonic()))  # hold the cable out
+
+        mark_c = len(member_c.drain())
+        up = time.monotonic()
+        c.link_up()
+        _wait(lambda: len(_owned(member_c)) == 2 and len(_owned(member_b)) == 2, 30,
+              "the group rebalances back to two members", *processes)
+        back = time.monotonic()
+        _wait(lambda: len({ch for ch, _, _ in _got(member_c, mark_c)}) == 2, 20,
+              "c processes its channels again", *processes)
+        _wait(lambda: _progress(publisher) >= progress_in_outage + 100, 20,
+              "publishing went on", *processes)
+        confirmed, failed = _stop(publisher)
+
+        # Every confirmed element was processed (received) by a member: lost = 0.
+        assert failed == []
+        _wait(lambda: _received_seqs(*members) >= set(confirmed), 30,
+              "every confirmed element received", *processes)
+        tails: dict[int, int] = defaultdict(lambda: -1)
+        for channel, offset in confirmed.values():
+            tails[channel] = max(tails[channel], offset)
+        _wait(lambda: _all_committed(members, dict(tails)), 30, "commits at the tails",
+              *processes)
+        got = [item for m in members for item in _got(m)]
+        for channel, offset, seq in got:
+            assert confirmed[seq] == (channel, offset), "element at the wrong position"
+        processed = {seq for _, _, seq in got}
+        lost = set(confirmed) - processed
+        duplicates = Counter(seq for _, _, seq in got) - Counter(processed)
+        print(f"\noutage {up - cut:.1f} s, c back in the group {back - up:.1f} s after it: "
+              f"published confirmed {len(confirmed)}, processed distinct {len(processed)}, "
+              f"lost {len(lost)}, duplicates {sum(duplicates.values())}; "
+              f"takeover {taken_over - cut:.1f} s after the cut")
+
+        assert len(processed) == len(confirmed) and not lost
+        assert processed == set(confirmed)
+
+        # Duplicates only where ownership moved, and never behind a commit acknowledged
+        # before the move: a new owner resumes after the group's last commit.
+        moved = set()
+        for member in members:
+            for event in member.drain():
+                if event.get("ev") == "owned" and event["t"] > cut:
+                    moved.update(event["changed"])
+        assert {confirmed[seq][0] for seq in duplicates} <= moved
+        commits = [(e["t"], ch, off) for m in members for e in m.drain()
+                   if e.get("ev") == "commit" for ch, off, status in e["items"]
+                   if status == "committed"]
+        for member in members:
+            events = member.drain()
+            for index, event in enumerate(events):
+                if event.get("ev") != "owned" or event["why"] != "assigned" or event["t"] < cut:
+                    continue
+                for channel in event["changed"]:
+                    first = next((o for e in events[index:] if e.get("ev") == "got"
+                                  for ch, o, _ in e["items"] if ch == channel), None)
+                    if first is None:
+                        continue
+                    before = [off for t, ch, off in commits if ch == channel and t < event["t"]]
+                    assert first >= max(before, default=-1) + 1, (
+                        f"channel {channel} resumed at {first}, commits before: {before[-3:]}"
+                    )
