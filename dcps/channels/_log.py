@@ -368,6 +368,49 @@ class ChannelLog:
             self._channels[key][:] = st
         return results
 
+    def append_keyed(
+        self, topic: str, channel: int, payloads: Sequence[bytes], key: str
+    ) -> tuple[list[tuple[int, int]], bool]:
+        """Append one batch unless a batch with idempotence ``key`` was appended before.
+
+        Returns ``(placements, duplicate)``: for a new key the batch is appended
+        and its key remembered in the same transaction (table ``publish_keys``);
+        for a known key nothing is written and the first append's placements
+        are returned with ``duplicate`` True. (Used by the Spark sink.)
+        """
+        tid, state = self._state(topic, channel)
+        db = self._conn
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS publish_keys (topic_id INTEGER NOT NULL,"
+            " key TEXT NOT NULL, channel INTEGER NOT NULL, first INTEGER NOT NULL,"
+            " count INTEGER NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (topic_id, key))"
+            " WITHOUT ROWID"
+        )
+        row = db.execute(
+            "SELECT channel, first, count, ts FROM publish_keys WHERE topic_id = ? AND key = ?",
+            (tid, key),
+        ).fetchone()
+        if row is not None:
+            return [(row[1] + i, row[3]) for i in range(row[2])], True
+        st = list(state)
+        ts = max(self._clock(), st[2])
+        first = st[1]
+        rows = [(tid, channel, first + i, ts, bytes(d)) for i, d in enumerate(payloads)]
+        st[1] += len(rows)
+        st[2] = ts
+        with self._tx():
+            db.executemany("INSERT INTO elements VALUES (?, ?, ?, ?, ?)", rows)
+            db.execute(
+                "UPDATE channels SET next_offset = ?, last_ts = ? WHERE topic_id = ? AND channel = ?",
+                (st[1], st[2], tid, channel),
+            )
+            db.execute(
+                "INSERT INTO publish_keys VALUES (?, ?, ?, ?, ?, ?)",
+                (tid, key, channel, first, len(rows), ts),
+            )
+        state[:] = st
+        return [(first + i, ts) for i in range(len(rows))], False
+
     def fetch(self, topic: str, channel: int, offset: int, max_count: int) -> list[Element]:
         """Up to ``max_count`` elements from ``offset`` on (or from the head if later)."""
         tid, _ = self._state(topic, channel)

@@ -215,6 +215,9 @@ class Store:
         self._reply(request, number=info.channel_count, flag=int(info.retain_consumed))
 
     def _publish(self, requests: list[Request]) -> None:
+        for request in [r for r in requests if r.text]:  # idempotent (keyed) publishes
+            self._publish_keyed(request)
+        requests = [r for r in requests if not r.text]
         good: list[Request] = []
         for request in requests:
             try:
@@ -245,6 +248,27 @@ class Store:
             info = self.log.topic(topic)
             if not info.retain_consumed and not self.log.groups(topic):
                 self.log.trim(topic)
+
+    def _publish_keyed(self, request: Request) -> None:
+        """A publish carrying an idempotence key in ``text``: a repeated key is not appended.
+
+        The reply's ``flag`` is 1 for a duplicate (with the original placement).
+        """
+        try:
+            if len(request.channels) != 1:
+                raise BadParameterError("a publish request names exactly one channel")
+            placed, duplicate = self.log.append_keyed(
+                request.topic, request.channels[0], unpack(request), request.text
+            )
+        except Exception as exc:
+            self._fail(request, exc)
+            return
+        first, stamp = placed[0] if placed else (0, 0)
+        self._reply(
+            request, number=len(placed), offsets=[first], stamps=[stamp], flag=int(duplicate)
+        )
+        if placed and not duplicate:
+            self._push(request, placed[0])
 
     def _push(self, request: Request, first: tuple[int, int]) -> None:
         topic, channel = request.topic, request.channels[0]

@@ -1,0 +1,320 @@
+"""The ``dcps`` PySpark data source: batch reads and the Structured Streaming source.
+
+Offsets are JSON objects ``{"<channel>": next_offset, ...}`` with string keys in
+sorted order, one entry per channel: the query has consumed every element
+below ``next_offset``. A micro-batch ``(start, end]`` is planned as one input
+partition per channel range ``start[c] .. end[c] - 1`` (split beyond
+``maxElementsPerPartition``), and ``read`` fetches exactly that range from the
+store, which never changes stored elements, so a retried task or a restarted
+query reads the same rows: with Spark's checkpointed offsets and an
+idempotent sink (the file sink) this is exactly-once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from idl._errors import BadParameterError, PreconditionNotMetError
+
+from ._access import StoreAccess, connect_store
+from ._decode import decode_batch
+from ._options import SourceOptions
+from ._schema import spark_schema
+
+__all__ = ["ChannelRange", "DcpsDataSource", "offsets_json"]
+
+
+class ChannelRange(InputPartition):
+    """One input partition: elements ``start .. end - 1`` of one channel."""
+
+    def __init__(self, index: int, channel: int, start: int, end: int) -> None:
+        super().__init__((channel, start, end))
+        self.index = index
+        self.channel = channel
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"ChannelRange(channel={self.channel}, {self.start}..{self.end - 1})"
+
+
+def offsets_json(next_offsets: dict[int, int]) -> dict[str, int]:
+    """Spark offset dict: string channel keys in sorted (string) order."""
+    return {k: next_offsets[int(k)] for k in sorted(str(c) for c in next_offsets)}
+
+
+def _from_offset(offset: dict[str, Any]) -> dict[int, int]:
+    try:
+        return {int(k): int(v) for k, v in offset.items()}
+    except (TypeError, ValueError) as exc:
+        raise BadParameterError(f"malformed dcps offset {offset!r}") from exc
+
+
+def _access(opts: SourceOptions) -> StoreAccess:
+    return connect_store(opts.domain_id, opts.namespace, opts.data_dir, opts.timeout)
+
+
+def _resolve(
+    spec: str | dict[int, int], bounds: dict[int, tuple[int, int]], option: str
+) -> dict[int, int]:
+    """Next offsets per channel for ``earliest``/``latest``/an explicit map."""
+    if spec == "earliest":
+        return {c: h for c, (h, _) in bounds.items()}
+    if spec == "latest":
+        return {c: n for c, (_, n) in bounds.items()}
+    assert isinstance(spec, dict)
+    unknown = sorted(set(spec) - set(bounds))
+    if unknown:
+        raise BadParameterError(
+            f"option {option}: channels {unknown} do not exist (the topic has "
+            f"channels 0..{len(bounds) - 1})"
+        )
+    out = {}
+    for c, (head, nxt) in bounds.items():
+        v = spec.get(c, -2)
+        out[c] = head if v == -2 else nxt if v == -1 else v
+    return out
+
+
+def _plan(
+    start: dict[int, int], end: dict[int, int], per_partition: int
+) -> list[ChannelRange]:
+    parts: list[ChannelRange] = []
+    for c in sorted(end):
+        lo, hi = start.get(c, 0), end[c]
+        while lo < hi:
+            top = min(hi, lo + per_partition)
+            parts.append(ChannelRange(len(parts), c, lo, top))
+            lo = top
+    return parts
+
+
+def _maybe_fail(opts: SourceOptions, where: str, index: int) -> None:
+    """Injected failure for tests: the first attempt of partition 0 raises."""
+    if opts.fail_first_attempt != where or index != 0:
+        return
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is not None and ctx.attemptNumber() == 0:
+        raise RuntimeError(f"dcps: injected failure in the first attempt of a {where} task")
+
+
+def _read(
+    opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]
+) -> Iterator[Any]:
+    t = opts.type()
+    access = _access(opts)
+    step = max(1, opts.batch_rows * 64)
+    pos = part.start
+    while pos < part.end:
+        top = min(part.end, pos + step)
+        chunk = access.fetch(opts.topic, part.channel, pos, top)
+        batch = decode_batch(t, chunk.payloads, part.channel, chunk.offsets, chunk.stamps)
+        if opts.start_ns is not None or opts.end_ns is not None:
+            import numpy as np
+            import pyarrow as pa
+
+            stamps = np.asarray(chunk.stamps, dtype=np.int64)
+            mask = np.ones(len(stamps), dtype=bool)
+            if opts.start_ns is not None:
+                mask &= stamps >= opts.start_ns
+            if opts.end_ns is not None:
+                mask &= stamps < opts.end_ns
+            batch = batch.filter(pa.array(mask))
+        if batch.num_rows:
+            yield _conform(batch, schema_names)
+        if pos == part.start:
+            _maybe_fail(opts, "read", part.index)
+        pos = top
+
+
+_spark_arrow: dict[int, Any] = {}
+
+
+def _conform(batch: Any, schema_names: Sequence[str]) -> Any:
+    """The batch with the exact Arrow schema Spark expects (field metadata included)."""
+    return batch.select(list(schema_names))
+
+
+class _BatchReader(DataSourceReader):
+    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.names = schema.fieldNames()
+        access = _access(opts)
+        bounds = access.bounds(opts.topic)
+        start = _resolve(opts.starting, bounds, "startingPositions")
+        end = _resolve(opts.ending, bounds, "endingPositions")
+        if opts.start_ns is not None:  # skip whole prefixes older than the time range
+            for c in start:
+                start[c] = max(start[c], access.first_at(opts.topic, c, opts.start_ns, end[c]))
+        self.parts = _plan(start, end, opts.max_per_partition)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return self.parts
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, ChannelRange)
+        return _read(self.opts, partition, self.names)
+
+
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.names = schema.fieldNames()
+        self.target: dict[int, int] | None = None
+        self.member = uuid.uuid4().hex
+        self.joined = False
+        _access(opts).bounds(opts.topic)  # unknown topic: fail at start
+
+    def initialOffset(self) -> dict[str, int]:
+        bounds = _access(self.opts).bounds(self.opts.topic)
+        return offsets_json(_resolve(self.opts.starting, bounds, "startingPositions"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_per_trigger > 0:
+            return ReadMaxRows(self.opts.max_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        bounds = _access(self.opts).bounds(self.opts.topic)
+        self.target = {c: n for c, (_, n) in bounds.items()}
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+        begin = _from_offset(start)
+        bounds = _access(self.opts).bounds(self.opts.topic)
+        latest = {c: n for c, (_, n) in bounds.items()}
+        if self.target is not None:
+            latest = {c: min(n, self.target.get(c, n)) for c, n in latest.items()}
+        for c in latest:
+            latest[c] = max(latest[c], begin.get(c, 0))
+        if isinstance(limit, ReadMaxRows):
+            latest = _admit(begin, latest, int(limit.max_rows))
+        return offsets_json(latest)
+
+    def reportLatestOffset(self) -> dict[str, int]:
+        bounds = _access(self.opts).bounds(self.opts.topic)
+        return offsets_json({c: n for c, (_, n) in bounds.items()})
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return _plan(_from_offset(start), _from_offset(end), self.opts.max_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, ChannelRange)
+        return _read(self.opts, partition, self.names)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Commit the group's positions (the last consumed offset per channel)."""
+        if not self.opts.group:
+            return
+        from dcps.channels._protocol import Op
+
+        done = {c: n - 1 for c, n in _from_offset(end).items() if n > 0}
+        if not done:
+            return
+        client = _access(self.opts)._client
+        if client is None:
+            return  # local file access: no group commits
+        for attempt in range(2):
+            if not self.joined:
+                client.call(
+                    Op.JOIN, topic=self.opts.topic, group=self.opts.group, member=self.member,
+                    number=300_000, flag=0,
+                )
+                self.joined = True
+            try:
+                client.call(
+                    Op.COMMIT, topic=self.opts.topic, group=self.opts.group, member=self.member,
+                    channels=list(done), offsets=list(done.values()),
+                )
+                return
+            except PreconditionNotMetError:  # membership expired: join again
+                self.joined = False
+                if attempt:
+                    raise
+
+    def stop(self) -> None:
+        if self.joined:
+            from dcps.channels._protocol import Op
+
+            client = _access(self.opts)._client
+            if client is not None:
+                client.call(
+                    Op.LEAVE, topic=self.opts.topic, group=self.opts.group, member=self.member
+                )
+            self.joined = False
+
+
+def _admit(begin: dict[int, int], latest: dict[int, int], limit: int) -> dict[int, int]:
+    """At most ``limit`` elements in total, shared fairly between channels (water filling)."""
+    want = {c: max(0, latest[c] - begin.get(c, 0)) for c in latest}
+    give = dict.fromkeys(latest, 0)
+    left = limit
+    open_ = sorted(c for c in want if want[c] > 0)
+    while left > 0 and open_:
+        share = max(1, left // len(open_))
+        for c in list(open_):
+            take = min(share, want[c] - give[c], left)
+            give[c] += take
+            left -= take
+            if give[c] >= want[c]:
+                open_.remove(c)
+            if left == 0:
+                break
+    return {c: begin.get(c, 0) + give[c] for c in latest}
+
+
+class DcpsDataSource(DataSource):
+    """PySpark data source ``dcps``: channelled topics kept by a dcps store.
+
+    Options: ``topic``; ``type`` (``package.module:Class``) or ``idl_file`` +
+    ``type_name``; ``domain`` (default 0); ``namespace`` (``dcps``);
+    ``data_dir`` (read the store's file directly instead of over DDS);
+    ``startingPositions`` / ``endingPositions`` (``earliest``, ``latest`` or
+    JSON ``{"<channel>": offset}``); ``startTimestamp`` / ``endTimestamp``
+    (batch reads; ISO 8601 or ns); ``maxElementsPerTrigger``; ``group``
+    (commit the query's positions as this subscriber group); ``timeout`` (s).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "dcps"
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.opts = SourceOptions.parse(options)
+
+    def schema(self) -> StructType:
+        return spark_schema(self.opts.type())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _BatchReader(self.opts, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _StreamReader(self.opts, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        from ._sink import StreamWriter
+
+        return StreamWriter(self.opts, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> Any:
+        from ._sink import BatchWriter
+
+        return BatchWriter(self.opts, schema)
