@@ -32,11 +32,8 @@ class AutoPurge:
             InstanceState.NOT_ALIVE_DISPOSED: _seconds(policy.autopurge_disposed_samples_delay),
         }
         self._since: dict[int, tuple[InstanceState, float]] = {}
-
-    @property
-    def active(self) -> bool:
-        """Whether any delay is finite (else the reader skips all of this)."""
-        return any(d is not None for d in self._delays.values())
+        #: Whether any delay is finite (else the reader skips all of this).
+        self.active = any(d is not None for d in self._delays.values())
 
     def observe(self, states: dict[int, InstanceState], now: float | None = None) -> None:
         """Record the current instance states (handle -> state) seen in the reader."""

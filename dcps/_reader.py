@@ -37,12 +37,19 @@ T = TypeVar("T")
 LENGTH_UNLIMITED = 1_000_000
 
 
+_MASKS: dict[tuple[int, int, int], int] = {}
+
+
 def state_mask(
     sample_states: SampleState | int,
     view_states: ViewState | int,
     instance_states: InstanceState | int,
 ) -> int:
-    """The Cyclone mask for a combination of state selections."""
+    """The Cyclone mask for a combination of state selections (checked once, then cached)."""
+    key = (sample_states, view_states, instance_states)
+    mask = _MASKS.get(key)  # type: ignore[arg-type]
+    if mask is not None:
+        return mask
     for value, kind, full in (
         (sample_states, "sample_states", SampleState.ANY),
         (view_states, "view_states", ViewState.ANY),
@@ -53,7 +60,8 @@ def state_mask(
                 f"{kind} must be a non-empty combination of "
                 f"{full.__class__.__name__}, got {value!r}"
             )
-    return int(sample_states) | int(view_states) | int(instance_states)
+    mask = _MASKS[key] = int(sample_states) | int(view_states) | int(instance_states)  # type: ignore[index]
+    return mask
 
 
 def _ordered(samples: list[Sample[T]], condition: Any) -> list[Sample[T]]:

@@ -323,8 +323,12 @@ class TestErrors:
 
 
 def test_public_names_are_exported() -> None:
-    """dcps.__all__ is sorted and names exactly the public attributes."""
-    assert list(dcps.__all__) == sorted(dcps.__all__)
+    """dcps.__all__ is sorted (constants, classes, functions) and names exactly the public names."""
+
+    def isort_style(name: str) -> tuple[int, str]:
+        return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+    assert list(dcps.__all__) == sorted(dcps.__all__, key=isort_style)
     public = {n for n in dir(dcps) if not n.startswith("_")} - {"annotations"}
     modules = {n for n in public if type(getattr(dcps, n)).__name__ == "module"}
     assert public - modules == set(dcps.__all__)
