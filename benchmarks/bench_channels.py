@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -187,6 +188,25 @@ class StoreProcess:
         self.dir.cleanup()
 
 
+def next_batch(sub: ChannelSubscriber, n: int, stop: threading.Event) -> list:
+    """One receive(n), waited for until done or ``stop`` (a receive future is never dropped:
+    an abandoned future would still take elements)."""
+    fut = sub.receive(n)
+    while not stop.is_set():
+        try:
+            return fut.result(0.5)
+        except TimeoutError:
+            continue
+        except CancelledError:
+            return []
+    if fut.cancel():
+        return []
+    try:
+        return fut.result(5)
+    except (TimeoutError, CancelledError):
+        return []
+
+
 def channel_throughput(
     domain: int, namespace: str, size: int, count: int, *, confirmed: bool, members: int
 ) -> float:
@@ -209,10 +229,7 @@ def channel_throughput(
 
     def consume(sub: ChannelSubscriber) -> None:
         while not done.is_set():
-            try:
-                got = sub.receive(2048).result(1.0)
-            except TimeoutError:
-                continue
+            got = next_batch(sub, 2048, done)
             with lock:
                 received[0] += len(got)
                 if received[0] >= count:
@@ -249,10 +266,7 @@ def channel_latency(
 
     def consume() -> None:
         while not stop.is_set():
-            try:
-                got = sub.receive(256).result(0.5)
-            except TimeoutError:
-                continue
+            got = next_batch(sub, 256, stop)
             now = time.time_ns()
             lat.extend((now - e.value.sent_ns) / 1e6 for e in got)
 
