@@ -175,6 +175,21 @@ def instance_key(entity_ref: int, handle: int) -> bytes | None:
         _lib.dds_free(ct.c_void_p(container.usample))
 
 
+_lib.dds_wait_for_acks.restype = ct.c_int32
+_lib.dds_wait_for_acks.argtypes = [ct.c_int32, ct.c_int64]
+
+
+def wait_for_acks(entity_ref: int, timeout_ns: int) -> bool:
+    """``dds_wait_for_acks`` on a writer or publisher: False on timeout (the binding's own
+    wrapper fails there with an AttributeError)."""
+    rc = _lib.dds_wait_for_acks(entity_ref, timeout_ns)
+    if rc == -10:  # DDS_RETCODE_TIMEOUT
+        return False
+    if rc < 0:
+        raise error_for(rc, "wait for acknowledgments")
+    return True
+
+
 def assert_liveliness(entity_ref: int) -> None:
     """Assert liveliness of a participant or writer (MANUAL_BY_* liveliness)."""
     rc = _lib.dds_assert_liveliness(ct.c_int32(entity_ref))

@@ -9,6 +9,7 @@ from cyclonedds.pub import Publisher as CyclonePublisher
 from cyclonedds.sub import Subscriber as CycloneSubscriber
 
 import qos as q
+from dcps._cyclone_c import wait_for_acks
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
 from dcps._qos_bridge import apply_qos, resolve_qos
@@ -120,9 +121,8 @@ class Publisher(_Group):
     def wait_for_acknowledgments(self, timeout: Any = None) -> None:
         """Block until every reliable reader acknowledged all data of all writers here."""
         self._check_open()
-        with cyclone_call("wait for acknowledgments"):
-            ok = self._cyclone.wait_for_acks(duration_ns(timeout))
-        if ok is False:
+        ok = wait_for_acks(self._cyclone._ref, duration_ns(timeout))
+        if not ok:
             raise DcpsTimeoutError(f"not all samples were acknowledged within {timeout}")
 
 

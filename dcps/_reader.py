@@ -396,7 +396,7 @@ class DataReader(Entity, Generic[T]):
         raw = (self._buffer.take if take else self._buffer.read)(ref, mask, max_samples, instance)
         if isinstance(raw, int):
             action = "take" if take else "read"
-            if instance is not None and raw == -3:
+            if instance is not None and raw in (-3, -4):  # Cyclone says either
                 raise BadParameterError(
                     f"{self._describe()} has no instance with handle {instance}"
                 )

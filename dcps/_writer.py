@@ -13,6 +13,7 @@ import qos as q
 from dcps import _status as st
 from dcps._cyclone_c import assert_liveliness, instance_key
 from dcps._cyclone_c import write as c_write
+from dcps._cyclone_c import wait_for_acks
 from dcps._entity import Entity, EntityState
 from dcps._listener import Listener, build_cyclone_listener
 from dcps._participant import DomainParticipant
@@ -237,8 +238,7 @@ class DataWriter(Entity, Generic[T]):
         Raises :class:`DcpsTimeoutError` if that does not happen within ``timeout``.
         """
         self._check_open()
-        with cyclone_call(f"wait for acknowledgments on {self._describe()}"):
-            ok = self._cyclone.wait_for_acks(duration_ns(timeout))
+        ok = wait_for_acks(self._cyclone._ref, duration_ns(timeout))
         if not ok:
             raise DcpsTimeoutError(
                 f"{self._describe()}: not all samples were acknowledged within {timeout}"
