@@ -252,6 +252,14 @@ class TestAnonymousSubscriber:
         assert order == list(range(5))
         assert len(threads) == 1
 
+    def test_cancelled_receive_loses_nothing(self, dds: Entities, topic: ChannelledTopic) -> None:
+        """A receive cancelled before data arrives is skipped; the next one gets the data."""
+        sub = dds.sub(topic)
+        abandoned = sub.receive()
+        assert abandoned.cancel()
+        publish_all(dds.pub(topic, order_by=OrderBy.fixed(0)), [Msg(0, i) for i in range(3)])
+        assert [e.value.seq for e in receive_n(sub, 3)] == [0, 1, 2]
+
     def test_complete_on_empty(self, dds: Entities, topic: ChannelledTopic) -> None:
         """With complete_on_empty, receive on an empty topic completes with None or []."""
         sub = dds.sub(topic, complete_on_empty=True)

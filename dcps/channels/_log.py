@@ -401,7 +401,8 @@ class ChannelLog:
         with self._tx():
             db.executemany("INSERT INTO elements VALUES (?, ?, ?, ?, ?)", rows)
             db.execute(
-                "UPDATE channels SET next_offset = ?, last_ts = ? WHERE topic_id = ? AND channel = ?",
+                "UPDATE channels SET next_offset = ?, last_ts = ?"
+                " WHERE topic_id = ? AND channel = ?",
                 (st[1], st[2], tid, channel),
             )
             db.execute(

@@ -269,6 +269,9 @@ class Store:
         )
         if placed and not duplicate:
             self._push(request, placed[0])
+            info = self.log.topic(request.topic)
+            if not info.retain_consumed and not self.log.groups(request.topic):
+                self.log.trim(request.topic)
 
     def _push(self, request: Request, first: tuple[int, int]) -> None:
         topic, channel = request.topic, request.channels[0]

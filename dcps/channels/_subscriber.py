@@ -157,6 +157,7 @@ class ChannelSubscriber(Generic[T]):
         self._lock = threading.RLock()
         self._requests: deque[tuple[int | None, Future[Any]]] = deque()
         self._chans: dict[int, _Channel] = {}
+        self._carry: list[Element[Any]] = []  # taken for a receive that was cancelled
         self._generation = 0
         self._incarnation = ""
         self._need_join = False
@@ -203,6 +204,7 @@ class ChannelSubscriber(Generic[T]):
         with self._lock:
             current = set(self._chans)
             gained, gone = owned - current, current - owned
+            self._carry = [e for e in self._carry if e.channel not in gone]
             for c in gone:
                 ch = self._chans.pop(c)
                 self._waiter.unwatch(ch.reader)
@@ -365,7 +367,10 @@ class ChannelSubscriber(Generic[T]):
         ch.need_fetch = len(payloads) >= FETCH_MAX
 
     def _collect(self, n: int) -> list[Element[Any]]:
-        out: list[Element[Any]] = []
+        out: list[Element[Any]] = self._carry[:n]
+        del self._carry[:n]
+        if len(out) >= n:
+            return out
         order = sorted(self._chans)
         if not order:
             return out
@@ -418,6 +423,8 @@ class ChannelSubscriber(Generic[T]):
             result: Any = elements if max_count is not None else (elements[0] if elements else None)
             if fut.set_running_or_notify_cancel():
                 fut.set_result(result)
+            else:  # cancelled meanwhile: the next receive gets these elements
+                self._carry[:0] = elements
         return delivered
 
     # -- receiving -------------------------------------------------------------------
@@ -552,6 +559,7 @@ class ChannelSubscriber(Generic[T]):
                 offsets=list(targets.values()),
             )
             result = {}
+            self._carry = [e for e in self._carry if e.channel not in targets]
             for c, target in zip(reply.channels, reply.offsets, strict=True):
                 ch = self._chans[c]
                 ch.next = target + 1
