@@ -34,8 +34,7 @@ def store(
     ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted."""
-    from dcps.channels._log import SyncMode
-    from dcps.channels._store import run_store
+    from dcps.channels import SyncMode, run_store
 
     run_store(data, domain_id=domain, namespace=namespace, sync=SyncMode(sync.value.upper()))
 
@@ -66,7 +65,8 @@ def topics(
             for index, reader in enumerate((publications, subscriptions)):
                 for endpoint in reader.take(N=1000):
                     if hasattr(endpoint, "topic_name"):
-                        counts = found.setdefault((endpoint.topic_name, endpoint.type_name), [0, 0])
+                        key = (endpoint.topic_name or "", endpoint.type_name or "")
+                        counts = found.setdefault(key, [0, 0])
                         counts[index] += 1
             time.sleep(0.1)
     table = Table("topic", "type", "writers", "readers")
