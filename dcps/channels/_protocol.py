@@ -304,7 +304,15 @@ class Endpoint:
     """A DomainParticipant with the channel-layer topics of one namespace."""
 
     def __init__(self, domain_id: int, namespace: str) -> None:
+        from dcps._participant import _domains, _network_from_env
+
         self.namespace = check_name("namespace", namespace)
+        # The DCPS_* network settings apply here as to dcps.DomainParticipant
+        # (interfaces, multicast, peers): one configuration per domain per process.
+        self._network = _network_from_env()
+        if self._network is not None:
+            _domains.acquire(domain_id, self._network)
+        self._domain_id = domain_id
         self.participant = DomainParticipant(domain_id)
         dp = self.participant
         self.request_topic = Topic(dp, "dcps_channels_request", Request)
@@ -328,6 +336,10 @@ class Endpoint:
         if not self._closed:
             self._closed = True
             delete_entity(self.participant)
+            if self._network is not None:
+                from dcps._participant import _domains
+
+                _domains.release(self._domain_id)
 
 
 class Waiter:
