@@ -15,14 +15,16 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 PEERS = TESTS / "peers"
 TIMEOUT = 60.0
+if str(PEERS) not in sys.path:  # spark_types is imported as Spark's workers import it
+    sys.path.append(str(PEERS))
 
 
 def spark_session() -> Any:
-    """The worker's local SparkSession (started once; Spark's workers import tests/)."""
+    """The worker's local SparkSession (started once; Spark's workers import tests/peers)."""
     pytest.importorskip("pyspark")
     path = os.environ.get("PYTHONPATH", "")
-    if str(TESTS) not in path.split(os.pathsep):
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), path) if p)
+    if str(PEERS) not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(PEERS), path) if p)
     from dcps.spark import local_session
 
     return local_session("dcps-tests")

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import spark_support  # noqa: F401  (puts tests/peers on sys.path)
 from spark_types import Color, Fixed, Point, Reading, Variable
 
 pytest.importorskip("pyspark")

@@ -235,7 +235,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not self.joined:
                 client.call(
                     Op.JOIN, topic=self.opts.topic, group=self.opts.group, member=self.member,
-                    number=300_000, flag=0,
+                    number=30_000, flag=0,
                 )
                 self.joined = True
             try:
