@@ -4,7 +4,10 @@ It shows typed keyed topics (each sensor is an instance), QoS from a named
 profile (reliable, transient-local state) and the instance lifecycle:
 a sensor retired with dispose, the fleet process killed (its sensors lose
 their writer), and a new fleet process bringing them back (NEW again, with
-generation counts). Everything stays on this machine's loopback interface.
+generation counts). Then a channelled topic on an embedded store: three
+worker processes in a subscriber group, one killed mid-run, its channels
+moving, and a tally proving nothing was lost (``examples/channels_demo.py``).
+Everything stays on this machine's loopback interface.
 
     ./dev demo            (or: python -m examples.demo)
 """
@@ -25,6 +28,7 @@ if not any(name.startswith("DCPS_") for name in os.environ):
 
 import dcps  # noqa: E402
 import qos  # noqa: E402
+from examples import channels_demo  # noqa: E402
 from examples.monitor import describe  # noqa: E402
 from examples.sensors import Reading  # noqa: E402
 
@@ -34,9 +38,19 @@ TOPIC = "demo/fleet"
 def start_fleet(domain: int, *args: str) -> subprocess.Popen[str]:
     """Start ``examples.sensor_fleet`` in its own process."""
     return subprocess.Popen(
-        [sys.executable, "-m", "examples.sensor_fleet", "--domain", str(domain),
-         "--topic", TOPIC, *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "examples.sensor_fleet",
+            "--domain",
+            str(domain),
+            "--topic",
+            TOPIC,
+            *args,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -48,10 +62,14 @@ class Monitor:
         topic = dcps.Topic(participant, TOPIC, Reading, qos=profile.topic)
         self.reader = dcps.DataReader(participant, topic, qos=profile.reader)
         self.waitset = dcps.WaitSet(participant)
-        self.waitset.attach(dcps.ReadCondition(self.reader, sample_states=dcps.SampleState.NOT_READ))
+        self.waitset.attach(
+            dcps.ReadCondition(self.reader, sample_states=dcps.SampleState.NOT_READ)
+        )
         self.seen: list[dcps.Sample[Reading]] = []
 
-    def until(self, done: Callable[[list[dcps.Sample[Reading]]], bool], timeout: float = 30) -> None:
+    def until(
+        self, done: Callable[[list[dcps.Sample[Reading]]], bool], timeout: float = 30
+    ) -> None:
         """Print samples as they come until ``done(all samples so far)``."""
         while not done(self.seen):
             self.waitset.wait(timeout)
@@ -65,14 +83,17 @@ class Monitor:
 def _counts(sample: dcps.Sample[Reading]) -> str:
     info = sample.info
     if info.disposed_generation_count or info.no_writers_generation_count:
-        return (f"(generations: disposed {info.disposed_generation_count}, "
-                f"no-writers {info.no_writers_generation_count})")
+        return (
+            f"(generations: disposed {info.disposed_generation_count}, "
+            f"no-writers {info.no_writers_generation_count})"
+        )
     return ""
 
 
 def _state(sensor: int, state: dcps.InstanceState) -> Callable[[list[dcps.Sample[Reading]]], bool]:
     return lambda seen: any(
-        s.data.sensor_id == sensor and s.info.instance_state == state for s in seen)
+        s.data.sensor_id == sensor and s.info.instance_state == state for s in seen
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -84,8 +105,9 @@ def main(argv: list[str] | None = None) -> None:
         monitor = Monitor(participant)
 
         print("1. A fleet process publishes sensors 1-3 and retires sensor 2 (dispose).")
-        fleet = start_fleet(args.domain, "--sensors", "1", "2", "3", "--rounds", "3",
-                            "--retire", "2")
+        fleet = start_fleet(
+            args.domain, "--sensors", "1", "2", "3", "--rounds", "3", "--retire", "2"
+        )
         monitor.until(_state(2, dcps.InstanceState.NOT_ALIVE_DISPOSED))
         monitor.until(lambda seen: {s.data.sensor_id for s in seen} >= {1, 3})
 
@@ -95,18 +117,26 @@ def main(argv: list[str] | None = None) -> None:
         monitor.until(_state(1, dcps.InstanceState.NOT_ALIVE_NO_WRITERS))
         monitor.until(_state(3, dcps.InstanceState.NOT_ALIVE_NO_WRITERS))
 
-        print("3. A new fleet process brings sensors 1 and 3 back: NEW again, one generation later.")
+        print(
+            "3. A new fleet process brings sensors 1 and 3 back: NEW again, one generation later."
+        )
         reborn = start_fleet(args.domain, "--sensors", "1", "3", "--rounds", "1")
         before = len(monitor.seen)
-        monitor.until(lambda seen: {s.data.sensor_id for s in seen[before:]
-                                    if s.valid_data} >= {1, 3})
+        monitor.until(
+            lambda seen: {s.data.sensor_id for s in seen[before:] if s.valid_data} >= {1, 3}
+        )
         assert reborn.stdin is not None
         reborn.stdin.close()  # let it exit cleanly
         reborn.wait(30)
 
     alive = [s for s in monitor.seen[before:] if s.valid_data]
-    print(f"Done: {len(monitor.seen)} samples; sensors {sorted({s.data.sensor_id for s in alive})} "
-          f"came back with view state {sorted({s.info.view_state.name for s in alive})}.")
+    print(
+        f"   {len(monitor.seen)} samples; sensors {sorted({s.data.sensor_id for s in alive})} "
+        f"came back with view state {sorted({s.info.view_state.name for s in alive})}."
+    )
+
+    tally = channels_demo.main(["--domain", str(args.domain + 1)])
+    print("Done." if tally["lost"] == 0 else "Done, but elements were LOST.")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,13 @@ class TestDemo:
         assert re.search(r"sensor 1: .*NOT_ALIVE_NO_WRITERS", out)
         assert re.search(r"sensor 3: .*NOT_ALIVE_NO_WRITERS", out)
         assert "(generations: disposed 0, no-writers 1)" in out
-        assert out.rstrip().endswith("came back with view state ['NEW'].")
+        assert "came back with view state ['NEW']." in out
+        # act 4: channelled topic, group of three workers, one killed
+        assert "kill -9 worker-2 mid-run" in out
+        tally = re.search(r"tally: published (\d+), processed (\d+), redelivered \d+, lost (\d+)", out)
+        assert tally is not None and tally.group(1) == tally.group(2) == "600"
+        assert tally.group(3) == "0"
+        assert out.rstrip().endswith("Done.")
 
 
 class TestFleetAndMonitor:
