@@ -27,8 +27,8 @@ if not any(name.startswith("DCPS_") for name in os.environ):  # stay on loopback
     os.environ["DCPS_INTERFACES"] = "lo"
     os.environ["DCPS_MULTICAST_INTERFACES"] = "lo"
 
-from dcps.channels import ChannelledTopic, ChannelPublisher, Store  # noqa: E402
-from examples.jobs import Job  # noqa: E402
+from dcps.channels import ChannelledTopic, ChannelPublisher, Store
+from examples.jobs import Job
 
 
 class Worker:

@@ -26,11 +26,11 @@ if not any(name.startswith("DCPS_") for name in os.environ):
     os.environ["DCPS_INTERFACES"] = "lo"
     os.environ["DCPS_MULTICAST_INTERFACES"] = "lo"
 
-import dcps  # noqa: E402
-import qos  # noqa: E402
-from examples import channels_demo  # noqa: E402
-from examples.monitor import describe  # noqa: E402
-from examples.sensors import Reading  # noqa: E402
+import dcps
+import qos
+from examples import channels_demo
+from examples.monitor import describe
+from examples.sensors import Reading
 
 TOPIC = "demo/fleet"
 

@@ -17,9 +17,9 @@ if not any(name.startswith("DCPS_") for name in os.environ):  # stay on loopback
     os.environ["DCPS_INTERFACES"] = "lo"
     os.environ["DCPS_MULTICAST_INTERFACES"] = "lo"
 
-import dcps  # noqa: E402
-import idl  # noqa: E402
-import qos  # noqa: E402
+import dcps
+import idl
+import qos
 
 
 class Position(idl.Struct, typename="fleet::Position"):
@@ -40,12 +40,17 @@ def main(argv: list[str] | None = None) -> None:
     with dcps.DomainParticipant(args.domain) as participant:
         topic = dcps.Topic(participant, "fleet/positions", Position)
         by_region = dcps.DataReader(
-            participant, topic, qos=reliable.with_(qos.SubscriptionKeys.of("region")))
+            participant, topic, qos=reliable.with_(qos.SubscriptionKeys.of("region"))
+        )
         writer = dcps.DataWriter(participant, topic)
         writer.wait_for_readers()
         by_region.wait_for_writers()
-        for vehicle, region, x in ((1, "north", 0.5), (2, "north", 1.5), (3, "south", 9.0),
-                                   (1, "south", 8.0)):
+        for vehicle, region, x in (
+            (1, "north", 0.5),
+            (2, "north", 1.5),
+            (3, "south", 9.0),
+            (1, "south", 8.0),
+        ):
             writer.write(Position(vehicle, region, x, 0.0))
         writer.wait_for_acknowledgments(10)
 

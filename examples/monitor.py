@@ -1,6 +1,6 @@
 """Print every reading and every instance lifecycle change of the sensor fleet.
 
-    python -m examples.monitor --domain 0
+python -m examples.monitor --domain 0
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ def describe(sample: dcps.Sample[Reading]) -> str:
     if not sample.valid_data:
         return f"{who}: {info.instance_state.name}"
     news = " (new instance)" if info.view_state == dcps.ViewState.NEW else ""
-    state = "" if info.instance_state == dcps.InstanceState.ALIVE else f" [{info.instance_state.name}]"
+    state = (
+        "" if info.instance_state == dcps.InstanceState.ALIVE else f" [{info.instance_state.name}]"
+    )
     return f"{who}: {sample.data.kind.name.lower()} {sample.data.value:.1f}{news}{state}"
 
 
