@@ -205,6 +205,21 @@ class StoreAccess:
         """Number of channels of ``topic``."""
         return len(self.bounds(topic))
 
+    def ensure_topic(
+        self, topic: str, channels: int, retain: bool | None, type_name: str
+    ) -> int:
+        """Create ``topic`` in the store if new (``channels`` 0: the store's default); its count."""
+        if self._client is None:
+            raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
+        reply = self._client.call(
+            Op.ENSURE_TOPIC,
+            topic=topic,
+            number=channels,
+            flag=-1 if retain is None else int(retain),
+            text=type_name,
+        )
+        return int(reply.number)
+
     def publish_keyed(
         self, topic: str, channel: int, payloads: Sequence[bytes], key: str
     ) -> Any:

@@ -130,6 +130,16 @@ def _int(options: Mapping[str, str], name: str, default: int, minimum: int = 0) 
     return value
 
 
+def _bool(raw: str | None, name: str) -> bool | None:
+    if raw is None or raw == "":
+        return None
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    if raw.lower() in ("false", "0", "no"):
+        return False
+    raise BadParameterError(f"option {name} must be true or false, got {raw!r}")
+
+
 @attrs.frozen
 class SourceOptions:
     """The parsed options (picklable: travels to Spark's Python workers)."""
@@ -151,6 +161,8 @@ class SourceOptions:
     fail_first_attempt: str | None
     timeout: float
     batch_rows: int
+    channels: int = 0
+    retain_consumed: bool | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -181,6 +193,8 @@ class SourceOptions:
             fail_first_attempt=fail or None,
             timeout=float(_int(opts, "timeout", 10, 1)),
             batch_rows=_int(opts, "batchrows", 1024, 1),
+            channels=_int(opts, "channels", 0),
+            retain_consumed=_bool(opts.get("retainconsumed"), "retainConsumed"),
         )
         parsed.type()  # fail early (on the driver) for an unknown type
         return parsed

@@ -46,7 +46,8 @@ class PublishedMessage(WriterCommitMessage):
     duplicates: int
 
 
-def _check_columns(opts: SourceOptions, schema: StructType) -> None:
+def _prepare(opts: SourceOptions, schema: StructType) -> None:
+    """Check the rows' columns, then make sure the store knows the topic (driver side)."""
     info = describe(opts.type())
     names = set(schema.fieldNames())
     missing = [f.name for f in info.fields if f.name not in names]
@@ -55,6 +56,8 @@ def _check_columns(opts: SourceOptions, schema: StructType) -> None:
             f"cannot publish to {opts.topic!r}: the rows lack column(s) {missing} of "
             f"{info.typename}"
         )
+    access = connect_store(opts.domain_id, opts.namespace, None, opts.timeout)
+    access.ensure_topic(opts.topic, opts.channels, opts.retain_consumed, info.typename)
 
 
 def publish_rows(opts: SourceOptions, rows: Iterator[Any], prefix: str) -> PublishedMessage:
@@ -102,9 +105,8 @@ class StreamWriter(DataSourceStreamWriter):
     """``df.writeStream.format("dcps")``: publishes each micro-batch, exactly once."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
-        _check_columns(opts, schema)
+        _prepare(opts, schema)
         self.opts = opts
-        connect_store(opts.domain_id, opts.namespace, None, opts.timeout).channel_count(opts.topic)
 
     def write(self, iterator: Iterator[Any]) -> PublishedMessage:
         from pyspark import TaskContext
@@ -127,10 +129,9 @@ class BatchWriter(DataSourceWriter):
     """``df.write.format("dcps")``: publishes a DataFrame once (task retries deduplicated)."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
-        _check_columns(opts, schema)
+        _prepare(opts, schema)
         self.opts = opts
         self.job = uuid.uuid4().hex  # pickled into every task, so retries share it
-        connect_store(opts.domain_id, opts.namespace, None, opts.timeout).channel_count(opts.topic)
 
     def write(self, iterator: Iterator[Any]) -> PublishedMessage:
         from pyspark import TaskContext

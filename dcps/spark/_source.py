@@ -290,6 +290,8 @@ class DcpsDataSource(DataSource):
     JSON ``{"<channel>": offset}``); ``startTimestamp`` / ``endTimestamp``
     (batch reads; ISO 8601 or ns); ``maxElementsPerTrigger``; ``group``
     (commit the query's positions as this subscriber group); ``timeout`` (s).
+    Sink options: ``channels`` and ``retainConsumed`` (for a topic the sink
+    creates), ``batchRows`` (rows per idempotent publish batch).
     """
 
     @classmethod
