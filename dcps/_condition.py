@@ -339,8 +339,8 @@ class WaitSet(Entity):
             conditions = self.conditions
             drained = {
                 id(c._reader): c._reader
-                for c in conditions  # type: ignore[attr-defined]
-                if c._pending is not None
+                for c in conditions
+                if isinstance(c, ReadCondition) and c._pending is not None
             }
             if not drained and count >= len(conditions):  # all fired: no need to ask again
                 return list(conditions)

@@ -40,9 +40,9 @@ class _SampleContainer(ct.Structure):
 
 _INFO = dds_c_t.sample_info
 #: dds_sample_info_t as a numpy record, to convert a whole batch at once.
-INFO_DTYPE = np.dtype(
+INFO_DTYPE: np.dtype[Any] = np.dtype(
     {
-        "names": [name for name, _ in _INFO._fields_],
+        "names": [field[0] for field in _INFO._fields_],
         "formats": [
             "<u4",
             "<u4",
@@ -57,12 +57,12 @@ INFO_DTYPE = np.dtype(
             "<u4",
             "<u4",
         ],
-        "offsets": [getattr(_INFO, name).offset for name, _ in _INFO._fields_],
+        "offsets": [getattr(_INFO, field[0]).offset for field in _INFO._fields_],
         "itemsize": ct.sizeof(_INFO),
     }
 )
 
-_WRITE = {
+_WRITE: dict[str, tuple[Any, Any]] = {
     "write": (_lib.dds_write, _lib.dds_write_ts),
     "write_dispose": (_lib.dds_writedispose, _lib.dds_writedispose_ts),
 }
@@ -159,7 +159,8 @@ def peek_infos(reader_ref: int, mask: int, max_samples: int) -> list[tuple[Any, 
         if n > 0:
             _lib.dds_return_loan(ct.c_int32(reader_ref), buf, ct.c_int32(n))
         if n < size or size >= max_samples:
-            return np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
+            rows: list[tuple[Any, ...]] = np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
+            return rows
         size = min(size * 4, max_samples)
 
 

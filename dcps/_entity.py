@@ -5,11 +5,13 @@ from __future__ import annotations
 import enum
 import threading
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from dcps._qos_bridge import apply_qos
 from dcps._retcode import cyclone_call
 from idl._errors import AlreadyClosedError
+
+S = TypeVar("S")
 
 
 class EntityState(enum.Enum):
@@ -28,6 +30,7 @@ class Entity:
     """
 
     _cyclone: Any
+    _qos: Any
 
     def __init__(self, parent: Entity | None) -> None:
         self._state = EntityState.OPEN
@@ -108,10 +111,11 @@ class Entity:
         self._check_open()
         self._qos = apply_qos(self, self._qos, qos)
 
-    def _status(self, getter: str, cls: type[Any]) -> Any:
+    def _status(self, getter: str, cls: type[S]) -> S:
         """A communication status, read (and its change counts reset) from Cyclone."""
         from dcps import _status as st
 
         self._check_open()
         with cyclone_call(f"{getter} on {self._describe()}"):
-            return st._from_cyclone(cls, getattr(self._cyclone, getter)())
+            value: S = st._from_cyclone(cls, getattr(self._cyclone, getter)())
+            return value

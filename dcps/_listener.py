@@ -121,7 +121,7 @@ def build_cyclone_listener(
         )
     if not kwargs:
         return None
-    return CycloneListener(**kwargs)
+    return CycloneListener(**kwargs)  # type: ignore[no-untyped-call]
 
 
 def _make_callback(

@@ -88,6 +88,8 @@ class DomainParticipant(Entity):
     one network configuration.
     """
 
+    _qos: q.DomainParticipantQos
+
     def __init__(
         self,
         domain_id: int = 0,

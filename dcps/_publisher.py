@@ -94,6 +94,8 @@ class _Group(Entity):
 class Publisher(_Group):
     """Groups DataWriters; its Partition policy decides which readers they reach."""
 
+    _qos: q.PublisherQos
+
     _kind = "Publisher"
 
     def __init__(
@@ -128,6 +130,8 @@ class Publisher(_Group):
 
 class Subscriber(_Group):
     """Groups DataReaders; its Partition policy decides which writers they hear."""
+
+    _qos: q.SubscriberQos
 
     _kind = "Subscriber"
 

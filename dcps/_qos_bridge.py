@@ -8,7 +8,7 @@ import qos as q
 from dcps._retcode import cyclone_call
 from idl._errors import BadParameterError
 
-Q = TypeVar("Q")
+Q = TypeVar("Q", bound=q.QosSet)
 
 
 def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None) -> Q:
@@ -17,7 +17,7 @@ def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None
         return default if default is not None else kind()
     if not isinstance(value, kind):
         raise BadParameterError(f"{entity} takes a {kind.__name__}, got {type(value).__name__}")
-    value.check()  # type: ignore[attr-defined]
+    value.check()
     return value
 
 
@@ -27,7 +27,7 @@ def apply_qos(entity: Any, current: Q, new: Q) -> Q:
         raise BadParameterError(
             f"{entity._describe()} takes a {type(current).__name__}, got {type(new).__name__}"
         )
-    new.check()  # type: ignore[attr-defined]
+    new.check()
     q.check_change(current, new)
     with cyclone_call(f"set QoS of {entity._describe()}"):
         entity._cyclone.set_qos(q.to_cyclone(new))

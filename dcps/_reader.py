@@ -7,7 +7,7 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from cyclonedds.sub import DataReader as CycloneReader
 
@@ -47,7 +47,7 @@ def state_mask(
 ) -> int:
     """The Cyclone mask for a combination of state selections (checked once, then cached)."""
     key = (sample_states, view_states, instance_states)
-    mask = _MASKS.get(key)  # type: ignore[arg-type]
+    mask = _MASKS.get(key)
     if mask is not None:
         return mask
     for value, kind, full in (
@@ -60,7 +60,7 @@ def state_mask(
                 f"{kind} must be a non-empty combination of "
                 f"{full.__class__.__name__}, got {value!r}"
             )
-    mask = _MASKS[key] = int(sample_states) | int(view_states) | int(instance_states)  # type: ignore[index]
+    mask = _MASKS[key] = int(sample_states) | int(view_states) | int(instance_states)
     return mask
 
 
@@ -79,6 +79,8 @@ class DataReader(Entity, Generic[T]):
     Both return :class:`Sample` objects: ``sample.data`` and ``sample.info``.
     ``async for sample in reader`` takes samples as they arrive.
     """
+
+    _qos: q.DataReaderQos
 
     def __init__(
         self,
@@ -106,7 +108,7 @@ class DataReader(Entity, Generic[T]):
         self._own_subscriber: Subscriber | None = (
             Subscriber(participant) if isinstance(subscriber, DomainParticipant) else None
         )
-        subscriber = self._own_subscriber or subscriber
+        subscriber = self._own_subscriber or cast(Subscriber, subscriber)
         super().__init__(subscriber)
         self._subscriber = subscriber
         self._topic = topic
@@ -210,7 +212,7 @@ class DataReader(Entity, Generic[T]):
                 (deserialize(data) if row[3] else None, SampleInfo._from_row(row))
                 for data, row in raw
             ]
-            if self._keyed.add_batch(batch):
+            if self._keyed.add_batch(batch):  # type: ignore[arg-type]  # invalid: None
                 self._refresh_conditions()
 
     def _refresh_conditions(self) -> None:
@@ -388,9 +390,9 @@ class DataReader(Entity, Generic[T]):
             if condition is None:
                 mask = state_mask(sample_states, view_states, instance_states)
             predicate = getattr(condition, "_predicate", None)
-            out = self._keyed.access(take, max_samples, mask, instance, predicate)
+            kept = self._keyed.access(take, max_samples, mask, instance, predicate)
             self._refresh_conditions()
-            return _ordered(out, condition)
+            return _ordered(kept, condition)
         if condition is None:
             ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
         raw = (self._buffer.take if take else self._buffer.read)(ref, mask, max_samples, instance)

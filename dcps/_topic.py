@@ -21,6 +21,8 @@ T = TypeVar("T")
 class Topic(Entity, Generic[T]):
     """A named, typed topic. Writers and readers are created on it."""
 
+    _qos: q.TopicQos
+
     def __init__(
         self,
         participant: DomainParticipant,

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from cyclonedds.pub import DataWriter as CycloneWriter
 
 import idl
 import qos as q
 from dcps import _status as st
-from dcps._cyclone_c import assert_liveliness, instance_key
+from dcps._cyclone_c import assert_liveliness, instance_key, wait_for_acks
 from dcps._cyclone_c import write as c_write
-from dcps._cyclone_c import wait_for_acks
 from dcps._entity import Entity, EntityState
 from dcps._listener import Listener, build_cyclone_listener
 from dcps._participant import DomainParticipant
@@ -33,6 +32,8 @@ class DataWriter(Entity, Generic[T]):
     Created on a :class:`Publisher` (whose partitions it uses) or directly on a
     :class:`DomainParticipant` (it then gets a publisher of its own).
     """
+
+    _qos: q.DataWriterQos
 
     def __init__(
         self,
@@ -60,7 +61,7 @@ class DataWriter(Entity, Generic[T]):
         self._own_publisher: Publisher | None = (
             Publisher(participant) if isinstance(publisher, DomainParticipant) else None
         )
-        publisher = self._own_publisher or publisher
+        publisher = self._own_publisher or cast(Publisher, publisher)
         super().__init__(publisher)
         self._publisher = publisher
         self._topic = topic

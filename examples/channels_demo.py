@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> dict[str, int]:
                     _wait_for(lambda: len(_processed(workers)) >= half // 2, 60, "work to start")
                     victim = workers[1]
                     print(
-                        f"   kill -9 {victim.name} mid-run; its channels move after its 1.5 s timeout"
+                        f"   kill -9 {victim.name} mid-run; "
+                        "its channels move after its 1.5 s timeout"
                     )
                     victim.kill()
                     more = [
