@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -113,7 +113,7 @@ def _timestamp_ns(text: str | None, option: str) -> int | None:
             f"option {option}: expected ISO 8601 or ns since the epoch, got {text!r}"
         ) from exc
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return int(when.timestamp() * 1_000_000) * 1000
 
 
