@@ -18,8 +18,7 @@ __all__ = ["ContentFilter", "QueryExpression"]
 def _parameters(parameters: Sequence[str]) -> tuple[str, ...]:
     if isinstance(parameters, str):
         raise BadParameterError(
-            "parameters must be a sequence of strings (e.g. (\"10\", \"'text'\")), "
-            "not a single str"
+            'parameters must be a sequence of strings (e.g. ("10", "\'text\'")), not a single str'
         )
     try:
         values = tuple(parameters)
@@ -30,8 +29,8 @@ def _parameters(parameters: Sequence[str]) -> tuple[str, ...]:
     for index, value in enumerate(values):
         if not isinstance(value, str):
             raise BadParameterError(
-                f"parameter %{index} must be a str as in DDS (e.g. \"10\", \"'text'\", "
-                f"\"RED\"), not {type(value).__name__} {value!r}"
+                f'parameter %{index} must be a str as in DDS (e.g. "10", "\'text\'", '
+                f'"RED"), not {type(value).__name__} {value!r}'
             )
     return values
 
@@ -69,9 +68,7 @@ class ContentFilter:
 
     _query = False
 
-    def __init__(
-        self, expression: str, topic_type: type, parameters: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, expression: str, topic_type: type, parameters: Sequence[str] = ()) -> None:
         self._compiled: Compiled = compile_expression(expression, topic_type, query=self._query)
         self._bind(_parameters(parameters))
 

@@ -83,9 +83,7 @@ class Compiled:
         self, parameters: tuple[str, ...]
     ) -> tuple[Callable[[Any], bool], Callable[[Any], list[bool]]]:
         """Convert ``parameters`` for every site and return (match, match_many)."""
-        values = [
-            _convert_parameter(self.expression, site, parameters) for site in self.sites
-        ]
+        values = [_convert_parameter(self.expression, site, parameters) for site in self.sites]
         return self.factory(*values)
 
 
@@ -157,8 +155,7 @@ class _Compiler:
                     )
                 if slot.kind == "array" and slot.bound is not None and part >= slot.bound:
                     raise self.fail(
-                        f"index {part} is out of range for {walked!r} "
-                        f"(an array of {slot.bound})",
+                        f"index {part} is out of range for {walked!r} (an array of {slot.bound})",
                         field.pos,
                     )
                 if slot.kind == "sequence" and slot.bound and part >= slot.bound:
@@ -308,9 +305,7 @@ class _Compiler:
         slot, resolved = self.group(operands, node.pos, "BETWEEN")
         field_text = _field_text(resolved)
         if slot.kind == "bool":
-            raise self.fail(
-                f"BETWEEN is not defined on boolean field {field_text!r}", node.pos
-            )
+            raise self.fail(f"BETWEEN is not defined on boolean field {field_text!r}", node.pos)
         codes = []
         guards: list[str] = []
         for operand, res in zip(operands, resolved, strict=True):
@@ -368,9 +363,7 @@ class _Compiler:
             test = f"{name}({code}) is {'' if node.negated else 'not '}None"
             return _guarded(resolved.guards, test)
         if not (isinstance(pattern, Literal) and pattern.kind == "string"):
-            raise self.fail(
-                "a LIKE pattern must be a string literal or a parameter", pattern.pos
-            )
+            raise self.fail("a LIKE pattern must be a string literal or a parameter", pattern.pos)
         test = self.like_literal(code, pattern.value)
         if node.negated:
             test = f"not ({test})"

@@ -326,9 +326,7 @@ def _translate(exc: UnexpectedInput, text: str) -> FilterSyntaxError:
         pos = exc.pos_in_stream if exc.pos_in_stream is not None else 0
         char = text[pos] if 0 <= pos < len(text) else ""
         if char == "'":
-            return FilterSyntaxError(
-                "unterminated string literal", expression=text, position=pos
-            )
+            return FilterSyntaxError("unterminated string literal", expression=text, position=pos)
         return FilterSyntaxError(
             f"unexpected character {char!r}{_expected(exc.allowed)}",
             expression=text,
@@ -345,8 +343,7 @@ def _translate(exc: UnexpectedInput, text: str) -> FilterSyntaxError:
         pos = token.start_pos if token.start_pos is not None else len(text)
         if token.type == "_ORDER" and "_ORDER" not in (exc.expected or ()):
             return FilterSyntaxError(
-                "ORDER BY is only allowed in a query expression (QueryExpression), "
-                "not in a filter",
+                "ORDER BY is only allowed in a query expression (QueryExpression), not in a filter",
                 expression=text,
                 position=pos,
             )
