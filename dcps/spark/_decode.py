@@ -179,12 +179,26 @@ def _key_json(columns: dict[str, Any], key_paths: Sequence[str], n: int) -> Any:
         for step in path.split(".")[1:]:
             arr = arr.field(step)
         parts.append(arr)
+    import pyarrow.compute as pc
+
+    if all(pa.types.is_integer(p.type) or pa.types.is_boolean(p.type) for p in parts):
+        texts = [pc.cast(p, pa.string()) for p in parts]  # JSON spelling of ints and bools
+        return pc.binary_join_element_wise("[", *_interleave(texts), "]", "")
     rows = zip(*(p.to_pylist() for p in parts), strict=True)
     return pa.array(
         [json.dumps(r, default=lambda x: int(x) if isinstance(x, decimal.Decimal) else str(x),
                     separators=(",", ":")) for r in rows],
         type=pa.string(),
     )
+
+
+def _interleave(texts: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for i, t in enumerate(texts):
+        if i:
+            out.append(",")
+        out.append(t)
+    return out
 
 
 def _ts_array(ns: Any, n: int) -> Any:
@@ -223,7 +237,7 @@ def decode_batch(
         first = payloads[0]
         size = len(first)
         version = 1 if first[:2] == _XCDR1_LE else 2 if first[:2] in _XCDR2_LE else 0
-        if version and all(len(p) == size for p in payloads):
+        if version and set(map(len, payloads)) == {size}:
             dtype = cdr_dtype(t, version, size)
     if dtype is not None:
         records = np.frombuffer(b"".join(payloads), dtype=dtype)["_body"]

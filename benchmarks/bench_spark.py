@@ -1,0 +1,222 @@
+"""Spark through dcps: rows/s through the source, through the sink, against a group subscriber.
+
+Run: ``python -m benchmarks.bench_spark [--quick] [--rows N]``. Traffic stays
+on loopback; Spark runs ``local[2]``; the store runs in its own process
+(``python -m dcps.channels.store``, synchronous=NORMAL).
+
+Cases, all on the same stored elements of a fixed-size type whose CDR body is
+64 bytes (``Bench64``):
+
+* decode only: ``dcps.spark.decode_batch`` in this process (the numpy path),
+* source -> noop sink: ``readStream.format("dcps")`` with Trigger.AvailableNow
+  into ``format("noop")``, fetching over DDS from the store, and the same
+  with the store file read directly (``data_dir``),
+* batch read -> noop,
+* sink: a DataFrame of the same rows written with ``write.format("dcps")``
+  (idempotent keyed publishes, confirmed),
+* plain dcps: a ``ChannelSubscriber`` group member receiving the elements.
+
+Spark start-up is reported separately (it is paid once per application).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+os.environ.setdefault(
+    "CYCLONEDDS_URI",
+    '<CycloneDDS><Domain id="any"><General><Interfaces>'
+    '<NetworkInterface name="lo" multicast="true"/>'
+    "</Interfaces></General></Domain></CycloneDDS>",
+)
+ROOT = Path(__file__).resolve().parent.parent
+
+import numpy as np  # noqa: E402
+
+import idl  # noqa: E402
+
+QUICK_ARGS = ["--quick"]
+
+
+class Bench64(idl.Struct, typename="dcps_bench::Bench64"):
+    """64 bytes of CDR body: a key, a sequence number, six doubles."""
+
+    sensor: idl.key[idl.int32]
+    seq: idl.int64
+    a: idl.float64
+    b: idl.float64
+    c: idl.float64
+    d: idl.float64
+    e: idl.float64
+    f: idl.float64
+
+
+TYPE = "benchmarks.bench_spark:Bench64"
+
+
+def payloads(first: int, count: int) -> list[bytes]:
+    """Serialised Bench64 samples built in bulk with the CDR dtype."""
+    from dcps.spark._decode import cdr_dtype
+
+    dtype = cdr_dtype(Bench64)
+    assert dtype is not None
+    arr = np.zeros(count, dtype=dtype)
+    raw = arr.view(np.uint8).reshape(count, dtype.itemsize)
+    raw[:, 1] = 1  # XCDR1 little-endian header 00 01 00 00
+    body = arr["_body"]
+    body["sensor"] = np.arange(first, first + count) % 64
+    body["seq"] = np.arange(first, first + count)
+    for name in "abcdef":
+        body[name] = body["seq"] * 0.5
+    data = arr.tobytes()
+    size = dtype.itemsize
+    return [data[i * size : (i + 1) * size] for i in range(count)]
+
+
+class StoreProcess:
+    """The store in its own process."""
+
+    def __init__(self, data: str, domain: int, namespace: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dcps.channels.store", "--data", data, "--domain",
+             str(domain), "--namespace", namespace, "--sync", "NORMAL"],
+            stdout=subprocess.PIPE, text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("dcps store ready"):
+            raise RuntimeError(f"store did not start: {line!r}")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def fill(domain: int, namespace: str, topic: str, channels: int, rows: int) -> float:
+    """Store ``rows`` elements (keyed batches of 10k); return elements/s."""
+    from dcps.channels._protocol import raise_for_reply
+    from dcps.spark._access import StoreAccess
+
+    access = StoreAccess(domain_id=domain, namespace=namespace)
+    try:
+        access.ensure_topic(topic, channels, True, "dcps_bench::Bench64")
+        start = time.perf_counter()
+        futures = []
+        step = 10_000
+        for i, first in enumerate(range(0, rows, step)):
+            data = payloads(first, min(step, rows - first))
+            futures.append(access.publish_keyed(topic, i % channels, data, f"fill/{i}"))
+            if len(futures) >= 4:
+                raise_for_reply(futures.pop(0).result(60))
+        for f in futures:
+            raise_for_reply(f.result(60))
+        return rows / (time.perf_counter() - start)
+    finally:
+        access.close()
+
+
+def timed(fn) -> float:  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--domain", type=int, default=int(os.environ.get("DCPS_BENCH_DOMAIN", "43")))
+    parser.add_argument("--quick", action="store_true", help="fewer rows")
+    parser.add_argument("--rows", type=int, default=0)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    rows = args.rows or (50_000 if args.quick else 1_000_000)
+    channels = 4
+    domain = args.domain
+    namespace = f"bspark_{uuid.uuid4().hex[:8]}"
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    results: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        store = StoreProcess(f"{tmp}/store", domain, namespace)
+        try:
+            topic = "bench64"
+            results["store fill (keyed batches of 10k)"] = fill(
+                domain, namespace, topic, channels, rows
+            )
+            from dcps.spark import decode_batch
+
+            sample = payloads(0, min(rows, 200_000))
+            secs = timed(lambda: decode_batch(Bench64, sample, 0, range(len(sample)), [0] * len(sample)))
+            results["decode only (numpy path)"] = len(sample) / secs
+            from dcps.spark import local_session
+
+            startup = timed(lambda: local_session("bench-spark", cores=2))
+            spark = local_session("bench-spark")
+            base = {"topic": topic, "type": TYPE, "domain": str(domain), "namespace": namespace}
+
+            def stream(extra: dict[str, str]) -> None:
+                q = (spark.readStream.format("dcps").options(**base, **extra).load()
+                     .writeStream.format("noop")
+                     .option("checkpointLocation", f"{tmp}/ck-{uuid.uuid4().hex}")
+                     .trigger(availableNow=True).start())
+                q.awaitTermination()
+                got = sum(p["numInputRows"] for p in q.recentProgress)
+                assert got == rows, (got, rows)
+
+            stream({})  # warm-up: workers, imports, DDS discovery in the workers
+            results["source -> noop (over DDS)"] = rows / timed(lambda: stream({}))
+            results["source -> noop (data_dir file)"] = rows / timed(
+                lambda: stream({"data_dir": f"{tmp}/store"})
+            )
+            results["batch read -> noop (over DDS)"] = rows / timed(
+                lambda: spark.read.format("dcps").options(**base).load()
+                .write.format("noop").mode("overwrite").save()
+            )
+            df = spark.read.format("dcps").options(**base, data_dir=f"{tmp}/store").load() \
+                .drop("_channel", "_offset", "_store_timestamp", "_source_timestamp", "_key") \
+                .cache()
+            df.count()
+            sink = {**base, "topic": "bench64_out", "channels": str(channels),
+                    "retainConsumed": "true", "batchRows": "4096"}
+            results["sink (write.format dcps, keyed, confirmed)"] = rows / timed(
+                lambda: df.write.format("dcps").options(**sink).mode("append").save()
+            )
+            results["group subscriber (plain dcps receive)"] = subscriber_rate(
+                domain, namespace, topic, rows
+            )
+            spark.stop()
+        finally:
+            store.close()
+    print(f"{'case':<48}{'rows/s':>14}")
+    for name, rate in results.items():
+        print(f"{name:<48}{rate:>14,.0f}")
+    print(f"{'Spark start-up (local[2], s)':<48}{startup:>14.1f}")
+    print(f"({rows:,} rows of a 64-byte type in {channels} channels)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "startup_s": startup,
+                                               "rows_per_s": results}, indent=2))
+
+
+def subscriber_rate(domain: int, namespace: str, topic: str, rows: int) -> float:
+    """Elements/s a plain dcps group member receives (deserialised samples)."""
+    from dcps.channels import ChannelledTopic, ChannelSubscriber
+
+    t = ChannelledTopic(topic, Bench64)
+    with ChannelSubscriber(t, group=f"bench-{uuid.uuid4().hex[:6]}", domain_id=domain,
+                           namespace=namespace, timeout=timedelta(seconds=60)) as sub:
+        got = 0
+        start = time.perf_counter()
+        while got < rows:
+            got += len(sub.receive(10_000).result(60))
+        return rows / (time.perf_counter() - start)
+
+
+if __name__ == "__main__":
+    main()
