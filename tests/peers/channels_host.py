@@ -28,8 +28,10 @@ Roles (``CONFIG["role"]``):
     group's commits and the tails of the owned channels.
 ``bench_source`` / ``bench_sink``
     Benchmark pair: ``{"op": "burst", "count": N, "size": S}`` makes the source publish
-    N elements (S-byte text); the sink, told ``{"op": "expect", "count": N}``, emits
-    ``throughput`` (count, seconds from first to last element received).
+    N elements (S-byte text), emitting ``burst_start`` first; the sink, told
+    ``{"op": "expect", "count": N}``, emits ``throughput`` once it received N elements
+    (count, seconds from its first to its last element; the event's ``t`` is the
+    monotonic time of the last one).
 """
 
 import json
@@ -247,6 +249,7 @@ def run_bench(
                 if command is None or command["op"] != "burst":
                     continue
                 text = "x" * command.get("size", 0)
+                emit(ev="burst_start")
                 start = time.perf_counter()
                 for seq in range(command["count"]):
                     publisher.publish(Msg(seq % 64, seq, text))
@@ -261,6 +264,7 @@ def run_bench(
             command = _next(commands, 0.0)
             if command is not None and command["op"] == "expect":
                 expected, count = command["count"], 0
+                emit(ev="expecting", count=expected)  # send the burst only after this
             if pending is None:
                 pending = subscriber.receive(1024)
             try:
