@@ -263,3 +263,59 @@ class TestPartition:
                     assert first >= max(before, default=-1) + 1, (
                         f"channel {channel} resumed at {first}, commits before: {before[-3:]}"
                     )
+
+    @pytest.mark.parametrize(
+        "outage", [2.0, LEASE + 1.5], ids=["shorter-than-lease", "longer-than-lease"]
+    )
+    def test_publisher_cut_off_from_the_store_loses_no_confirmed_element(
+        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str,
+        outage: float,
+    ) -> None:
+        """Publishing through an outage of the publisher's host: every confirmed element arrives.
+
+        Within the participant lease the reliable protocol delivers the requests after the
+        outage and every publish is confirmed; beyond it, requests sent meanwhile are
+        dropped and their futures fail with a timeout (nothing is confirmed that is not
+        stored, but an element whose confirmation was lost may be stored anyway).
+        """
+        lan = make_lan(3)
+        a, b, c = lan.hosts
+        base = {"domain": domain_id, "namespace": f"ns_{unique}", "topic": topic_name,
+                "channels": CHANNELS}
+        store = _start(a, "store", base, data=str(lan.workdir / "store"))
+        store.expect(_is("ready"), 30, "store ready")
+        member = _start(c, "member", base, group="g", timeout=2.0)
+        publisher = _start(b, "publisher", base, timeout=4.0)
+        processes = (store, publisher, member)
+        for process in (member, publisher):
+            process.expect(_is("ready"), 30, "ready")
+        _wait(lambda: len(_owned(member)) == CHANNELS, 20, "member owns every channel",
+              *processes)
+        publisher.send(op="stream", rate=100)
+        _wait(lambda: _progress(publisher) >= 50, 20, "50 confirmed", *processes)
+
+        b.link_down()
+        time.sleep(outage)  # hold the cable out (the outage itself is the scenario)
+        before = _progress(publisher)
+        b.link_up()
+        _wait(lambda: _progress(publisher) >= before + 100, 30, "confirmations resume",
+              *processes)
+        publisher.send(op="stop")
+        published = publisher.expect(_is("published"), 40, "published")
+        confirmed = {seq: (ch, off) for seq, ch, off in published["confirmed"]}
+        failed = {seq: error for seq, error in published["failed"]}
+        _wait(lambda: _received_seqs(member) >= set(confirmed), 30,
+              "every confirmed element received", *processes)
+
+        got = _got(member)
+        for channel, offset, seq in got:
+            assert seq not in confirmed or confirmed[seq] == (channel, offset)
+        received = {seq for _, _, seq in got}
+        assert received <= set(range(published["sent"]))
+        assert set(confirmed) | set(failed) == set(range(published["sent"]))
+        assert all("DcpsTimeoutError" in error for error in failed.values()), failed
+        print(f"\noutage {outage:.1f} s: sent {published['sent']}, confirmed {len(confirmed)}, "
+              f"failed {len(failed)} (of which stored anyway {len(received & set(failed))}), "
+              f"confirmed lost {len(set(confirmed) - received)}")
+        if outage < LEASE:
+            assert failed == {}

@@ -15,10 +15,12 @@ Roles (``CONFIG["role"]``):
 ``store``
     Runs a :class:`~dcps.channels.Store` on ``CONFIG["data"]``.
 ``publisher``
-    A confirmed :class:`~dcps.channels.ChannelPublisher` (round robin). Command
+    A confirmed :class:`~dcps.channels.ChannelPublisher` (round robin; ``timeout``
+    seconds for flow control and confirmations, default 20). Command
     ``{"op": "stream", "rate": R}`` publishes ``Msg(seq % 16, seq)`` for seq = 0, 1, ...
     at R per second until ``{"op": "stop"}``, which flushes and emits ``published``
-    with ``confirmed`` (``[seq, channel, offset]`` each) and ``failed`` (``[seq, error]``).
+    with ``sent`` (how many), ``confirmed`` (``[seq, channel, offset]`` each) and
+    ``failed`` (``[seq, error]``).
 ``member``
     A :class:`~dcps.channels.ChannelSubscriber` in group ``CONFIG["group"]``. It receives
     up to ``batch`` elements at a time, emits ``got`` (``[channel, offset, seq]`` each),
@@ -118,6 +120,8 @@ def run_publisher(
         with lock:
             confirmed.append([seq, position.channel, position.offset])
 
+    sent = [0]
+
     def stream(publisher: Any, rate: float) -> None:
         seq, start = 0, time.monotonic()
         last_progress = start
@@ -135,6 +139,7 @@ def run_publisher(
             else:
                 future.add_done_callback(lambda f, seq=seq: record(seq, f))
             seq += 1
+            sent[0] = seq
             if time.monotonic() - last_progress > 0.5:
                 last_progress = time.monotonic()
                 with lock:
@@ -143,7 +148,7 @@ def run_publisher(
     with ChannelPublisher(
         topic, domain_id=config["domain"], namespace=config["namespace"],
         order_by=OrderBy.round_robin(), linger=timedelta(milliseconds=5),
-        timeout=timedelta(seconds=20),
+        timeout=timedelta(seconds=config.get("timeout", 20.0)),
     ) as publisher:
         emit(ev="ready", role="publisher", channels=publisher.channel_count)
         thread: threading.Thread | None = None
@@ -166,7 +171,8 @@ def run_publisher(
                 except Exception as exc:
                     emit(ev="flush_error", error=f"{type(exc).__name__}: {exc}")
                 with lock:
-                    emit(ev="published", confirmed=sorted(confirmed), failed=failed)
+                    emit(ev="published", sent=sent[0], confirmed=sorted(confirmed),
+                         failed=failed)
 
 
 def run_member(
