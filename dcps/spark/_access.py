@@ -167,12 +167,16 @@ class StoreAccess:
             if self._db is not None:
                 tid, _ = self._topic_id(topic)
                 rows = self._db.execute(
-                    'SELECT "offset", ts, data FROM elements WHERE topic_id = ? AND channel = ?'
+                    'SELECT ts, data FROM elements WHERE topic_id = ? AND channel = ?'
                     ' AND "offset" >= ? AND "offset" < ? ORDER BY "offset"',
                     (tid, channel, start, end),
                 ).fetchall()
-                if rows:
-                    offsets, stamps, payloads = (list(x) for x in zip(*rows, strict=True))
+                if len(rows) == end - start:  # offsets are dense: no need to fetch them
+                    offsets = list(range(start, end))
+                    stamps, payloads = (list(x) for x in zip(*rows, strict=True))
+                elif rows:  # the head moved past start: the stored offsets are the last ones
+                    offsets = list(range(end - len(rows), end))
+                    stamps, payloads = (list(x) for x in zip(*rows, strict=True))
             else:
                 assert self._client is not None
                 pos = start
