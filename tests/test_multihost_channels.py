@@ -8,7 +8,9 @@ and reports what it publishes, receives, commits and owns as JSON events
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -32,8 +34,30 @@ Event = dict[str, Any]
 
 @pytest.fixture
 def make_lan() -> Iterator[Callable[[int], Lan]]:
-    """``make_lan(n)``: n hosts on a bridge, removed after the test (skips without netns)."""
-    yield from lan_factory()
+    """``make_lan(n)``: n hosts on a bridge, removed after the test (skips without netns).
+
+    At teardown the clients (every process but the first, the store) are asked to exit
+    together, while the store still answers their leave requests; then the LANs go.
+    """
+    factory = lan_factory()
+    make = next(factory)
+    lans: list[Lan] = []
+
+    def tracked(hosts: int) -> Lan:
+        lans.append(make(hosts))
+        return lans[-1]
+
+    yield tracked
+    for lan in lans:
+        clients = lan.processes[1:]
+        for process in clients:
+            with contextlib.suppress(OSError, ValueError):
+                process.send(op="exit")
+        for process in clients:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.popen.wait(timeout=5)
+    with contextlib.suppress(StopIteration):
+        next(factory)
 
 
 def _start(host: Host, role: str, base: dict[str, Any], **extra: Any) -> PeerProcess:
