@@ -1,15 +1,18 @@
 """Channelled topics across hosts: a store on one host, publishers and a group on others.
 
-Hosts are network namespaces on a bridge (``netns.Lan``); each process runs
-``peers/channels_host.py`` inside its host with the network pinned to ``eth0``
-and reports what it publishes, receives, commits and owns as JSON events
-(stamped with the machine's monotonic clock, shared by all namespaces).
+Hosts are network namespaces on a bridge (``netns.Lan``). The store runs on host a
+as a service would (``python -m dcps.channels.store``, its network set by ``DCPS_*``
+variables, stopped with SIGTERM); every client runs ``peers/channels_host.py`` in its
+host with a ``NetworkConfig`` pinned to ``eth0`` and reports what it publishes,
+receives, commits and owns as JSON events (stamped with the machine's monotonic
+clock, shared by all namespaces).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import time
 from collections import Counter, defaultdict
@@ -56,6 +59,10 @@ def make_lan() -> Iterator[Callable[[int], Lan]]:
         for process in clients:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(timeout=5)
+        if lan.processes and lan.processes[0].popen.poll() is None:
+            lan.processes[0].popen.send_signal(signal.SIGTERM)  # how a service is stopped
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                lan.processes[0].popen.wait(timeout=5)
     with contextlib.suppress(StopIteration):
         next(factory)
 
@@ -63,6 +70,20 @@ def make_lan() -> Iterator[Callable[[int], Lan]]:
 def _start(host: Host, role: str, base: dict[str, Any], **extra: Any) -> PeerProcess:
     config = {"role": role, "network": NETWORK, **base, **extra}
     return host.python(str(PEER), json.dumps(config))
+
+
+def _start_store(lan: Lan, base: dict[str, Any]) -> PeerProcess:
+    """Run the store service on host a as deployed: the module, DCPS_* variables for the LAN."""
+    env = {"DCPS_INTERFACES": "eth0", "DCPS_LEASE_DURATION": str(LEASE),
+           "DCPS_SPDP_INTERVAL": "0.5"}
+    store = lan.hosts[0].python(
+        "-m", "dcps.channels.store", "--data", str(lan.workdir / "store"),
+        "--domain", str(base["domain"]), "--namespace", base["namespace"], "--sync", "NORMAL",
+        env=env,
+    )
+    store.expect(lambda e: e.get("ev") == "text" and e["text"].startswith("dcps store ready"),
+                 30, "store ready")
+    return store
 
 
 def _is(ev: str) -> Callable[[Event], bool]:
@@ -147,9 +168,8 @@ def _all_committed(members: list[PeerProcess], tails: dict[int, int]) -> bool:
 
 def _start_cluster(lan: Lan, base: dict[str, Any]) -> tuple[PeerProcess, ...]:
     """Store on host a, members on b and c, the publisher on b; wait until all run."""
-    a, b, c = lan.hosts
-    store = _start(a, "store", base, data=str(lan.workdir / "store"))
-    store.expect(_is("ready"), 30, "store ready")
+    _, b, c = lan.hosts
+    store = _start_store(lan, base)
     member_b = _start(b, "member", base, group="g", timeout=2.0)
     member_c = _start(c, "member", base, group="g", timeout=2.0)
     publisher = _start(b, "publisher", base)
@@ -303,11 +323,10 @@ class TestPartition:
         stored, but an element whose confirmation was lost may be stored anyway).
         """
         lan = make_lan(3)
-        a, b, c = lan.hosts
+        _, b, c = lan.hosts
         base = {"domain": domain_id, "namespace": f"ns_{unique}", "topic": topic_name,
                 "channels": CHANNELS}
-        store = _start(a, "store", base, data=str(lan.workdir / "store"))
-        store.expect(_is("ready"), 30, "store ready")
+        store = _start_store(lan, base)
         member = _start(c, "member", base, group="g", timeout=2.0)
         publisher = _start(b, "publisher", base, timeout=4.0)
         processes = (store, publisher, member)
