@@ -15,14 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from ._decode import decode_batch, row_to_sample
+from ._record import Recorder, recording_arrow_schema, recording_spark_schema
 from ._schema import ENVELOPE, arrow_row_schema, spark_schema
 
 __all__ = [
     "ENVELOPE",
+    "Recorder",
     "arrow_row_schema",
     "decode_batch",
     "local_session",
     "record",
+    "recording_arrow_schema",
+    "recording_spark_schema",
     "register",
     "row_to_sample",
     "spark_schema",
