@@ -104,13 +104,23 @@ class TestStreamingSink:
 
     def test_rerun_of_a_batch_after_restart_adds_nothing(
             self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path) -> None:
-        """The same query (checkpoint) writing more data later only appends the new rows."""
+        """A batch Spark re-runs after a restart (its commit lost) publishes nothing twice."""
         src, dst = f"src_{unique}", f"dst_{unique}"
         publish(env["domain"], env["namespace"], src, 1, 0, 30)
-        stats_query(spark, env, src, dst, tmp_path).awaitTermination(120)
+        q = stats_query(spark, env, src, dst, tmp_path)
+        q.awaitTermination(120)
+        assert q.exception() is None, q.exception()
+        # lose the commit of the last batch, as if the driver died right after the sink
+        # published it: the restarted query runs that batch again with the same batch id
+        commits = sorted((f for f in (tmp_path / "commits").iterdir() if f.name.isdigit()),
+                         key=lambda f: int(f.name))
+        commits[-1].unlink()
+        (tmp_path / "commits" / f".{commits[-1].name}.crc").unlink(missing_ok=True)
         publish(env["domain"], env["namespace"], src, 1, 30, 30)
         q = stats_query(spark, env, src, dst, tmp_path)
         q.awaitTermination(120)
+        assert q.exception() is None, q.exception()
+        assert len(q.recentProgress) >= 2  # the re-run batch, then the new data
         assert sorted(r["count"] for r in read_back(spark, env, dst)) == list(range(60))
 
 
