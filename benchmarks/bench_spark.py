@@ -85,9 +85,21 @@ class StoreProcess:
 
     def __init__(self, data: str, domain: int, namespace: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dcps.channels.store", "--data", data, "--domain",
-             str(domain), "--namespace", namespace, "--sync", "NORMAL"],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "dcps.channels.store",
+                "--data",
+                data,
+                "--domain",
+                str(domain),
+                "--namespace",
+                namespace,
+                "--sync",
+                "NORMAL",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -130,7 +142,9 @@ def timed(fn) -> float:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--domain", type=int, default=int(os.environ.get("DCPS_BENCH_DOMAIN", "43")))
+    parser.add_argument(
+        "--domain", type=int, default=int(os.environ.get("DCPS_BENCH_DOMAIN", "43"))
+    )
     parser.add_argument("--quick", action="store_true", help="fewer rows")
     parser.add_argument("--rows", type=int, default=0)
     parser.add_argument("--json", help="write the results here")
@@ -153,7 +167,9 @@ def main() -> None:
             from dcps.spark import decode_batch
 
             sample = payloads(0, min(rows, 200_000))
-            secs = timed(lambda: decode_batch(Bench64, sample, 0, range(len(sample)), [0] * len(sample)))
+            secs = timed(
+                lambda: decode_batch(Bench64, sample, 0, range(len(sample)), [0] * len(sample))
+            )
             results["decode only (numpy path)"] = len(sample) / secs
             from dcps.spark import local_session
 
@@ -162,10 +178,15 @@ def main() -> None:
             base = {"topic": topic, "type": TYPE, "domain": str(domain), "namespace": namespace}
 
             def stream(extra: dict[str, str]) -> None:
-                q = (spark.readStream.format("dcps").options(**base, **extra).load()
-                     .writeStream.format("noop")
-                     .option("checkpointLocation", f"{tmp}/ck-{uuid.uuid4().hex}")
-                     .trigger(availableNow=True).start())
+                q = (
+                    spark.readStream.format("dcps")
+                    .options(**base, **extra)
+                    .load()
+                    .writeStream.format("noop")
+                    .option("checkpointLocation", f"{tmp}/ck-{uuid.uuid4().hex}")
+                    .trigger(availableNow=True)
+                    .start()
+                )
                 q.awaitTermination()
                 got = sum(p["numInputRows"] for p in q.recentProgress)
                 assert got == rows, (got, rows)
@@ -176,15 +197,30 @@ def main() -> None:
                 lambda: stream({"data_dir": f"{tmp}/store"})
             )
             results["batch read -> noop (over DDS)"] = rows / timed(
-                lambda: spark.read.format("dcps").options(**base).load()
-                .write.format("noop").mode("overwrite").save()
+                lambda: (
+                    spark.read.format("dcps")
+                    .options(**base)
+                    .load()
+                    .write.format("noop")
+                    .mode("overwrite")
+                    .save()
+                )
             )
-            df = spark.read.format("dcps").options(**base, data_dir=f"{tmp}/store").load() \
-                .drop("_channel", "_offset", "_store_timestamp", "_source_timestamp", "_key") \
+            df = (
+                spark.read.format("dcps")
+                .options(**base, data_dir=f"{tmp}/store")
+                .load()
+                .drop("_channel", "_offset", "_store_timestamp", "_source_timestamp", "_key")
                 .cache()
+            )
             df.count()
-            sink = {**base, "topic": "bench64_out", "channels": str(channels),
-                    "retainConsumed": "true", "batchRows": "4096"}
+            sink = {
+                **base,
+                "topic": "bench64_out",
+                "channels": str(channels),
+                "retainConsumed": "true",
+                "batchRows": "4096",
+            }
             results["sink (write.format dcps, keyed, confirmed)"] = rows / timed(
                 lambda: df.write.format("dcps").options(**sink).mode("append").save()
             )
@@ -200,8 +236,9 @@ def main() -> None:
     print(f"{'Spark start-up (local[2], s)':<48}{startup:>14.1f}")
     print(f"({rows:,} rows of a 64-byte type in {channels} channels)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "startup_s": startup,
-                                               "rows_per_s": results}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"rows": rows, "startup_s": startup, "rows_per_s": results}, indent=2)
+        )
 
 
 def subscriber_rate(domain: int, namespace: str, topic: str, rows: int) -> float:
@@ -209,8 +246,13 @@ def subscriber_rate(domain: int, namespace: str, topic: str, rows: int) -> float
     from dcps.channels import ChannelledTopic, ChannelSubscriber
 
     t = ChannelledTopic(topic, Bench64)
-    with ChannelSubscriber(t, group=f"bench-{uuid.uuid4().hex[:6]}", domain_id=domain,
-                           namespace=namespace, timeout=timedelta(seconds=60)) as sub:
+    with ChannelSubscriber(
+        t,
+        group=f"bench-{uuid.uuid4().hex[:6]}",
+        domain_id=domain,
+        namespace=namespace,
+        timeout=timedelta(seconds=60),
+    ) as sub:
         got = 0
         start = time.perf_counter()
         while got < rows:

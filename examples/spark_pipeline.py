@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from datetime import timedelta
 from pathlib import Path
 
 import idl
@@ -56,8 +55,9 @@ class SensorStats(idl.Struct, typename="pipeline::SensorStats"):
 
 def reading(sensor: int, second: int) -> SensorReading:
     """The fleet's deterministic reading of ``sensor`` at ``second``."""
-    return SensorReading(sensor=sensor, time_ms=BASE_MS + second * 1000,
-                         celsius=20.0 + sensor + (second % 10) / 10)
+    return SensorReading(
+        sensor=sensor, time_ms=BASE_MS + second * 1000, celsius=20.0 + sensor + (second % 10) / 10
+    )
 
 
 def fleet(domain: int, sensors: int, seconds: int) -> None:
@@ -68,8 +68,11 @@ def fleet(domain: int, sensors: int, seconds: int) -> None:
 
     with dcps.DomainParticipant(domain) as participant:
         topic = dcps.Topic(participant, "pipeline/live", SensorReading)
-        writer = dcps.DataWriter(participant, topic, qos=qos.DataWriterQos(
-            qos.Reliability.RELIABLE, qos.History.KEEP_ALL))
+        writer = dcps.DataWriter(
+            participant,
+            topic,
+            qos=qos.DataWriterQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL),
+        )
         writer.wait_for_readers(1, timeout=30)
         channelled = ChannelledTopic("pipeline/readings", SensorReading)
         with ChannelPublisher(channelled, domain_id=domain) as pub:
@@ -102,65 +105,122 @@ def main(argv: list[str] | None = None) -> None:
 
     # workers import this module by name: make the repository importable for them
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        topics = [ChannelledTopic("pipeline/readings", SensorReading, channel_count=4,
-                                  retain_consumed=True),
-                  ChannelledTopic("pipeline/stats", SensorStats, channel_count=2,
-                                  retain_consumed=True)]
+        topics = [
+            ChannelledTopic(
+                "pipeline/readings", SensorReading, channel_count=4, retain_consumed=True
+            ),
+            ChannelledTopic("pipeline/stats", SensorStats, channel_count=2, retain_consumed=True),
+        ]
         with Store(Path(tmp) / "store", domain_id=args.domain, topics=topics):
             # record the plain DDS topic while the fleet (another process) publishes
             stop, ready = threading.Event(), threading.Event()
             counts: dict[str, int] = {}
-            recorder = threading.Thread(target=lambda: counts.update(record(
-                Path(tmp) / "recording", {"pipeline/live": SensorReading},
-                domain_id=args.domain, stop=stop, on_ready=lambda _: ready.set())))
+            recorder = threading.Thread(
+                target=lambda: counts.update(
+                    record(
+                        Path(tmp) / "recording",
+                        {"pipeline/live": SensorReading},
+                        domain_id=args.domain,
+                        stop=stop,
+                        on_ready=lambda _: ready.set(),
+                    )
+                )
+            )
             recorder.start()
             ready.wait(30)
             subprocess.run(
-                [sys.executable, "-m", "examples.spark_pipeline", "--fleet", "--domain",
-                 str(args.domain), "--sensors", str(args.sensors), "--seconds",
-                 str(args.seconds)], cwd=ROOT, check=True, timeout=120)
+                [
+                    sys.executable,
+                    "-m",
+                    "examples.spark_pipeline",
+                    "--fleet",
+                    "--domain",
+                    str(args.domain),
+                    "--sensors",
+                    str(args.sensors),
+                    "--seconds",
+                    str(args.seconds),
+                ],
+                cwd=ROOT,
+                check=True,
+                timeout=120,
+            )
             stop.set()
             recorder.join()
             print(f"recorded {counts['pipeline/live']} samples of pipeline/live")
 
             spark = local_session("dcps-pipeline")
             dcps_opts = {"domain": str(args.domain)}
-            readings = (spark.readStream.format("dcps").options(**dcps_opts)
-                        .option("topic", "pipeline/readings")
-                        .option("type", "examples.spark_pipeline:SensorReading").load())
-            stats = (readings
-                     .selectExpr("sensor", "timestamp_millis(time_ms) AS event_time", "celsius")
-                     .groupBy("sensor", F.window("event_time", "10 seconds"))
-                     .agg(F.count("*").alias("count"), F.avg("celsius").alias("mean"),
-                          F.min("celsius").alias("low"), F.max("celsius").alias("high"))
-                     .selectExpr("sensor", "unix_millis(window.start) AS window_start_ms",
-                                 "count", "mean", "low", "high"))
-            query = (stats.writeStream.format("dcps").options(**dcps_opts)
-                     .option("topic", "pipeline/stats")
-                     .option("type", "examples.spark_pipeline:SensorStats")
-                     .outputMode("complete")
-                     .option("checkpointLocation", str(Path(tmp) / "checkpoint"))
-                     .trigger(availableNow=True).start())
+            readings = (
+                spark.readStream.format("dcps")
+                .options(**dcps_opts)
+                .option("topic", "pipeline/readings")
+                .option("type", "examples.spark_pipeline:SensorReading")
+                .load()
+            )
+            stats = (
+                readings.selectExpr("sensor", "timestamp_millis(time_ms) AS event_time", "celsius")
+                .groupBy("sensor", F.window("event_time", "10 seconds"))
+                .agg(
+                    F.count("*").alias("count"),
+                    F.avg("celsius").alias("mean"),
+                    F.min("celsius").alias("low"),
+                    F.max("celsius").alias("high"),
+                )
+                .selectExpr(
+                    "sensor",
+                    "unix_millis(window.start) AS window_start_ms",
+                    "count",
+                    "mean",
+                    "low",
+                    "high",
+                )
+            )
+            query = (
+                stats.writeStream.format("dcps")
+                .options(**dcps_opts)
+                .option("topic", "pipeline/stats")
+                .option("type", "examples.spark_pipeline:SensorStats")
+                .outputMode("complete")
+                .option("checkpointLocation", str(Path(tmp) / "checkpoint"))
+                .trigger(availableNow=True)
+                .start()
+            )
             query.awaitTermination(300)
-            print(f"streaming job: {sum(p['numInputRows'] for p in query.recentProgress)} "
-                  "readings in")
+            print(
+                f"streaming job: {sum(p['numInputRows'] for p in query.recentProgress)} readings in"
+            )
 
-            published = (spark.read.format("dcps").options(**dcps_opts)
-                         .option("topic", "pipeline/stats")
-                         .option("type", "examples.spark_pipeline:SensorStats").load())
+            published = (
+                spark.read.format("dcps")
+                .options(**dcps_opts)
+                .option("topic", "pipeline/stats")
+                .option("type", "examples.spark_pipeline:SensorStats")
+                .load()
+            )
             print(f"pipeline/stats holds {published.count()} windows; sensor 0:")
             for row in published.filter("sensor = 0").orderBy("window_start_ms").collect():
                 start = (row["window_start_ms"] - BASE_MS) // 1000
-                print(f"  window +{start:>3}s: count {row['count']}, mean {row['mean']:.2f}, "
-                      f"low {row['low']:.1f}, high {row['high']:.1f}")
+                print(
+                    f"  window +{start:>3}s: count {row['count']}, mean {row['mean']:.2f}, "
+                    f"low {row['low']:.1f}, high {row['high']:.1f}"
+                )
 
             recording = spark.read.parquet(str(Path(tmp) / "recording" / "pipeline/live"))
-            hottest = (recording.filter("_valid_data").groupBy("sensor")
-                       .agg(F.max("celsius").alias("high")).orderBy("sensor").collect())
-            print("recording, hottest reading per sensor: "
-                  + ", ".join(f"{r['sensor']}: {r['high']:.1f}" for r in hottest))
+            hottest = (
+                recording.filter("_valid_data")
+                .groupBy("sensor")
+                .agg(F.max("celsius").alias("high"))
+                .orderBy("sensor")
+                .collect()
+            )
+            print(
+                "recording, hottest reading per sensor: "
+                + ", ".join(f"{r['sensor']}: {r['high']:.1f}" for r in hottest)
+            )
             spark.stop()
     print("Done.")
 

@@ -43,8 +43,13 @@ def run_peer(*args: str, timeout: float = TIMEOUT) -> str:
 def publish(domain: int, namespace: str, topic: str, channels: int, first: int, count: int) -> None:
     """Publish readings ``first .. first + count - 1`` from another process."""
     out = run_peer(
-        str(PEERS / "spark_publisher.py"), str(domain), namespace, topic, str(channels),
-        str(first), str(count),
+        str(PEERS / "spark_publisher.py"),
+        str(domain),
+        namespace,
+        topic,
+        str(channels),
+        str(first),
+        str(count),
     )
     assert f"published {count}" in out
 
@@ -55,9 +60,22 @@ class StoreProcess:
     def __init__(self, data: Path, domain: int, namespace: str) -> None:
         self.data = data
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dcps.channels.store", "--data", str(data),
-             "--domain", str(domain), "--namespace", namespace, "--sync", "NORMAL"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "dcps.channels.store",
+                "--data",
+                str(data),
+                "--domain",
+                str(domain),
+                "--namespace",
+                namespace,
+                "--sync",
+                "NORMAL",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + TIMEOUT

@@ -16,12 +16,27 @@ pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
 
 class TestSparkPipelineExample:
-    def test_pipeline_publishes_windowed_stats_and_reads_the_recording(self, domain_id: int) -> None:
+    def test_pipeline_publishes_windowed_stats_and_reads_the_recording(
+        self, domain_id: int
+    ) -> None:
         """Readings in, one stats element per sensor and 10 s window out, recording read back."""
         result = subprocess.run(
-            [sys.executable, "-m", "examples.spark_pipeline", "--domain", str(domain_id),
-             "--sensors", "3", "--seconds", "20"],
-            cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=170,
+            [
+                sys.executable,
+                "-m",
+                "examples.spark_pipeline",
+                "--domain",
+                str(domain_id),
+                "--sensors",
+                "3",
+                "--seconds",
+                "20",
+            ],
+            cwd=ROOT,
+            env=dict(os.environ),
+            capture_output=True,
+            text=True,
+            timeout=170,
         )
         assert result.returncode == 0, result.stderr[-3000:]
         out = result.stdout

@@ -28,9 +28,22 @@ def spark() -> Any:
 def record(domain: int, topic: str, out: Path, count: int) -> str:
     """Run ``python -m dcps.spark.record`` while a writer process writes ``count`` samples."""
     rec = subprocess.Popen(
-        [sys.executable, "-m", "dcps.spark.record", "--out", str(out), "--domain", str(domain),
-         "--topic", f"{topic}=spark_types:Variable", "--seconds", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "dcps.spark.record",
+            "--out",
+            str(out),
+            "--domain",
+            str(domain),
+            "--topic",
+            f"{topic}=spark_types:Variable",
+            "--seconds",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**__import__("os").environ, "PYTHONPATH": str(PEERS)},
     )
     try:
@@ -45,8 +58,9 @@ def record(domain: int, topic: str, out: Path, count: int) -> str:
 
 
 class TestRecording:
-    def test_pandas_and_spark_read_the_recording(self, spark: Any, domain_id: int,
-                                                 topic_name: str, tmp_path: Path) -> None:
+    def test_pandas_and_spark_read_the_recording(
+        self, spark: Any, domain_id: int, topic_name: str, tmp_path: Path
+    ) -> None:
         """Every sample, the dispose and the writer's exit land in a dataset both tools read."""
         output = record(domain_id, topic_name, tmp_path, 20)
         # 20 samples, a dispose of id 0, and 19 more (auto-)disposes as the writer exits
@@ -59,12 +73,17 @@ class TestRecording:
         assert valid["big"].iloc[3] == decimal.Decimal(2**64 - 4)
         assert valid["_source_timestamp"].notna().all()
         invalid = df[~df["_valid_data"]]
-        assert sorted(invalid["id"]) == list(range(20)) and invalid["name"].isna().all()
+        assert sorted(invalid["id"]) == list(range(20))
+        assert invalid["name"].isna().all()
         assert (invalid["_instance_state"] == "NOT_ALIVE_DISPOSED").all()
         assert invalid.sort_values("_offset")["_key"].iloc[0] == "[0]"  # the explicit dispose
-        rows = spark.read.schema(recording_spark_schema(
-            __import__("spark_types").Variable)).parquet(str(dataset))
+        rows = spark.read.schema(
+            recording_spark_schema(__import__("spark_types").Variable)
+        ).parquet(str(dataset))
         got = rows.filter("_valid_data AND id = 5").collect()[0]
-        assert got["name"] == "s5" and got["maybe"] == 5 and got["blob"] == bytes([0])
-        assert got["points"][0]["y"] == 0.5 and got["date"] is not None
+        assert got["name"] == "s5"
+        assert got["maybe"] == 5
+        assert got["blob"] == bytes([0])
+        assert got["points"][0]["y"] == 0.5
+        assert got["date"] is not None
         assert rows.count() == 40

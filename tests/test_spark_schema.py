@@ -26,9 +26,18 @@ from idl import describe  # noqa: E402
 def fixed(i: int) -> Fixed:
     """A Fixed sample whose every field depends on ``i``."""
     return Fixed(
-        id=i, i8=-i % 128, i16=-300 * i, u8=255 - i % 256, u16=65535 - i, u32=4_000_000_000 + i,
-        u64=2**64 - 1 - i, f32=i / 2, flag=i % 2 == 0, ch="abc"[i % 3],
-        color=[Color.RED, Color.GREEN, Color.BLUE][i % 3], point=Point(x=i * 1.5, y=-i / 3),
+        id=i,
+        i8=-i % 128,
+        i16=-300 * i,
+        u8=255 - i % 256,
+        u16=65535 - i,
+        u32=4_000_000_000 + i,
+        u64=2**64 - 1 - i,
+        f32=i / 2,
+        flag=i % 2 == 0,
+        ch="abc"[i % 3],
+        color=[Color.RED, Color.GREEN, Color.BLUE][i % 3],
+        point=Point(x=i * 1.5, y=-i / 3),
         vec=np.array([i, -i, 7], dtype=np.int16),
         grid=np.array([[i, 1], [2, -i]], dtype=np.float32),
         raw=np.array([i % 256, 1, 2, 255], dtype=np.uint8),
@@ -38,9 +47,15 @@ def fixed(i: int) -> Fixed:
 def variable(i: int) -> Variable:
     """A Variable sample whose sizes depend on ``i``."""
     return Variable(
-        id=i, name="n" * (i % 12), note=f"note {i} ü", values=np.arange(i % 4, dtype=np.float32),
-        blob=np.arange(i % 5, dtype=np.uint8), points=[Point(x=j, y=-j) for j in range(i % 3)],
-        big=2**63 + i, color=Color.GREEN, maybe=None if i % 2 else i,
+        id=i,
+        name="n" * (i % 12),
+        note=f"note {i} ü",
+        values=np.arange(i % 4, dtype=np.float32),
+        blob=np.arange(i % 5, dtype=np.uint8),
+        points=[Point(x=j, y=-j) for j in range(i % 3)],
+        big=2**63 + i,
+        color=Color.GREEN,
+        maybe=None if i % 2 else i,
     )
 
 
@@ -74,11 +89,12 @@ class TestSparkSchema:
         assert schema["name"].metadata["idl.bound"] == 12
         assert schema["blob"].dataType == st.BinaryType()
         assert schema["points"].dataType.elementType["y"].dataType == st.DoubleType()
-        assert schema["maybe"].nullable and not schema["name"].nullable
+        assert schema["maybe"].nullable
+        assert not schema["name"].nullable
 
     @pytest.mark.parametrize("t", [Reading, Fixed, Variable])
     def test_arrow_schema_is_what_spark_expects(self, t: type) -> None:
-        """The decoder's Arrow schema equals Spark's Arrow form of spark_schema (what read() must yield)."""
+        """The decoder's Arrow schema is Spark's Arrow form of spark_schema (what read() yields)."""
         assert to_arrow_schema(spark_schema(t), timezone="UTC").equals(arrow_row_schema(t))
 
 
@@ -102,12 +118,15 @@ class TestDecode:
                 f.name: _py_value(getattr(sample, f.name), f) for f in info.fields
             }
         assert rows[7]["u64"] == decimal.Decimal(2**64 - 8)
-        assert rows[7]["color"] == "GREEN" and rows[8]["color"] == "BLUE"
+        assert rows[7]["color"] == "GREEN"
+        assert rows[8]["color"] == "BLUE"
         assert rows[3]["grid"] == [[3.0, 1.0], [2.0, -3.0]]
         assert rows[3]["raw"] == bytes([3, 1, 2, 255])
         assert rows[3]["point"] == {"x": 4.5, "y": -1.0}
-        assert rows[3]["ch"] == "a" and rows[3]["u8"] == 252
-        assert rows[3]["_key"] == "[3]" and rows[3]["_channel"] == 2
+        assert rows[3]["ch"] == "a"
+        assert rows[3]["u8"] == 252
+        assert rows[3]["_key"] == "[3]"
+        assert rows[3]["_channel"] == 2
 
     def test_decoded_rows_round_trip_to_samples(self) -> None:
         """Rows decoded from CDR turn back into equal samples (fixed and variable types)."""
@@ -120,15 +139,22 @@ class TestDecode:
     def test_variable_rows_carry_every_kind(self) -> None:
         """Strings, bytes, nested sequences and nulls for absent optionals reach the row."""
         row = decode_batch(Variable, [variable(5).serialize()], 1, [9], None).to_pylist()[0]
-        assert row["note"] == "note 5 ü" and row["blob"] == bytes(range(0))
+        assert row["note"] == "note 5 ü"
+        assert row["blob"] == bytes(range(0))
         assert row["points"] == [{"x": 0.0, "y": -0.0}, {"x": 1.0, "y": -1.0}]
-        assert row["maybe"] is None and row["big"] == decimal.Decimal(2**63 + 5)
+        assert row["maybe"] is None
+        assert row["big"] == decimal.Decimal(2**63 + 5)
         assert json.loads(row["_key"]) == [5]
 
     def test_timestamps_are_utc_microseconds(self) -> None:
         """Store timestamps (ns) become UTC timestamps; unknown source timestamps are null."""
-        batch = decode_batch(Reading, [Reading(sensor=1, seq=2, value=3.0).serialize()], 0, [0],
-                             [1_700_000_000_123_456_789])
+        batch = decode_batch(
+            Reading,
+            [Reading(sensor=1, seq=2, value=3.0).serialize()],
+            0,
+            [0],
+            [1_700_000_000_123_456_789],
+        )
         ts = batch.column("_store_timestamp")[0].as_py()
         assert ts.isoformat() == "2023-11-14T22:13:20.123456+00:00"
         assert batch.column("_source_timestamp")[0].as_py() is None
@@ -140,8 +166,13 @@ class TestRowToSample:
         with pytest.raises(BadParameterError, match="sensor"):
             row_to_sample({"sensor": 2**40, "seq": 1, "value": 1.0}, Reading)
         with pytest.raises(BadParameterError, match="color"):
-            row_to_sample({**decode_batch(Fixed, [fixed(1).serialize()], 0, [0], None)
-                           .to_pylist()[0], "color": "PURPLE"}, Fixed)
+            row_to_sample(
+                {
+                    **decode_batch(Fixed, [fixed(1).serialize()], 0, [0], None).to_pylist()[0],
+                    "color": "PURPLE",
+                },
+                Fixed,
+            )
 
     def test_missing_column_is_named(self) -> None:
         """Rows without one of the type's members fail naming the missing column."""

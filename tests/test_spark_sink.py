@@ -13,8 +13,8 @@ from spark_support import publish, spark_session, store_process, worker_domain
 
 pytest.importorskip("pyspark")
 
-from dcps.channels._protocol import raise_for_reply  # noqa: E402
-from dcps.spark._access import StoreAccess  # noqa: E402
+from dcps.channels._protocol import raise_for_reply
+from dcps.spark._access import StoreAccess
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
@@ -36,18 +36,28 @@ def env(worker_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
 
 def opts(env: dict[str, Any], topic: str, type_: str) -> dict[str, str]:
     """Options naming the module's store, ``topic`` and ``type_``."""
-    return {"topic": topic, "type": f"spark_types:{type_}", "domain": str(env["domain"]),
-            "namespace": env["namespace"]}
+    return {
+        "topic": topic,
+        "type": f"spark_types:{type_}",
+        "domain": str(env["domain"]),
+        "namespace": env["namespace"],
+    }
 
 
-def stats_query(spark: Any, env: dict[str, Any], src: str, dst: str, out: Path,
-                **extra: str) -> Any:
+def stats_query(
+    spark: Any, env: dict[str, Any], src: str, dst: str, out: Path, **extra: str
+) -> Any:
     """A streaming job: readings of ``src`` become one Stats row each, published to ``dst``."""
     df = spark.readStream.format("dcps").options(**opts(env, src, "Reading")).load()
     stats = df.selectExpr("sensor", "seq AS count", "value AS mean")
-    writer = (stats.writeStream.format("dcps").options(**opts(env, dst, "Stats"))
-              .option("channels", "2").option("retainConsumed", "true")
-              .option("checkpointLocation", str(out)).trigger(availableNow=True))
+    writer = (
+        stats.writeStream.format("dcps")
+        .options(**opts(env, dst, "Stats"))
+        .option("channels", "2")
+        .option("retainConsumed", "true")
+        .option("checkpointLocation", str(out))
+        .trigger(availableNow=True)
+    )
     for k, v in extra.items():
         writer = writer.option(k, v)
     return writer.start()
@@ -62,9 +72,13 @@ def publish_keys(env: dict[str, Any], topic: str) -> list[str]:
     """The idempotence keys the store remembers for ``topic`` (documented SQLite file)."""
     db = sqlite3.connect(f"file:{env['store'].data / 'channels.db'}?mode=ro", uri=True)
     try:
-        return [k for (k,) in db.execute(
-            "SELECT key FROM publish_keys JOIN topics ON topics.id = topic_id WHERE name = ?",
-            (topic,))]
+        return [
+            k
+            for (k,) in db.execute(
+                "SELECT key FROM publish_keys JOIN topics ON topics.id = topic_id WHERE name = ?",
+                (topic,),
+            )
+        ]
     finally:
         db.close()
 
@@ -89,7 +103,8 @@ class TestStoreIdempotence:
 
 class TestStreamingSink:
     def test_pipeline_with_retried_tasks_publishes_each_row_once(
-            self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path) -> None:
+        self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path
+    ) -> None:
         """Write tasks that fail after publishing are retried; the store suppresses the repeats."""
         src, dst = f"src_{unique}", f"dst_{unique}"
         publish(env["domain"], env["namespace"], src, 2, 0, 120)
@@ -100,10 +115,12 @@ class TestStreamingSink:
         assert sorted(r["count"] for r in rows) == list(range(120))
         assert all(r["mean"] == r["count"] / 4 and r["sensor"] == r["count"] % 7 for r in rows)
         keys = publish_keys(env, dst)
-        assert keys and all(k.startswith(str(q.id)) for k in keys)
+        assert keys
+        assert all(k.startswith(str(q.id)) for k in keys)
 
     def test_rerun_of_a_batch_after_restart_adds_nothing(
-            self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path) -> None:
+        self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path
+    ) -> None:
         """A batch Spark re-runs after a restart (its commit lost) publishes nothing twice."""
         src, dst = f"src_{unique}", f"dst_{unique}"
         publish(env["domain"], env["namespace"], src, 1, 0, 30)
@@ -112,8 +129,10 @@ class TestStreamingSink:
         assert q.exception() is None, q.exception()
         # lose the commit of the last batch, as if the driver died right after the sink
         # published it: the restarted query runs that batch again with the same batch id
-        commits = sorted((f for f in (tmp_path / "commits").iterdir() if f.name.isdigit()),
-                         key=lambda f: int(f.name))
+        commits = sorted(
+            (f for f in (tmp_path / "commits").iterdir() if f.name.isdigit()),
+            key=lambda f: int(f.name),
+        )
         commits[-1].unlink()
         (tmp_path / "commits" / f".{commits[-1].name}.crc").unlink(missing_ok=True)
         publish(env["domain"], env["namespace"], src, 1, 30, 30)
@@ -126,25 +145,36 @@ class TestStreamingSink:
 
 class TestSinkErrors:
     def test_row_that_does_not_fit_names_the_column(
-            self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path) -> None:
+        self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path
+    ) -> None:
         """A value out of the member's range fails the batch with the column's name."""
         src, dst = f"src_{unique}", f"dst_{unique}"
         publish(env["domain"], env["namespace"], src, 1, 0, 5)
         df = spark.readStream.format("dcps").options(**opts(env, src, "Reading")).load()
         bad = df.selectExpr("sensor + 4294967296 AS sensor", "seq AS count", "value AS mean")
-        q = (bad.writeStream.format("dcps").options(**opts(env, dst, "Stats"))
-             .option("checkpointLocation", str(tmp_path)).trigger(availableNow=True).start())
+        q = (
+            bad.writeStream.format("dcps")
+            .options(**opts(env, dst, "Stats"))
+            .option("checkpointLocation", str(tmp_path))
+            .trigger(availableNow=True)
+            .start()
+        )
         with pytest.raises(Exception, match="column 'sensor'"):
             q.awaitTermination(120)
 
     def test_missing_column_fails_at_start(
-            self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path) -> None:
+        self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path
+    ) -> None:
         """Rows lacking a member of the type are refused before anything runs, naming it."""
         src = f"src_{unique}"
         publish(env["domain"], env["namespace"], src, 1, 0, 1)
         df = spark.readStream.format("dcps").options(**opts(env, src, "Reading")).load()
-        with pytest.raises(Exception, match="lack column.*'mean'"):
-            q = (df.selectExpr("sensor", "seq AS count").writeStream.format("dcps")
-                 .options(**opts(env, f"dst_{unique}", "Stats"))
-                 .option("checkpointLocation", str(tmp_path)).trigger(availableNow=True).start())
-            q.awaitTermination(120)
+        writer = (
+            df.selectExpr("sensor", "seq AS count")
+            .writeStream.format("dcps")
+            .options(**opts(env, f"dst_{unique}", "Stats"))
+            .option("checkpointLocation", str(tmp_path))
+            .trigger(availableNow=True)
+        )
+        with pytest.raises(Exception, match=r"lack column.*'mean'"):
+            writer.start().awaitTermination(120)

@@ -132,8 +132,7 @@ class StoreAccess:
         if self._db is not None:
             tid, _ = self._topic_id(topic)
             row = self._db.execute(
-                'SELECT min("offset") FROM elements WHERE topic_id = ? AND channel = ?'
-                " AND ts >= ?",
+                'SELECT min("offset") FROM elements WHERE topic_id = ? AND channel = ? AND ts >= ?',
                 (tid, channel, timestamp_ns),
             ).fetchone()
             return end if row[0] is None else int(row[0])
@@ -167,7 +166,7 @@ class StoreAccess:
             if self._db is not None:
                 tid, _ = self._topic_id(topic)
                 rows = self._db.execute(
-                    'SELECT ts, data FROM elements WHERE topic_id = ? AND channel = ?'
+                    "SELECT ts, data FROM elements WHERE topic_id = ? AND channel = ?"
                     ' AND "offset" >= ? AND "offset" < ? ORDER BY "offset"',
                     (tid, channel, start, end),
                 ).fetchall()
@@ -209,9 +208,7 @@ class StoreAccess:
         """Number of channels of ``topic``."""
         return len(self.bounds(topic))
 
-    def ensure_topic(
-        self, topic: str, channels: int, retain: bool | None, type_name: str
-    ) -> int:
+    def ensure_topic(self, topic: str, channels: int, retain: bool | None, type_name: str) -> int:
         """Create ``topic`` in the store if new (``channels`` 0: the store's default); its count."""
         if self._client is None:
             raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
@@ -224,9 +221,7 @@ class StoreAccess:
         )
         return int(reply.number)
 
-    def publish_keyed(
-        self, topic: str, channel: int, payloads: Sequence[bytes], key: str
-    ) -> Any:
+    def publish_keyed(self, topic: str, channel: int, payloads: Sequence[bytes], key: str) -> Any:
         """Send one idempotent publish batch; returns the reply future."""
         if self._client is None:
             raise BadParameterError("publishing needs a DDS store connection (no data_dir)")

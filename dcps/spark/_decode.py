@@ -73,8 +73,9 @@ def _layout(fields: Sequence[FieldInfo], pos: int, max_align: int) -> tuple[Any,
         pos += scalar.itemsize * int(np.prod(shape) if shape else 1)
     if not names:
         return None
-    dt = np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                   "itemsize": max(1, pos - start)})
+    dt = np.dtype(
+        {"names": names, "formats": formats, "offsets": offsets, "itemsize": max(1, pos - start)}
+    )
     return dt, pos
 
 
@@ -94,8 +95,7 @@ def cdr_dtype(t: type, version: int = 1, size: int | None = None) -> np.dtype[An
     itemsize = size if size is not None else 4 + end
     if itemsize < 4 + end:
         return None
-    return np.dtype({"names": ["_body"], "formats": [body], "offsets": [4],
-                     "itemsize": itemsize})
+    return np.dtype({"names": ["_body"], "formats": [body], "offsets": [4], "itemsize": itemsize})
 
 
 # -- numpy/Python columns -> Arrow ----------------------------------------------
@@ -186,8 +186,14 @@ def _key_json(columns: dict[str, Any], key_paths: Sequence[str], n: int) -> Any:
         return pc.binary_join_element_wise("[", *_interleave(texts), "]", "")
     rows = zip(*(p.to_pylist() for p in parts), strict=True)
     return pa.array(
-        [json.dumps(r, default=lambda x: int(x) if isinstance(x, decimal.Decimal) else str(x),
-                    separators=(",", ":")) for r in rows],
+        [
+            json.dumps(
+                r,
+                default=lambda x: int(x) if isinstance(x, decimal.Decimal) else str(x),
+                separators=(",", ":"),
+            )
+            for r in rows
+        ],
         type=pa.string(),
     )
 

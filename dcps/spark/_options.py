@@ -63,8 +63,9 @@ def load_type(type_path: str | None, idl_file: str | None, type_name: str | None
         idl.describe(t)
     except IdlError as exc:
         raise BadParameterError(f"topic type {type_path or type_name!r}: {exc}") from exc
-    _types[key] = t
-    return t
+    topic_type: type = t
+    _types[key] = topic_type
+    return topic_type
 
 
 def parse_positions(text: str, option: str) -> str | dict[int, int]:
@@ -182,8 +183,9 @@ class SourceOptions:
             domain_id=_int(opts, "domain", 0),
             namespace=opts.get("namespace") or "dcps",
             data_dir=opts.get("data_dir") or None,
-            starting=parse_positions(opts.get("startingpositions", "earliest"),
-                                     "startingPositions"),
+            starting=parse_positions(
+                opts.get("startingpositions", "earliest"), "startingPositions"
+            ),
             ending=parse_positions(opts.get("endingpositions", "latest"), "endingPositions"),
             start_ns=_timestamp_ns(opts.get("starttimestamp"), "startTimestamp"),
             end_ns=_timestamp_ns(opts.get("endtimestamp"), "endTimestamp"),

@@ -15,6 +15,7 @@ without valid data except the key fields.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -82,9 +83,7 @@ def recording_spark_schema(t: type) -> Any:
         st.StructField("_disposed_generation_count", st.IntegerType(), False),
         st.StructField("_no_writers_generation_count", st.IntegerType(), False),
     ]
-    data = [
-        st.StructField(f.name, f.dataType, True, f.metadata) for f in base.fields[5:]
-    ]
+    data = [st.StructField(f.name, f.dataType, True, f.metadata) for f in base.fields[5:]]
     return st.StructType(
         base.fields[:5] + info + data + [st.StructField("date", st.DateType(), True)]
     )
@@ -119,8 +118,7 @@ def _table(t: type, rows: list[tuple[int, int, Any, Any]]) -> Any:
         pa.array([i.instance_state.name for i in infos], type=pa.string()),
         pa.array([bool(i.valid_data) for i in infos], type=pa.bool_()),
         pa.array([decimal.Decimal(i.instance_handle) for i in infos], type=pa.decimal128(20, 0)),
-        pa.array([decimal.Decimal(i.publication_handle) for i in infos],
-                 type=pa.decimal128(20, 0)),
+        pa.array([decimal.Decimal(i.publication_handle) for i in infos], type=pa.decimal128(20, 0)),
         pa.array([i.disposed_generation_count for i in infos], type=pa.int32()),
         pa.array([i.no_writers_generation_count for i in infos], type=pa.int32()),
     ]
@@ -157,15 +155,13 @@ class Recorder:
         self._types = dict(topics)
         self._participant = dcps.DomainParticipant(domain_id)
         parts = list(partitions)
-        self._subscriber = (
-            dcps.Subscriber(self._participant, partitions=parts) if parts else None
-        )
+        self._subscriber = dcps.Subscriber(self._participant, partitions=parts) if parts else None
         reader_qos = qos.DataReaderQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL)
         self._readers: dict[str, Any] = {}
         self._waitset = dcps.WaitSet(self._participant)
         for name, t in topics.items():
             describe(t)
-            topic = dcps.Topic(self._participant, name, t)
+            topic: Any = dcps.Topic(self._participant, name, t)
             reader = dcps.DataReader(self._subscriber or self._participant, topic, qos=reader_qos)
             self._readers[name] = reader
             self._waitset.attach(dcps.ReadCondition(reader))
@@ -177,10 +173,8 @@ class Recorder:
     def _run(self) -> None:
         last = time.monotonic()
         while not self._stop.is_set():
-            try:
+            with contextlib.suppress(DcpsTimeoutError):
                 self._waitset.wait(timedelta(milliseconds=100))
-            except DcpsTimeoutError:
-                pass
             self._take()
             if time.monotonic() - last >= self._flush:
                 self.flush()

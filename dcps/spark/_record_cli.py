@@ -40,13 +40,13 @@ def _topics(specs: list[str], idl_file: Path | None) -> dict[str, type]:
 
 
 def record_command(
-    out: Path = typer.Option(..., "--out", help="Directory of the Parquet datasets."),
-    topic: list[str] = typer.Option(
+    out: Path = typer.Option(..., "--out", help="Directory of the Parquet datasets."),  # noqa: B008
+    topic: list[str] = typer.Option(  # noqa: B008
         ..., "--topic", help="NAME=package.module:Class, or NAME=Scoped::Type with --idl."
     ),
-    idl: Path | None = typer.Option(None, "--idl", help="IDL file declaring the types."),
+    idl: Path | None = typer.Option(None, "--idl", help="IDL file declaring the types."),  # noqa: B008
     domain: int = typer.Option(0, "--domain", help="DDS domain id."),
-    partition: list[str] = typer.Option([], "--partition", help="DDS partition (repeatable)."),
+    partition: list[str] = typer.Option([], "--partition", help="DDS partition (repeatable)."),  # noqa: B008
     seconds: float | None = typer.Option(
         None, "--seconds", help="Stop after this long (default: until SIGINT/SIGTERM)."
     ),
@@ -64,8 +64,12 @@ def record_command(
         typer.echo(f"dcps record ready: {', '.join(topics)} -> {out}")
 
     counts = record(
-        out, topics, domain_id=domain, partitions=partition,
-        duration=None if seconds is None else timedelta(seconds=seconds), stop=stop,
+        out,
+        topics,
+        domain_id=domain,
+        partitions=partition,
+        duration=None if seconds is None else timedelta(seconds=seconds),
+        stop=stop,
         on_ready=ready,
     )
     for name, n in counts.items():

@@ -70,10 +70,9 @@ def publish_rows(opts: SourceOptions, rows: Iterator[Any], prefix: str) -> Publi
     n = 0
     for index, row in enumerate(rows):
         sample = row_to_sample(row, t)
-        if keyless:
-            channel = index % count
-        else:
-            channel = zlib.crc32(t.__idl__.serialize_key(sample)) % count  # type: ignore[attr-defined]
+        channel = (
+            index % count if keyless else zlib.crc32(t.__idl__.serialize_key(sample)) % count  # type: ignore[attr-defined]
+        )
         per_channel.setdefault(channel, []).append((index, sample.serialize()))
         n += 1
     futures = []
@@ -118,10 +117,10 @@ class StreamWriter(DataSourceStreamWriter):
         _maybe_fail(self.opts, "write", ctx.partitionId() if ctx else 0)
         return message
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         pass
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         pass
 
 

@@ -92,9 +92,7 @@ def _resolve(
     return out
 
 
-def _plan(
-    start: dict[int, int], end: dict[int, int], per_partition: int
-) -> list[ChannelRange]:
+def _plan(start: dict[int, int], end: dict[int, int], per_partition: int) -> list[ChannelRange]:
     parts: list[ChannelRange] = []
     for c in sorted(end):
         lo, hi = start.get(c, 0), end[c]
@@ -116,9 +114,7 @@ def _maybe_fail(opts: SourceOptions, where: str, index: int) -> None:
         raise RuntimeError(f"dcps: injected failure in the first attempt of a {where} task")
 
 
-def _read(
-    opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]
-) -> Iterator[Any]:
+def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) -> Iterator[Any]:
     t = opts.type()
     access = _access(opts)
     step = max(1, opts.batch_rows * 64)
@@ -183,20 +179,20 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.joined = False
         _access(opts).bounds(opts.topic)  # unknown topic: fail at start
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802 (PySpark's name)
         bounds = _access(self.opts).bounds(self.opts.topic)
         return offsets_json(_resolve(self.opts.starting, bounds, "startingPositions"))
 
-    def getDefaultReadLimit(self) -> ReadLimit:
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (PySpark's name)
         if self.opts.max_per_trigger > 0:
             return ReadMaxRows(self.opts.max_per_trigger)
         return ReadAllAvailable()
 
-    def prepareForTriggerAvailableNow(self) -> None:
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (PySpark's name)
         bounds = _access(self.opts).bounds(self.opts.topic)
         self.target = {c: n for c, (_, n) in bounds.items()}
 
-    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:  # noqa: N802 (PySpark's name)
         begin = _from_offset(start)
         bounds = _access(self.opts).bounds(self.opts.topic)
         latest = {c: n for c, (_, n) in bounds.items()}
@@ -208,7 +204,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = _admit(begin, latest, int(limit.max_rows))
         return offsets_json(latest)
 
-    def reportLatestOffset(self) -> dict[str, int]:
+    def reportLatestOffset(self) -> dict[str, int]:  # noqa: N802 (PySpark's name)
         bounds = _access(self.opts).bounds(self.opts.topic)
         return offsets_json({c: n for c, (_, n) in bounds.items()})
 
@@ -234,14 +230,22 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for attempt in range(2):
             if not self.joined:
                 client.call(
-                    Op.JOIN, topic=self.opts.topic, group=self.opts.group, member=self.member,
-                    number=30_000, flag=0,
+                    Op.JOIN,
+                    topic=self.opts.topic,
+                    group=self.opts.group,
+                    member=self.member,
+                    number=30_000,
+                    flag=0,
                 )
                 self.joined = True
             try:
                 client.call(
-                    Op.COMMIT, topic=self.opts.topic, group=self.opts.group, member=self.member,
-                    channels=list(done), offsets=list(done.values()),
+                    Op.COMMIT,
+                    topic=self.opts.topic,
+                    group=self.opts.group,
+                    member=self.member,
+                    channels=list(done),
+                    offsets=list(done.values()),
                 )
                 return
             except PreconditionNotMetError:  # membership expired: join again
@@ -308,10 +312,10 @@ class DcpsDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return _BatchReader(self.opts, schema)
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (PySpark's name)
         return _StreamReader(self.opts, schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802 (PySpark's name)
         from ._sink import StreamWriter
 
         return StreamWriter(self.opts, schema)

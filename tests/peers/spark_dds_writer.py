@@ -12,19 +12,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-from spark_types import Color, Point, Variable  # noqa: E402
+import numpy as np
+from spark_types import Color, Point, Variable
 
-import dcps  # noqa: E402
-import qos  # noqa: E402
+import dcps
+import qos
 
 
 def sample(i: int) -> Variable:
     """Variable sample ``i``."""
     return Variable(
-        id=i, name=f"s{i}", note="ü", values=np.arange(i % 3, dtype=np.float32),
-        blob=np.arange(i % 4, dtype=np.uint8), points=[Point(x=i, y=0.5)], big=2**64 - 1 - i,
-        color=Color.BLUE, maybe=i if i % 2 else None,
+        id=i,
+        name=f"s{i}",
+        note="ü",
+        values=np.arange(i % 3, dtype=np.float32),
+        blob=np.arange(i % 4, dtype=np.uint8),
+        points=[Point(x=i, y=0.5)],
+        big=2**64 - 1 - i,
+        color=Color.BLUE,
+        maybe=i if i % 2 else None,
     )
 
 
@@ -34,8 +40,9 @@ def main() -> None:
     with dcps.DomainParticipant(domain) as participant:
         topic = dcps.Topic(participant, topic_name, Variable)
         writer = dcps.DataWriter(
-            participant, topic, qos=qos.DataWriterQos(qos.Reliability.RELIABLE,
-                                                      qos.History.KEEP_ALL)
+            participant,
+            topic,
+            qos=qos.DataWriterQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL),
         )
         writer.wait_for_readers(1, timeout=30)
         for i in range(count):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from spark_types import Reading  # noqa: E402
+from spark_types import Reading
 
-from dcps.channels import ChannelledTopic, ChannelPublisher  # noqa: E402
+from dcps.channels import ChannelledTopic, ChannelPublisher
 
 
 def main() -> None:
