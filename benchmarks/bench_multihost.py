@@ -176,7 +176,7 @@ def run_channels(
                 (lan.hosts[0], lan.hosts[0], lan.hosts[1]) if hosts == 2 else lan.hosts
             )
 
-            def start(host: Any, **config: Any) -> Any:
+            def start(host: Any, common: dict[str, Any] = common, **config: Any) -> Any:
                 return host.python(str(CHANNELS_PEER), json.dumps({**common, **config}))
 
             store = start(store_host, role="store", data=str(lan.workdir / "store"))

@@ -11,6 +11,7 @@ clock, shared by all namespaces).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import signal
 import subprocess
@@ -75,15 +76,29 @@ def _start(host: Host, role: str, base: dict[str, Any], **extra: Any) -> PeerPro
 
 def _start_store(lan: Lan, base: dict[str, Any]) -> PeerProcess:
     """Run the store service on host a as deployed: the module, DCPS_* variables for the LAN."""
-    env = {"DCPS_INTERFACES": "eth0", "DCPS_LEASE_DURATION": str(base.get("lease", LEASE)),
-           "DCPS_SPDP_INTERVAL": "0.5"}
+    env = {
+        "DCPS_INTERFACES": "eth0",
+        "DCPS_LEASE_DURATION": str(base.get("lease", LEASE)),
+        "DCPS_SPDP_INTERVAL": "0.5",
+    }
     store = lan.hosts[0].python(
-        "-m", "dcps.channels.store", "--data", str(lan.workdir / "store"),
-        "--domain", str(base["domain"]), "--namespace", base["namespace"], "--sync", "NORMAL",
+        "-m",
+        "dcps.channels.store",
+        "--data",
+        str(lan.workdir / "store"),
+        "--domain",
+        str(base["domain"]),
+        "--namespace",
+        base["namespace"],
+        "--sync",
+        "NORMAL",
         env=env,
     )
-    store.expect(lambda e: e.get("ev") == "text" and e["text"].startswith("dcps store ready"),
-                 30, "store ready")
+    store.expect(
+        lambda e: e.get("ev") == "text" and e["text"].startswith("dcps store ready"),
+        30,
+        "store ready",
+    )
     return store
 
 
@@ -125,10 +140,7 @@ def _owned(member: PeerProcess) -> list[int]:
 def _got(member: PeerProcess, since: int = 0) -> list[tuple[int, int, int]]:
     """``(channel, offset, seq)`` of every element the member received (from event ``since``)."""
     return [
-        (c, o, s)
-        for e in member.drain()[since:]
-        if e.get("ev") == "got"
-        for c, o, s in e["items"]
+        (c, o, s) for e in member.drain()[since:] if e.get("ev") == "got" for c, o, s in e["items"]
     ]
 
 
@@ -152,8 +164,9 @@ def _stop(publisher: PeerProcess) -> tuple[dict[int, tuple[int, int]], list[Any]
 def _report(member: PeerProcess) -> Event:
     mark = member.mark()
     member.send(op="report")
-    return member.expect(lambda e: e.get("ev") in ("report", "report_error"), 20, "report",
-                         since=mark)
+    return member.expect(
+        lambda e: e.get("ev") in ("report", "report_error"), 20, "report", since=mark
+    )
 
 
 def _all_committed(members: list[PeerProcess], tails: dict[int, int]) -> bool:
@@ -177,8 +190,12 @@ def _start_cluster(lan: Lan, base: dict[str, Any]) -> tuple[PeerProcess, ...]:
     for process in (member_b, member_c, publisher):
         process.expect(_is("ready"), 30, "ready")
     processes = (store, publisher, member_b, member_c)
-    _wait(lambda: len(_owned(member_b)) == 2 and len(_owned(member_c)) == 2, 20,
-          "two channels each", *processes)
+    _wait(
+        lambda: len(_owned(member_b)) == 2 and len(_owned(member_c)) == 2,
+        20,
+        "two channels each",
+        *processes,
+    )
     return processes
 
 
@@ -188,16 +205,24 @@ class TestStoreAsAService:
     ) -> None:
         """Confirmed elements published on host b reach the group on b and c once each."""
         lan = make_lan(3)
-        base = {"domain": domain_id, "namespace": f"ns_{unique}", "topic": topic_name,
-                "channels": CHANNELS}
-        store, publisher, member_b, member_c = processes = _start_cluster(lan, base)
+        base = {
+            "domain": domain_id,
+            "namespace": f"ns_{unique}",
+            "topic": topic_name,
+            "channels": CHANNELS,
+        }
+        _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         members = [member_b, member_c]
         publisher.send(op="stream", rate=300)
         _wait(lambda: _progress(publisher) >= 400, 30, "400 confirmed", *processes)
         confirmed, failed = _stop(publisher)
         assert failed == []
-        _wait(lambda: _received_seqs(*members) >= set(confirmed), 20,
-              "every confirmed element received", *processes)
+        _wait(
+            lambda: _received_seqs(*members) >= set(confirmed),
+            20,
+            "every confirmed element received",
+            *processes,
+        )
 
         got = {id(m): _got(m) for m in members}
         assert sorted(s for m in members for _, _, s in got[id(m)]) == sorted(confirmed)
@@ -210,8 +235,7 @@ class TestStoreAsAService:
         for channel, offset in confirmed.values():
             tails[channel] = max(tails[channel], offset)
         assert set(tails) == set(range(CHANNELS))
-        _wait(lambda: _all_committed(members, dict(tails)), 20, "commits at the tails",
-              *processes)
+        _wait(lambda: _all_committed(members, dict(tails)), 20, "commits at the tails", *processes)
 
 
 class TestPartition:
@@ -219,7 +243,11 @@ class TestPartition:
         "outage", [0.0, LEASE + 1.5], ids=["shorter-than-lease", "longer-than-lease"]
     )
     def test_group_rebalances_around_a_cut_off_member_and_loses_nothing(
-        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str,
+        self,
+        make_lan: Callable[[int], Lan],
+        domain_id: int,
+        topic_name: str,
+        unique: str,
         outage: float,
     ) -> None:
         """Unplugging host c moves its channels to b and back; confirmed = processed, lost 0.
@@ -229,9 +257,13 @@ class TestPartition:
         """
         lan = make_lan(3)
         _, _, c = lan.hosts
-        base = {"domain": domain_id, "namespace": f"ns_{unique}", "topic": topic_name,
-                "channels": CHANNELS}
-        store, publisher, member_b, member_c = processes = _start_cluster(lan, base)
+        base = {
+            "domain": domain_id,
+            "namespace": f"ns_{unique}",
+            "topic": topic_name,
+            "channels": CHANNELS,
+        }
+        _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         members = [member_b, member_c]
         channels_of_c = set(_owned(member_c))
         publisher.send(op="stream", rate=150)
@@ -239,48 +271,74 @@ class TestPartition:
 
         cut = time.monotonic()
         c.link_down()
-        _wait(lambda: _owned(member_b) == list(range(CHANNELS)), 20,
-              "b owns every channel after c's heartbeat timeout", *processes)
+        _wait(
+            lambda: _owned(member_b) == list(range(CHANNELS)),
+            20,
+            "b owns every channel after c's heartbeat timeout",
+            *processes,
+        )
         taken_over = time.monotonic()
         mark_b = len(member_b.drain())
-        _wait(lambda: {ch for ch, _, _ in _got(member_b, mark_b)} >= channels_of_c, 20,
-              "b processes c's channels", *processes)
+        _wait(
+            lambda: {ch for ch, _, _ in _got(member_b, mark_b)} >= channels_of_c,
+            20,
+            "b processes c's channels",
+            *processes,
+        )
         progress_in_outage = _progress(publisher)
         time.sleep(max(0.0, cut + outage - time.monotonic()))  # hold the cable out
 
         mark_c = len(member_c.drain())
         up = time.monotonic()
         c.link_up()
-        _wait(lambda: len(_owned(member_c)) == 2 and len(_owned(member_b)) == 2, 30,
-              "the group rebalances back to two members", *processes)
+        _wait(
+            lambda: len(_owned(member_c)) == 2 and len(_owned(member_b)) == 2,
+            30,
+            "the group rebalances back to two members",
+            *processes,
+        )
         back = time.monotonic()
-        _wait(lambda: len({ch for ch, _, _ in _got(member_c, mark_c)}) == 2, 20,
-              "c processes its channels again", *processes)
-        _wait(lambda: _progress(publisher) >= progress_in_outage + 100, 20,
-              "publishing went on", *processes)
+        _wait(
+            lambda: len({ch for ch, _, _ in _got(member_c, mark_c)}) == 2,
+            20,
+            "c processes its channels again",
+            *processes,
+        )
+        _wait(
+            lambda: _progress(publisher) >= progress_in_outage + 100,
+            20,
+            "publishing went on",
+            *processes,
+        )
         confirmed, failed = _stop(publisher)
 
         # Every confirmed element was processed (received) by a member: lost = 0.
         assert failed == []
-        _wait(lambda: _received_seqs(*members) >= set(confirmed), 30,
-              "every confirmed element received", *processes)
+        _wait(
+            lambda: _received_seqs(*members) >= set(confirmed),
+            30,
+            "every confirmed element received",
+            *processes,
+        )
         tails: dict[int, int] = defaultdict(lambda: -1)
         for channel, offset in confirmed.values():
             tails[channel] = max(tails[channel], offset)
-        _wait(lambda: _all_committed(members, dict(tails)), 30, "commits at the tails",
-              *processes)
+        _wait(lambda: _all_committed(members, dict(tails)), 30, "commits at the tails", *processes)
         got = [item for m in members for item in _got(m)]
         for channel, offset, seq in got:
             assert confirmed[seq] == (channel, offset), "element at the wrong position"
         processed = {seq for _, _, seq in got}
         lost = set(confirmed) - processed
         duplicates = Counter(seq for _, _, seq in got) - Counter(processed)
-        print(f"\noutage {up - cut:.1f} s, c back in the group {back - up:.1f} s after it: "
-              f"published confirmed {len(confirmed)}, processed distinct {len(processed)}, "
-              f"lost {len(lost)}, duplicates {sum(duplicates.values())}; "
-              f"takeover {taken_over - cut:.1f} s after the cut")
+        print(
+            f"\noutage {up - cut:.1f} s, c back in the group {back - up:.1f} s after it: "
+            f"published confirmed {len(confirmed)}, processed distinct {len(processed)}, "
+            f"lost {len(lost)}, duplicates {sum(duplicates.values())}; "
+            f"takeover {taken_over - cut:.1f} s after the cut"
+        )
 
-        assert len(processed) == len(confirmed) and not lost
+        assert len(processed) == len(confirmed)
+        assert not lost
         assert processed == set(confirmed)
 
         # Duplicates only where ownership moved, and never behind a commit acknowledged
@@ -291,17 +349,30 @@ class TestPartition:
                 if event.get("ev") == "owned" and event["t"] > cut:
                     moved.update(event["changed"])
         assert {confirmed[seq][0] for seq in duplicates} <= moved
-        commits = [(e["t"], ch, off) for m in members for e in m.drain()
-                   if e.get("ev") == "commit" for ch, off, status in e["items"]
-                   if status == "committed"]
+        commits = [
+            (e["t"], ch, off)
+            for m in members
+            for e in m.drain()
+            if e.get("ev") == "commit"
+            for ch, off, status in e["items"]
+            if status == "committed"
+        ]
         for member in members:
             events = member.drain()
             for index, event in enumerate(events):
                 if event.get("ev") != "owned" or event["why"] != "assigned" or event["t"] < cut:
                     continue
                 for channel in event["changed"]:
-                    first = next((o for e in events[index:] if e.get("ev") == "got"
-                                  for ch, o, _ in e["items"] if ch == channel), None)
+                    first = next(
+                        (
+                            o
+                            for e in events[index:]
+                            if e.get("ev") == "got"
+                            for ch, o, _ in e["items"]
+                            if ch == channel
+                        ),
+                        None,
+                    )
                     if first is None:
                         continue
                     before = [off for t, ch, off in commits if ch == channel and t < event["t"]]
@@ -319,19 +390,25 @@ class TestPartition:
     def test_a_cut_off_member_does_not_stall_the_store_for_the_others(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
     ) -> None:
-        """While host c is unplugged, publishes from host b keep being confirmed (10 s lease)."""
+        """While host c is unplugged (within its lease), publishes from b keep being confirmed."""
+        outage = 9.0
         lan = make_lan(3)
         c = lan.hosts[2]
-        base = {"domain": domain_id, "namespace": f"ns_{unique}", "topic": topic_name,
-                "channels": CHANNELS, "lease": 10.0}  # Cyclone's default lease
-        store, publisher, member_b, member_c = processes = _start_cluster(lan, base)
-        publisher.send(op="stream", rate=300)
+        base = {
+            "domain": domain_id,
+            "namespace": f"ns_{unique}",
+            "topic": topic_name,
+            "channels": CHANNELS,
+            "lease": 20.0,
+        }
+        _, publisher, _, member_c = processes = _start_cluster(lan, base)
+        publisher.send(op="stream", rate=500)
         _wait(lambda: len(_got(member_c)) >= 50, 20, "host c processes elements", *processes)
         cut = time.monotonic()
         c.link_down()
-        time.sleep(6.0)  # the outage (the scenario itself), well within the lease
+        time.sleep(outage)  # the outage (the scenario itself), well within the lease
         c.link_up()
-        confirmed, failed = _stop(publisher)
+        _, failed = _stop(publisher)
         assert failed == []
         rises = []  # when the publisher saw its confirmed count grow during the outage
         previous = None
@@ -340,15 +417,19 @@ class TestPartition:
                 if previous is not None and event["confirmed"] > previous:
                     rises.append(event["t"])
                 previous = event["confirmed"]
-        during = [cut] + [t for t in rises if cut < t < cut + 6.0] + [cut + 6.0]
-        longest = max(b - a for a, b in zip(during, during[1:], strict=False))
+        during = [cut] + [t for t in rises if cut < t < cut + outage] + [cut + outage]
+        longest = max(b - a for a, b in itertools.pairwise(during))
         assert longest < 2.0, f"no publish confirmed for {longest:.1f} s while c was cut off"
 
     @pytest.mark.parametrize(
         "outage", [2.0, LEASE + 1.5], ids=["shorter-than-lease", "longer-than-lease"]
     )
     def test_publisher_cut_off_from_the_store_loses_no_confirmed_element(
-        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str,
+        self,
+        make_lan: Callable[[int], Lan],
+        domain_id: int,
+        topic_name: str,
+        unique: str,
         outage: float,
     ) -> None:
         """Publishing through an outage of the publisher's host: every confirmed element arrives.
@@ -360,16 +441,19 @@ class TestPartition:
         """
         lan = make_lan(3)
         _, b, c = lan.hosts
-        base = {"domain": domain_id, "namespace": f"ns_{unique}", "topic": topic_name,
-                "channels": CHANNELS}
+        base = {
+            "domain": domain_id,
+            "namespace": f"ns_{unique}",
+            "topic": topic_name,
+            "channels": CHANNELS,
+        }
         store = _start_store(lan, base)
         member = _start(c, "member", base, group="g", timeout=2.0)
         publisher = _start(b, "publisher", base, timeout=4.0)
         processes = (store, publisher, member)
         for process in (member, publisher):
             process.expect(_is("ready"), 30, "ready")
-        _wait(lambda: len(_owned(member)) == CHANNELS, 20, "member owns every channel",
-              *processes)
+        _wait(lambda: len(_owned(member)) == CHANNELS, 20, "member owns every channel", *processes)
         publisher.send(op="stream", rate=100)
         _wait(lambda: _progress(publisher) >= 50, 20, "50 confirmed", *processes)
 
@@ -377,14 +461,17 @@ class TestPartition:
         time.sleep(outage)  # hold the cable out (the outage itself is the scenario)
         before = _progress(publisher)
         b.link_up()
-        _wait(lambda: _progress(publisher) >= before + 100, 30, "confirmations resume",
-              *processes)
+        _wait(lambda: _progress(publisher) >= before + 100, 30, "confirmations resume", *processes)
         publisher.send(op="stop")
         published = publisher.expect(_is("published"), 40, "published")
         confirmed = {seq: (ch, off) for seq, ch, off in published["confirmed"]}
         failed = {seq: error for seq, error in published["failed"]}
-        _wait(lambda: _received_seqs(member) >= set(confirmed), 30,
-              "every confirmed element received", *processes)
+        _wait(
+            lambda: _received_seqs(member) >= set(confirmed),
+            30,
+            "every confirmed element received",
+            *processes,
+        )
 
         got = _got(member)
         for channel, offset, seq in got:
@@ -393,8 +480,10 @@ class TestPartition:
         assert received <= set(range(published["sent"]))
         assert set(confirmed) | set(failed) == set(range(published["sent"]))
         assert all("DcpsTimeoutError" in error for error in failed.values()), failed
-        print(f"\noutage {outage:.1f} s: sent {published['sent']}, confirmed {len(confirmed)}, "
-              f"failed {len(failed)} (of which stored anyway {len(received & set(failed))}), "
-              f"confirmed lost {len(set(confirmed) - received)}")
+        print(
+            f"\noutage {outage:.1f} s: sent {published['sent']}, confirmed {len(confirmed)}, "
+            f"failed {len(failed)} (of which stored anyway {len(received & set(failed))}), "
+            f"confirmed lost {len(set(confirmed) - received)}"
+        )
         if outage < LEASE:
             assert failed == {}

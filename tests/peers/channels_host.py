@@ -48,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from channels_types import Msg  # noqa: E402
+from channels_types import Msg
 
 _out = threading.Lock()
 
@@ -99,7 +99,9 @@ def run_store(config: dict[str, Any], stop: threading.Event) -> None:
 
 
 def run_publisher(
-    config: dict[str, Any], topic: Any, commands: "queue.Queue[dict[str, Any]]",
+    config: dict[str, Any],
+    topic: Any,
+    commands: "queue.Queue[dict[str, Any]]",
     stop: threading.Event,
 ) -> None:
     """The publisher role: stream confirmed elements on command."""
@@ -146,8 +148,11 @@ def run_publisher(
                     emit(ev="progress", sent=seq, confirmed=len(confirmed), failed=len(failed))
 
     with ChannelPublisher(
-        topic, domain_id=config["domain"], namespace=config["namespace"],
-        order_by=OrderBy.round_robin(), linger=timedelta(milliseconds=5),
+        topic,
+        domain_id=config["domain"],
+        namespace=config["namespace"],
+        order_by=OrderBy.round_robin(),
+        linger=timedelta(milliseconds=5),
         timeout=timedelta(seconds=config.get("timeout", 20.0)),
     ) as publisher:
         emit(ev="ready", role="publisher", channels=publisher.channel_count)
@@ -171,12 +176,13 @@ def run_publisher(
                 except Exception as exc:
                     emit(ev="flush_error", error=f"{type(exc).__name__}: {exc}")
                 with lock:
-                    emit(ev="published", sent=sent[0], confirmed=sorted(confirmed),
-                         failed=failed)
+                    emit(ev="published", sent=sent[0], confirmed=sorted(confirmed), failed=failed)
 
 
 def run_member(
-    config: dict[str, Any], topic: Any, commands: "queue.Queue[dict[str, Any]]",
+    config: dict[str, Any],
+    topic: Any,
+    commands: "queue.Queue[dict[str, Any]]",
     stop: threading.Event,
 ) -> None:
     """The member role: receive, report, commit; report ownership changes."""
@@ -196,8 +202,11 @@ def run_member(
             self._owned(subscriber, "lost", channels)
 
     subscriber: Any = ChannelSubscriber(
-        topic, group=config["group"], domain_id=config["domain"],
-        namespace=config["namespace"], listeners=[Report()],
+        topic,
+        group=config["group"],
+        domain_id=config["domain"],
+        namespace=config["namespace"],
+        listeners=[Report()],
         timeout=timedelta(seconds=config.get("timeout", 2.0)),
     )
     emit(ev="ready", role="member", member=subscriber.member, channels=subscriber.channels)
@@ -213,9 +222,12 @@ def run_member(
                 except Exception as exc:
                     emit(ev="report_error", error=f"{type(exc).__name__}: {exc}")
                 else:
-                    emit(ev="report", channels=subscriber.channels,
-                         committed={str(c): p.offset for c, p in committed.items()},
-                         tails={str(c): p.offset for c, p in tails.items()})
+                    emit(
+                        ev="report",
+                        channels=subscriber.channels,
+                        committed={str(c): p.offset for c, p in committed.items()},
+                        tails={str(c): p.offset for c, p in tails.items()},
+                    )
             if pending is None:
                 pending = subscriber.receive(batch)
             try:
@@ -230,17 +242,24 @@ def run_member(
             try:
                 results = subscriber.commit(last)
             except Exception as exc:  # e.g. no answer while cut off: the test counts these
-                emit(ev="commit_error", items=[[c, p.offset] for c, p in last.items()],
-                     error=f"{type(exc).__name__}: {exc}")
+                emit(
+                    ev="commit_error",
+                    items=[[c, p.offset] for c, p in last.items()],
+                    error=f"{type(exc).__name__}: {exc}",
+                )
                 continue
-            emit(ev="commit", items=[[c, r.position.offset, r.status.value]
-                                     for c, r in results.items()])
+            emit(
+                ev="commit",
+                items=[[c, r.position.offset, r.status.value] for c, r in results.items()],
+            )
     finally:
         subscriber.close()
 
 
 def run_bench(
-    config: dict[str, Any], topic: Any, commands: "queue.Queue[dict[str, Any]]",
+    config: dict[str, Any],
+    topic: Any,
+    commands: "queue.Queue[dict[str, Any]]",
     stop: threading.Event,
 ) -> None:
     """The benchmark roles: a source publishing bursts, a sink timing them."""
