@@ -380,6 +380,63 @@ class TestPartition:
                         f"channel {channel} resumed at {first}, commits before: {before[-3:]}"
                     )
 
+    def test_store_host_cut_off_expels_everyone_and_all_resume_at_the_commits(
+        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
+    ) -> None:
+        """Unplugging the store's host past the member timeout: both rejoin, nothing is lost."""
+        lan = make_lan(3)
+        a = lan.hosts[0]
+        base = {
+            "domain": domain_id,
+            "namespace": f"ns_{unique}",
+            "topic": topic_name,
+            "channels": CHANNELS,
+        }
+        _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
+        members = [member_b, member_c]
+        publisher.send(op="stream", rate=150)
+        _wait(lambda: len(_got(member_c)) >= 50, 20, "host c processes elements", *processes)
+        marks = [len(m.drain()) for m in members]
+        a.link_down()
+        time.sleep(2.5)  # the outage: past the members' 2 s timeout, within the 3 s lease
+        a.link_up()
+
+        def expelled_and_back(member: PeerProcess, mark: int) -> bool:
+            changes = [e for e in member.drain()[mark:] if e.get("ev") == "owned"]
+            lost = any(e["why"] == "lost" for e in changes)
+            return lost and bool(changes) and len(changes[-1]["channels"]) == 2
+
+        _wait(
+            lambda: all(expelled_and_back(m, k) for m, k in zip(members, marks, strict=True)),
+            30,
+            "both members expelled, then back with two channels each",
+            *processes,
+        )
+        before = _progress(publisher)
+        _wait(lambda: _progress(publisher) >= before + 100, 20, "publishing goes on", *processes)
+        confirmed, failed = _stop(publisher)
+        assert failed == []
+        _wait(
+            lambda: _received_seqs(*members) >= set(confirmed),
+            30,
+            "every confirmed element received",
+            *processes,
+        )
+        tails: dict[int, int] = defaultdict(lambda: -1)
+        for channel, offset in confirmed.values():
+            tails[channel] = max(tails[channel], offset)
+        _wait(lambda: _all_committed(members, dict(tails)), 30, "commits at the tails", *processes)
+        got = [item for m in members for item in _got(m)]
+        processed = {seq for _, _, seq in got}
+        print(
+            f"\nstore host out 2.5 s: published confirmed {len(confirmed)}, processed distinct "
+            f"{len(processed)}, lost {len(set(confirmed) - processed)}, "
+            f"duplicates {len(got) - len(processed)}"
+        )
+        assert processed == set(confirmed)
+        for channel, offset, seq in got:
+            assert confirmed[seq] == (channel, offset)
+
     @pytest.mark.xfail(
         strict=True,
         reason="known bug: the store stops confirming anything ~2 s into the outage until the "
