@@ -123,7 +123,7 @@ def _measure_channels(
         event = process.expect(lambda e: e.get("ev") in ("ready", "crash"), 30, "ready")
         if event["ev"] == "crash":
             raise RuntimeError(event["error"])
-    rates = []
+    rates: list[float] = []
     for burst in (min(1000, count), *[count] * runs):  # warm-up, then the measured bursts
         mark, source_mark = sink.mark(), source.mark()
         sink.send(op="expect", count=burst)

@@ -231,7 +231,7 @@ class TestStoreAsAService:
         for m in members:
             for channel, offset, seq in got[id(m)]:
                 assert confirmed[seq] == (channel, offset)
-        tails = defaultdict(lambda: -1)
+        tails: dict[int, int] = defaultdict(lambda: -1)
         for channel, offset in confirmed.values():
             tails[channel] = max(tails[channel], offset)
         assert set(tails) == set(range(CHANNELS))

@@ -147,7 +147,7 @@ def run_publisher(
                 with lock:
                     emit(ev="progress", sent=seq, confirmed=len(confirmed), failed=len(failed))
 
-    with ChannelPublisher(
+    with ChannelPublisher[Msg](
         topic,
         domain_id=config["domain"],
         namespace=config["namespace"],
@@ -265,9 +265,9 @@ def run_bench(
     """The benchmark roles: a source publishing bursts, a sink timing them."""
     from dcps.channels import ChannelPublisher, ChannelSubscriber, OrderBy
 
-    kw = {"domain_id": config["domain"], "namespace": config["namespace"]}
+    kw: dict[str, Any] = {"domain_id": config["domain"], "namespace": config["namespace"]}
     if config["role"] == "bench_source":
-        with ChannelPublisher(topic, order_by=OrderBy.round_robin(), **kw) as publisher:
+        with ChannelPublisher[Msg](topic, order_by=OrderBy.round_robin(), **kw) as publisher:
             emit(ev="ready", role="bench_source")
             while not stop.is_set():
                 command = _next(commands, 0.1)
@@ -281,7 +281,7 @@ def run_bench(
                 publisher.flush(timedelta(seconds=120))
                 emit(ev="burst_done", seconds=time.perf_counter() - start)
         return
-    with ChannelSubscriber(topic, **kw) as subscriber:
+    with ChannelSubscriber[Msg](topic, **kw) as subscriber:
         emit(ev="ready", role="bench_sink")
         expected, count, first = 0, 0, 0.0
         pending = None
