@@ -14,7 +14,7 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 PEERS = TESTS / "peers"
-TIMEOUT = 60.0
+TIMEOUT = 120.0
 if str(PEERS) not in sys.path:  # spark_types is imported as Spark's workers import it
     sys.path.append(str(PEERS))
 
