@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from netns import Host, Lan, PeerProcess, lan_factory
 
-pytestmark = pytest.mark.multiprocess
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 PEER = Path(__file__).resolve().parent / "peers" / "channels_host.py"
 CHANNELS = 4
@@ -436,6 +436,47 @@ class TestPartition:
         assert processed == set(confirmed)
         for channel, offset, seq in got:
             assert confirmed[seq] == (channel, offset)
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="known bug: the cut-off member's delivery thread waits in a synchronous STATE "
+        "request to the store (_poll_tails) until it times out (10 s + 1), so it applies the "
+        "store's assignment and rejoins ~11 s after the cut, not when the link returns",
+    )
+    def test_member_rejoins_soon_after_an_outage_longer_than_the_lease(
+        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
+    ) -> None:
+        """After an outage beyond the lease, the cut-off member is back within 3 s of the link."""
+        lan = make_lan(3)
+        c = lan.hosts[2]
+        base = {
+            "domain": domain_id,
+            "namespace": f"ns_{unique}",
+            "topic": topic_name,
+            "channels": CHANNELS,
+        }
+        _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
+        publisher.send(op="stream", rate=100)
+        _wait(lambda: len(_got(member_c)) >= 20, 20, "host c processes elements", *processes)
+        c.link_down()
+        _wait(
+            lambda: _owned(member_b) == list(range(CHANNELS)),
+            20,
+            "b owns every channel after c's heartbeat timeout",
+            *processes,
+        )
+        time.sleep(LEASE + 1.0)  # hold the cable out past the lease (the scenario itself)
+        mark = len(member_c.drain())
+        up = time.monotonic()
+        c.link_up()
+
+        def back() -> bool:
+            changes = [e for e in member_c.drain()[mark:] if e.get("ev") == "owned"]
+            return bool(changes) and len(changes[-1]["channels"]) == 2
+
+        _wait(back, 20, "c back in the group", *processes)
+        delay = time.monotonic() - up
+        assert delay < 3.0, f"c back in the group {delay:.1f} s after the link returned"
 
     @pytest.mark.xfail(
         strict=True,
