@@ -144,6 +144,7 @@ class TestStreamingSink:
 
 
 class TestSinkErrors:
+    @pytest.mark.timeout(300)  # the failing task is retried (local[2,4]) before the batch fails
     def test_row_that_does_not_fit_names_the_column(
         self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path
     ) -> None:
@@ -160,7 +161,7 @@ class TestSinkErrors:
             .start()
         )
         with pytest.raises(Exception, match="column 'sensor'"):
-            q.awaitTermination(120)
+            q.awaitTermination(280)
 
     def test_missing_column_fails_at_start(
         self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path
