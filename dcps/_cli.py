@@ -84,6 +84,16 @@ def version() -> None:
     typer.echo(dist_version("dcps"))
 
 
+def _register_record() -> None:
+    # `dcps record` lives with the Spark/Parquet code and imports pyarrow lazily
+    from dcps.spark._record_cli import record_command
+
+    app.command("record")(record_command)
+
+
+_register_record()
+
+
 def main() -> None:
     """Entry point of the ``dcps`` console script."""
     app()
