@@ -478,13 +478,6 @@ class TestPartition:
         delay = time.monotonic() - up
         assert delay < 3.0, f"c back in the group {delay:.1f} s after the link returned"
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="known bug: the store stops confirming anything ~2 s into the outage until the "
-        "link or the lease returns; likely cause: its reply writer is reliable KEEP_ALL and "
-        "shared by every client, so unacknowledged replies to the unreachable one fill its "
-        "history and block the store's only thread",
-    )
     def test_a_cut_off_member_does_not_stall_the_store_for_the_others(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
     ) -> None:

@@ -297,7 +297,22 @@ ASSIGN_QOS = Qos(
     Policy.History.KeepLast(1),
     Policy.Durability.TransientLocal,
 )
+# Replies go through a writer per client, in the client's own partition: an
+# unreachable client then fills only its own writer's history, and a write to
+# it gives up quickly instead of blocking the store for every other client.
+# Transient-local, so a client whose reader the new writer has not matched yet
+# still gets the first replies.
+REPLY_QOS = Qos(
+    Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100)),
+    Policy.History.KeepLast(64),
+    Policy.Durability.TransientLocal,
+)
 ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
+
+
+def reply_partition(namespace: str, client: str) -> str:
+    """The partition in which the store answers one client."""
+    return f"{namespace}/reply/{client}"
 
 
 class Endpoint:
@@ -406,7 +421,9 @@ class StoreClient:
         self._pending: dict[int, tuple[Future[Reply], float]] = {}
         self._lock = threading.Lock()
         self._writer = endpoint.writer(endpoint.request_topic, endpoint.namespace, CONTROL_QOS)
-        self._reader = endpoint.reader(endpoint.reply_topic, endpoint.namespace, CONTROL_QOS)
+        self._reader = endpoint.reader(
+            endpoint.reply_topic, reply_partition(endpoint.namespace, self.client_id), REPLY_QOS
+        )
         self._ws = WaitSet(endpoint.participant)
         self._cond = ReadCondition(self._reader, ANY_STATE)
         self._guard = GuardCondition(endpoint.participant)

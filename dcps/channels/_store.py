@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
+from cyclonedds.core import DDSException
 
 from idl._errors import (
     BadParameterError,
@@ -28,6 +29,7 @@ from ._protocol import (
     ASSIGN_QOS,
     BATCH_WRITER_QOS,
     CONTROL_QOS,
+    REPLY_QOS,
     Assignment,
     Endpoint,
     LiveBatch,
@@ -40,6 +42,7 @@ from ._protocol import (
     drop_endpoint,
     error_code,
     pack,
+    reply_partition,
     unpack,
 )
 from ._topic import ChannelledTopic
@@ -47,6 +50,8 @@ from ._topic import ChannelledTopic
 __all__ = ["STORE_FILE", "Store", "run_store"]
 
 _log = logging.getLogger("dcps.channels.store")
+#: Seconds after which the reply writer of a client that has gone is deleted.
+_REPLY_WRITER_IDLE = 60.0
 STORE_FILE = "channels.db"
 ANONYMOUS_PREFIX = "~anonymous/"
 COMMIT_CODES = list(CommitStatus)
@@ -113,7 +118,8 @@ class Store:
             raise
         ep = self._endpoint
         self._requests = ep.reader(ep.request_topic, namespace, CONTROL_QOS)
-        self._replies = ep.writer(ep.reply_topic, namespace, CONTROL_QOS)
+        self._reply_writers: dict[str, tuple[Any, float]] = {}  # client -> (writer, last use)
+        self._next_reply_sweep = time.monotonic() + _REPLY_WRITER_IDLE
         self._assignments = ep.writer(ep.assign_topic, namespace, ASSIGN_QOS)
         self._batch_writers: dict[tuple[str, int], Any] = {}
         self._groups: dict[tuple[str, str], _Group] = {}
@@ -144,7 +150,8 @@ class Store:
         for writer in self._batch_writers.values():
             drop_endpoint(writer)
         drop_endpoint(self._requests)
-        drop_endpoint(self._replies)
+        for writer, _ in self._reply_writers.values():
+            drop_endpoint(writer)
         drop_endpoint(self._assignments)
         self._endpoint.close()
         self.log.close()
@@ -177,7 +184,26 @@ class Store:
         self._expire_members()
 
     def _reply(self, request: Request, **fields: Any) -> None:
-        self._replies.write(Reply(client=request.client, request_id=request.request_id, **fields))
+        now = time.monotonic()
+        entry = self._reply_writers.get(request.client)
+        if entry is None:
+            partition = reply_partition(self.namespace, request.client)
+            entry = (self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS), now)
+        self._reply_writers[request.client] = (entry[0], now)
+        try:
+            entry[0].write(Reply(client=request.client, request_id=request.request_id, **fields))
+        except DDSException:  # an unreachable client: it times out and may ask again
+            _log.warning("dcps store: reply to client %s dropped", request.client)
+        if now >= self._next_reply_sweep:
+            self._sweep_reply_writers(now)
+
+    def _sweep_reply_writers(self, now: float) -> None:
+        """Delete the reply writers of clients that are gone (no reader, idle)."""
+        self._next_reply_sweep = now + _REPLY_WRITER_IDLE
+        for client, (writer, used) in list(self._reply_writers.items()):
+            if now - used > _REPLY_WRITER_IDLE and not writer.get_matched_subscriptions():
+                drop_endpoint(writer)
+                del self._reply_writers[client]
 
     def _fail(self, request: Request, exc: BaseException) -> None:
         self._reply(request, status=error_code(exc), error=str(exc) or type(exc).__name__)
