@@ -437,12 +437,6 @@ class TestPartition:
         for channel, offset, seq in got:
             assert confirmed[seq] == (channel, offset)
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="known bug: the cut-off member's delivery thread waits in a synchronous STATE "
-        "request to the store (_poll_tails) until it times out (10 s + 1), so it applies the "
-        "store's assignment and rejoins ~11 s after the cut, not when the link returns",
-    )
     def test_member_rejoins_soon_after_an_outage_longer_than_the_lease(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
     ) -> None:

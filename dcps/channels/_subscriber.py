@@ -20,6 +20,7 @@ from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
     DcpsError,
+    DcpsTimeoutError,
     PreconditionNotMetError,
 )
 
@@ -343,7 +344,14 @@ class ChannelSubscriber(Generic[T]):
         self._last_poll = time.monotonic()
         if not self._chans:
             return
-        reply = self._client.call(Op.STATE, topic=self.topic.name, channels=sorted(self._chans))
+        try:
+            # A safety net must not hold the delivery thread: if the store is out of
+            # reach, give up quickly and let the heartbeat/assignment path take over.
+            reply = self._client.call(
+                Op.STATE, timeout=1.0, topic=self.topic.name, channels=sorted(self._chans)
+            )
+        except DcpsTimeoutError:
+            return
         for i, c in enumerate(reply.channels):
             ch = self._chans.get(c)
             if ch is not None and ch.next is not None and reply.tails[i] >= ch.next + len(ch.buf):
