@@ -169,6 +169,32 @@ def _report(member: PeerProcess) -> Event:
     )
 
 
+def _tails(confirmed: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """The last confirmed offset of each channel."""
+    tails: dict[int, int] = defaultdict(lambda: -1)
+    for channel, offset in confirmed.values():
+        tails[channel] = max(tails[channel], offset)
+    return dict(tails)
+
+
+def _settle(
+    members: list[PeerProcess],
+    confirmed: dict[int, tuple[int, int]],
+    processes: tuple[PeerProcess, ...],
+) -> list[tuple[int, int, int]]:
+    """Wait until every confirmed element was received and the group committed up to the
+    tails; return what the members received as (channel, offset, seq)."""
+    _wait(
+        lambda: _received_seqs(*members) >= set(confirmed),
+        30,
+        "every confirmed element received",
+        *processes,
+    )
+    tails = _tails(confirmed)
+    _wait(lambda: _all_committed(members, tails), 30, "commits at the tails", *processes)
+    return [item for m in members for item in _got(m)]
+
+
 def _all_committed(members: list[PeerProcess], tails: dict[int, int]) -> bool:
     """True when the group's commits reach ``tails`` in every channel (members own them all)."""
     committed: dict[int, int] = {}
@@ -231,11 +257,9 @@ class TestStoreAsAService:
         for m in members:
             for channel, offset, seq in got[id(m)]:
                 assert confirmed[seq] == (channel, offset)
-        tails: dict[int, int] = defaultdict(lambda: -1)
-        for channel, offset in confirmed.values():
-            tails[channel] = max(tails[channel], offset)
+        tails = _tails(confirmed)
         assert set(tails) == set(range(CHANNELS))
-        _wait(lambda: _all_committed(members, dict(tails)), 20, "commits at the tails", *processes)
+        _wait(lambda: _all_committed(members, tails), 20, "commits at the tails", *processes)
 
 
 class TestPartition:
@@ -314,17 +338,7 @@ class TestPartition:
 
         # Every confirmed element was processed (received) by a member: lost = 0.
         assert failed == []
-        _wait(
-            lambda: _received_seqs(*members) >= set(confirmed),
-            30,
-            "every confirmed element received",
-            *processes,
-        )
-        tails: dict[int, int] = defaultdict(lambda: -1)
-        for channel, offset in confirmed.values():
-            tails[channel] = max(tails[channel], offset)
-        _wait(lambda: _all_committed(members, dict(tails)), 30, "commits at the tails", *processes)
-        got = [item for m in members for item in _got(m)]
+        got = _settle(members, confirmed, processes)
         for channel, offset, seq in got:
             assert confirmed[seq] == (channel, offset), "element at the wrong position"
         processed = {seq for _, _, seq in got}
@@ -416,17 +430,7 @@ class TestPartition:
         _wait(lambda: _progress(publisher) >= before + 100, 20, "publishing goes on", *processes)
         confirmed, failed = _stop(publisher)
         assert failed == []
-        _wait(
-            lambda: _received_seqs(*members) >= set(confirmed),
-            30,
-            "every confirmed element received",
-            *processes,
-        )
-        tails: dict[int, int] = defaultdict(lambda: -1)
-        for channel, offset in confirmed.values():
-            tails[channel] = max(tails[channel], offset)
-        _wait(lambda: _all_committed(members, dict(tails)), 30, "commits at the tails", *processes)
-        got = [item for m in members for item in _got(m)]
+        got = _settle(members, confirmed, processes)
         processed = {seq for _, _, seq in got}
         print(
             f"\nstore host out 2.5 s: published confirmed {len(confirmed)}, processed distinct "
