@@ -444,7 +444,14 @@ class TestPartition:
     def test_member_rejoins_soon_after_an_outage_longer_than_the_lease(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
     ) -> None:
-        """After an outage beyond the lease, the cut-off member is back within 3 s of the link."""
+        """After an outage beyond the lease, the cut-off member is back soon after the link.
+
+        "Soon" is measured against the member's request timeout, set long here (30 s):
+        a delivery thread stuck in a request sent during the outage would come back
+        only when that request times out, 20 s or more after the link returns; a
+        member that rejoins through its heartbeat is back in about a second (10 s
+        leaves room for a loaded machine).
+        """
         lan = make_lan(3)
         c = lan.hosts[2]
         base = {
@@ -452,6 +459,7 @@ class TestPartition:
             "namespace": f"ns_{unique}",
             "topic": topic_name,
             "channels": CHANNELS,
+            "request_timeout": 30.0,
         }
         _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         publisher.send(op="stream", rate=100)
@@ -472,9 +480,10 @@ class TestPartition:
             changes = [e for e in member_c.drain()[mark:] if e.get("ev") == "owned"]
             return bool(changes) and len(changes[-1]["channels"]) == 2
 
-        _wait(back, 20, "c back in the group", *processes)
+        _wait(back, 30, "c back in the group", *processes)
         delay = time.monotonic() - up
-        assert delay < 3.0, f"c back in the group {delay:.1f} s after the link returned"
+        print(f"\nc back in the group {delay:.2f} s after the link returned")
+        assert delay < 10.0, f"c back in the group {delay:.1f} s after the link returned"
 
     def test_a_cut_off_member_does_not_stall_the_store_for_the_others(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str

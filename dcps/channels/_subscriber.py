@@ -123,7 +123,9 @@ class ChannelSubscriber(Generic[T]):
     group. :meth:`receive` returns futures completed in order, on one thread.
     A member that neither calls :meth:`receive` (nor waits in it) nor
     :meth:`heartbeat` for ``timeout`` loses its channels; its next receive
-    rejoins. ``complete_on_empty`` completes receives with ``None``/``[]``
+    rejoins. Each request to the store fails with
+    :class:`~dcps.DcpsTimeoutError` when unanswered within ``request_timeout``.
+    ``complete_on_empty`` completes receives with ``None``/``[]``
     when nothing is available instead of waiting. ``filter`` skips elements
     whose value it rejects; ``converter`` maps values before delivery.
     """
@@ -141,6 +143,7 @@ class ChannelSubscriber(Generic[T]):
         listeners: Iterable[ChannelOwnershipListener] = (),
         timeout: timedelta = timedelta(seconds=30),
         connect_timeout: timedelta = timedelta(seconds=10),
+        request_timeout: timedelta = timedelta(seconds=10),
     ) -> None:
         self.topic = topic
         self._type: Any = topic.type
@@ -167,7 +170,9 @@ class ChannelSubscriber(Generic[T]):
         self._last_heartbeat = 0.0
         self._last_poll = time.monotonic()
         self._endpoint = Endpoint(domain_id, namespace)
-        self._client = StoreClient(self._endpoint)
+        self._client = StoreClient(
+            self._endpoint, request_timeout=_seconds(request_timeout, "request_timeout")
+        )
         try:
             self._client.connect(_seconds(connect_timeout, "connect_timeout"))
             self.channel_count, self.retain_consumed = connect_topic(self._client, topic)

@@ -208,6 +208,7 @@ def run_member(
         namespace=config["namespace"],
         listeners=[Report()],
         timeout=timedelta(seconds=config.get("timeout", 2.0)),
+        request_timeout=timedelta(seconds=config.get("request_timeout", 10.0)),
     )
     emit(ev="ready", role="member", member=subscriber.member, channels=subscriber.channels)
     batch = config.get("batch", 32)
