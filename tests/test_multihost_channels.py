@@ -517,7 +517,10 @@ class TestPartition:
                 previous = event["confirmed"]
         during = [cut] + [t for t in rises if cut < t < cut + outage] + [cut + outage]
         longest = max(b - a for a, b in itertools.pairwise(during))
-        assert longest < 2.0, f"no publish confirmed for {longest:.1f} s while c was cut off"
+        # A store stalled by the cut-off client confirms nothing for the rest of the outage
+        # (7 s here); a healthy one confirms every few hundred ms. Half the outage keeps
+        # the two apart with room for a loaded machine.
+        assert longest < outage / 2, f"no publish confirmed for {longest:.1f} s while c was cut off"
 
     @pytest.mark.parametrize(
         "outage", [2.0, LEASE + 1.5], ids=["shorter-than-lease", "longer-than-lease"]
