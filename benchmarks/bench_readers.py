@@ -24,20 +24,20 @@ os.environ.setdefault(
     'multicast="true"/></Interfaces></General></Domain></CycloneDDS>',
 )
 
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass
 
-from cyclonedds.core import Policy, Qos  # noqa: E402
-from cyclonedds.domain import DomainParticipant as RawParticipant  # noqa: E402
-from cyclonedds.idl import IdlStruct  # noqa: E402
-from cyclonedds.idl.annotations import key  # noqa: E402
-from cyclonedds.idl.types import bounded_str, float64, int32, int64  # noqa: E402
-from cyclonedds.pub import DataWriter as RawWriter  # noqa: E402
-from cyclonedds.sub import DataReader as RawReader  # noqa: E402
-from cyclonedds.topic import Topic as RawTopic  # noqa: E402
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant as RawParticipant
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl.annotations import key
+from cyclonedds.idl.types import bounded_str, float64, int32, int64
+from cyclonedds.pub import DataWriter as RawWriter
+from cyclonedds.sub import DataReader as RawReader
+from cyclonedds.topic import Topic as RawTopic
 
-import dcps  # noqa: E402
-import idl  # noqa: E402
-import qos  # noqa: E402
+import dcps
+import idl
+import qos
 
 DOMAIN = 77
 QUICK_ARGS = ["--samples", "3000", "--runs", "1"]
@@ -106,7 +106,9 @@ def _read(kind: str, topic: str, count: int, child: "subprocess.Popen[str]") -> 
         rq = qos.DataReaderQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL)
         if kind == "keyed":
             rq = rq.with_(qos.SubscriptionKeys.of("region"))
-        source = dcps.ContentFilteredTopic("fast", t, "speed > %0", ["25"]) if kind == "filtered" else t
+        source = (
+            dcps.ContentFilteredTopic("fast", t, "speed > %0", ["25"]) if kind == "filtered" else t
+        )
         dreader = dcps.DataReader(participant, source, qos=rq)
         take = lambda: dreader.take(1000)  # noqa: E731
     got, first = 0, None
