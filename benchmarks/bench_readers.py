@@ -9,7 +9,6 @@ sample. Cases run interleaved, R times each; the table shows medians and
 ratios against the plain dcps reader and the raw binding.
 """
 
-
 import argparse
 import os
 import statistics
@@ -84,8 +83,12 @@ def writer_main(topic: str, count: int) -> None:
 
 def _run(kind: str, count: int) -> float:
     topic = f"bench_{uuid.uuid4().hex[:8]}"
-    child = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_readers", "--writer", topic,
-                              str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.bench_readers", "--writer", topic, str(count)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         return _read(kind, topic, count, child)
     finally:
@@ -146,11 +149,17 @@ def main(argv: list[str] | None = None) -> None:
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"reader kinds, {args.samples} samples, median of {args.runs} (samples/s received)")
     print(f"{'reader':<28}{'samples/s':>12}{'vs plain':>10}{'vs raw':>9}")
-    names = {"raw": "raw cyclonedds", "plain": "dcps plain", "keyed": "dcps SubscriptionKeys",
-             "filtered": "dcps content-filtered*"}
+    names = {
+        "raw": "raw cyclonedds",
+        "plain": "dcps plain",
+        "keyed": "dcps SubscriptionKeys",
+        "filtered": "dcps content-filtered*",
+    }
     for kind in kinds:
-        print(f"{names[kind]:<28}{med[kind]:>12.0f}{med[kind] / med['plain']:>9.2f}x"
-              f"{med[kind] / med['raw']:>8.2f}x")
+        print(
+            f"{names[kind]:<28}{med[kind]:>12.0f}{med[kind] / med['plain']:>9.2f}x"
+            f"{med[kind] / med['raw']:>8.2f}x"
+        )
     print("* filtered: rate of samples delivered (about half match); target keyed >= 0.8x plain")
 
 
