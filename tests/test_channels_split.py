@@ -39,7 +39,11 @@ class Peer:
 
     def __init__(self, args: list[str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.lines: list[str] = []
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -65,6 +69,12 @@ class Peer:
 
         wait_until(seen, timeout)
 
+    def send(self, line: str) -> None:
+        """Write one line to the peer's stdin."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
     def records(self, kind: str) -> list[list[int]]:
         """The integer fields of every output line starting with ``kind``."""
         return [
@@ -79,7 +89,7 @@ class Peer:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self._thread.join(5)
-        for stream in (self.proc.stdout, self.proc.stderr):
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
 
@@ -109,10 +119,20 @@ def store_args(data: Path, domain_id: int, namespace: str, share: str) -> list[s
 
 def start_store(peers: list[Peer], data: Path, domain_id: int, namespace: str, share: str) -> Peer:
     """Run a store process for ``share`` and wait until it serves."""
-    peer = Peer(store_args(data, domain_id, namespace, share))
-    peers.append(peer)
-    peer.wait_line(lambda line: line.startswith("dcps store ready"))
-    return peer
+    return start_stores(peers, [data], domain_id, namespace, [share])[0]
+
+
+def start_stores(
+    peers: list[Peer], dirs: list[Path], domain_id: int, namespace: str, shares: list[str]
+) -> list[Peer]:
+    """Run one store process per share (all at once) and wait until they all serve."""
+    started = [
+        Peer(store_args(d, domain_id, namespace, s)) for d, s in zip(dirs, shares, strict=True)
+    ]
+    peers.extend(started)
+    for peer in started:
+        peer.wait_line(lambda line: line.startswith("dcps store ready"))
+    return started
 
 
 def stored(data: Path) -> dict[int, list[tuple[int, int]]]:
@@ -219,12 +239,16 @@ class TestSplitStores:
         """With N store processes each channel is stored only by its store; confirmed = received."""
         channels = 2 * count
         dirs = [tmp_path / f"store{i}" for i in range(count)]
-        for i, data in enumerate(dirs):
-            start_store(peers, data, domain_id, namespace, f"{i}/{count}")
+        # everything starts at once: clients wait until every share is announced
+        shares = [f"{i}/{count}" for i in range(count)]
+        stores = [
+            Peer(store_args(d, domain_id, namespace, s)) for d, s in zip(dirs, shares, strict=True)
+        ]
+        peers.extend(stores)
         members = [member_peer(peers, domain_id, namespace, topic_name, channels) for _ in range(2)]
-        for m in members:
-            m.wait_line(lambda line: line == "ready")
         publisher = publisher_peer(peers, domain_id, namespace, topic_name, channels, 30, 300)
+        for peer in [*stores, *members]:
+            peer.wait_line(lambda line: line in ("ready",) or line.startswith("dcps store ready"))
         publisher.wait_line(lambda line: line == "done")
         confirmed = {seq: (c, o) for c, o, seq in publisher.records("confirmed")}
         assert publisher.records("failed") == []
@@ -254,8 +278,13 @@ class TestSplitStores:
         self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str, peers: list[Peer]
     ) -> None:
         """Heads, tails, remaining, commits and seeks (position, time, head) work per channel."""
-        for i in range(3):
-            start_store(peers, tmp_path / f"s{i}", domain_id, namespace, f"{i}/3")
+        start_stores(
+            peers,
+            [tmp_path / f"s{i}" for i in range(3)],
+            domain_id,
+            namespace,
+            ["0/3", "1/3", "2/3"],
+        )
         topic = ChannelledTopic(topic_name, Msg, channel_count=6, retain_consumed=True)
         kw = {"domain_id": domain_id, "namespace": namespace}
         publisher = publisher_peer(peers, domain_id, namespace, topic_name, 6, 10, 500)
@@ -303,25 +332,26 @@ class TestSplitStores:
     ) -> None:
         """Store 0/2's channels flow while 1/2 is killed; restarted, no confirmed one is lost."""
         dirs = [tmp_path / "s0", tmp_path / "s1"]
-        start_store(peers, dirs[0], domain_id, namespace, "0/2")
-        victim = start_store(peers, dirs[1], domain_id, namespace, "1/2")
+        victim = start_stores(peers, dirs, domain_id, namespace, ["0/2", "1/2"])[1]
         members = [member_peer(peers, domain_id, namespace, topic_name, 4) for _ in range(2)]
-        for m in members:
-            m.wait_line(lambda line: line == "ready")
-        publisher = publisher_peer(peers, domain_id, namespace, topic_name, 4, 300, 50)
-        publisher.wait_line(lambda line: line == "ready")
+        publisher = publisher_peer(peers, domain_id, namespace, topic_name, 4, 0, 100)
+        for peer in [*members, publisher]:
+            peer.wait_line(lambda line: line == "ready")
 
         def confirmed_on(channel: int) -> int:
             return sum(1 for c, _, _ in publisher.records("confirmed") if c == channel)
 
         wait_until(lambda: confirmed_on(1) >= 20, TIMEOUT)
         victim.kill()
-        before = {c: confirmed_on(c) for c in (0, 2)}
+        before = {c: confirmed_on(c) for c in range(4)}
         # the surviving store's channels keep being confirmed and delivered
         wait_until(lambda: all(confirmed_on(c) >= before[c] + 40 for c in (0, 2)), TIMEOUT)
         flowing = {seq for c, _, seq in publisher.records("confirmed") if c in (0, 2)}
         wait_until(lambda: received(members) >= flowing, TIMEOUT)
         start_store(peers, dirs[1], domain_id, namespace, "1/2")
+        # the restarted store's channels are confirmed again, then the publisher stops
+        wait_until(lambda: all(confirmed_on(c) >= before[c] + 20 for c in (1, 3)), TIMEOUT)
+        publisher.send("stop")
         publisher.wait_line(lambda line: line == "done", 60)
         confirmed = {seq: (c, o) for c, o, seq in publisher.records("confirmed")}
         failed = publisher.records("failed")
@@ -340,16 +370,21 @@ class TestMisconfiguredShares:
     ) -> None:
         """A second store for a served share, or with another count, exits with a clear error."""
         start_store(peers, tmp_path / "a", domain_id, namespace, "0/2")
-        for share, message in (("0/2", "already served"), ("1/3", "same count")):
-            result = subprocess.run(
+        cases = {"0/2": "already served", "1/3": "same count"}
+        late = {
+            share: subprocess.Popen(
                 [sys.executable, *store_args(tmp_path / share.replace("/", "_"), domain_id,
                                              namespace, share)],
-                capture_output=True, text=True, timeout=60, check=False,
-            )  # fmt: skip
-            assert result.returncode == 1, result.stderr
-            assert message in result.stderr
-            assert "0/2" in result.stderr
-            assert "dcps store ready" not in result.stdout
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            for share in cases
+        }  # fmt: skip
+        for share, proc in late.items():
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 1, err
+            assert cases[share] in err
+            assert "0/2" in err
+            assert "dcps store ready" not in out
 
     def test_client_waits_for_every_share(
         self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str

@@ -104,11 +104,12 @@ class Share:
             try:
                 if not sep:
                     raise ValueError(value)
-                return cls(int(head), int(tail))
+                index, count = int(head), int(tail)
             except ValueError:
                 raise BadParameterError(
                     f"a store share is written index/count (e.g. 1/3), got {value!r}"
                 ) from None
+            return cls(index, count)
         if isinstance(value, tuple) and len(value) == 2:
             return cls(*value)
         raise BadParameterError(f"a store share is index/count or (index, count), got {value!r}")

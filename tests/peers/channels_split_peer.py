@@ -6,9 +6,10 @@ Usage:
 
 ``publish`` runs one thread and one fixed-channel publisher per listed
 channel (a store that is down then stalls only its own channels), publishes
-PER_CHANNEL elements per channel at RATE per second with ``seq = channel *
-1_000_000 + k``, prints ``ready`` once connected, ``confirmed C O SEQ`` or
-``failed C SEQ`` per element, and ``done`` when every future has completed.
+PER_CHANNEL elements per channel (0: until a line arrives on stdin) at RATE
+per second with ``seq = channel * 1_000_000 + k``, prints ``ready`` once
+connected, ``confirmed C O SEQ`` or ``failed C SEQ`` per element, and
+``done`` when every future has completed.
 
 ``member`` prints ``ready`` once joined, ``got C O SEQ`` per received element,
 ``committed C O`` per successful commit and ``commit-failed`` when the store
@@ -16,6 +17,7 @@ did not answer; it runs until killed.
 """
 
 import contextlib
+import itertools
 import sys
 import threading
 import time
@@ -51,9 +53,14 @@ def publish(
     }
     say("ready")
     pending: list[threading.Event] = []
+    stop = threading.Event()
+    if int(per_channel) == 0:
+        threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
 
     def run(c: int, pub: ChannelPublisher[Msg]) -> None:
-        for k in range(int(per_channel)):
+        for k in itertools.count() if int(per_channel) == 0 else range(int(per_channel)):
+            if stop.is_set():
+                break
             seq = c * 1_000_000 + k
             done = threading.Event()
             pending.append(done)
