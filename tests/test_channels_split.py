@@ -386,6 +386,25 @@ class TestMisconfiguredShares:
             assert "0/2" in err
             assert "dcps store ready" not in out
 
+    def test_of_two_stores_started_together_for_one_share_one_serves(
+        self, tmp_path: Path, domain_id: int, namespace: str, peers: list[Peer]
+    ) -> None:
+        """Two stores started at once for the same share: the younger exits, the older serves."""
+        twins = [Peer(store_args(tmp_path / n, domain_id, namespace, "1/2")) for n in "ab"]
+        peers.extend(twins)
+
+        def settled() -> bool:
+            return any(t.proc.poll() is not None for t in twins)
+
+        wait_until(settled, TIMEOUT)
+        loser = next(t for t in twins if t.proc.poll() is not None)
+        winner = next(t for t in twins if t is not loser)
+        assert loser.proc.returncode == 1
+        assert loser.proc.stderr is not None
+        assert "already served" in loser.proc.stderr.read()
+        winner.wait_line(lambda line: line.startswith("dcps store ready"))
+        assert winner.proc.poll() is None
+
     def test_client_waits_for_every_share(
         self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str
     ) -> None:

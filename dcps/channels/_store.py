@@ -677,16 +677,14 @@ class Store:
 
         Returns ``[]`` or the verdict once final, or raises ``_DeferredError``.
         """
-        unowned = self._owned_by_mirror(request)
         key = (request.client, request.request_id)
+        _, deadline = self._deferred.pop(key, (request, time.monotonic() + OWNERSHIP_GRACE))
+        unowned = self._owned_by_mirror(request)
         if unowned == []:
-            self._deferred.pop(key, None)
             return unowned
-        deadline = self._deferred.get(key, (request, time.monotonic() + OWNERSHIP_GRACE))[1]
         if time.monotonic() < deadline:
             self._deferred[key] = (request, deadline)
             raise _DeferredError
-        self._deferred.pop(key, None)
         if unowned is None:
             raise PreconditionNotMetError(
                 f"{request.member!r} is not a member of group {request.group!r} of topic "
