@@ -364,6 +364,36 @@ class TestSplitStores:
         assert set(stored(dirs[0])) == {0, 2}
 
 
+class TestOwnershipOnEveryStore:
+    def test_commits_follow_the_coordinators_assignment_on_both_stores(
+        self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str, peers: list[Peer]
+    ) -> None:
+        """After a rebalance only the new owner's commits count, on both stores."""
+        start_stores(peers, [tmp_path / "a", tmp_path / "b"], domain_id, namespace, ["0/2", "1/2"])
+        topic = ChannelledTopic(topic_name, Msg, channel_count=4, retain_consumed=True)
+        kw = {"domain_id": domain_id, "namespace": namespace}
+        with ChannelPublisher(topic, order_by=OrderBy.round_robin(), **kw) as pub:  # type: ignore[arg-type]
+            for i in range(8):
+                pub.publish(Msg(i, i)).result(TIMEOUT)
+        first: ChannelSubscriber[Msg] = ChannelSubscriber(topic, group="g", **kw)  # type: ignore[arg-type]
+        try:
+            assert first.channels == [0, 1, 2, 3]
+            got = receive_n(first, 8)
+            last = {e.channel: e.position for e in got}
+            with ChannelSubscriber(topic, group="g", **kw) as second:  # type: ignore[arg-type]
+                wait_until(lambda: first.channels == [0, 1] and second.channels == [2, 3], TIMEOUT)
+                moved = {c: last[c] for c in (2, 3)}  # 2 on store 0/2, 3 on store 1/2
+                refused = first.commit(moved)
+                assert {r.status for r in refused.values()} == {CommitStatus.UNOWNED}
+                accepted = second.commit(moved)
+                assert {r.status for r in accepted.values()} == {CommitStatus.COMMITTED}
+                kept = first.commit({c: last[c] for c in (0, 1)})
+                assert {r.status for r in kept.values()} == {CommitStatus.COMMITTED}
+                assert second.last_committed() == moved
+        finally:
+            first.close()
+
+
 class TestMisconfiguredShares:
     def test_overlapping_store_refuses_to_start(
         self, tmp_path: Path, domain_id: int, namespace: str, peers: list[Peer]
