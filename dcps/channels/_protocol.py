@@ -26,7 +26,6 @@ touches this module only.
 # No "from __future__ import annotations": cyclonedds resolves IDL field types at run time.
 
 import enum
-import functools
 import itertools
 import threading
 import time
@@ -572,7 +571,11 @@ class StoreClient:
             if len(offsets) == len(channels):
                 part["offsets"] = [offsets[p] for p in positions]
             parts.append((index, part))
-        merge = functools.partial(_merge_split, op, channels, [p["channels"] for _, p in parts])
+        part_channels = [p["channels"] for _, p in parts]
+
+        def merge(op: Op, replies: list[Reply]) -> Reply:
+            return _merge_split(op, channels, part_channels, replies)
+
         return self._gather(op, parts, merge)
 
     def _send(self, index: int, op: Op, fields: dict[str, Any]) -> Future[Reply]:
@@ -702,7 +705,8 @@ class StoreClient:
         for entity in (self._cond, self._guard, self._ws):
             delete_entity(entity)
         drop_endpoint(self._reader)
-        drop_endpoint(self._writer)
+        for writer in self._writers:
+            drop_endpoint(writer)
 
 
 def _merge_all(op: Op, replies: list[Reply]) -> Reply:
