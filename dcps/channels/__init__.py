@@ -9,6 +9,7 @@ from ._assignment import assign_channels
 from ._log import SyncMode, TopicInfo, default_channel_count
 from ._position import CommitResult, CommitStatus, Position
 from ._publisher import ChannelPublisher, OrderBy
+from ._shares import Share
 from ._store import Store, run_store
 from ._subscriber import ChannelOwnershipListener, ChannelSubscriber, Element
 from ._topic import ChannelledTopic
@@ -23,6 +24,7 @@ __all__ = [
     "Element",
     "OrderBy",
     "Position",
+    "Share",
     "Store",
     "SyncMode",
     "TopicInfo",
