@@ -223,14 +223,15 @@ class _ElementFuture(Future[Position | None]):
 class _ManyResult:
     """Completes :meth:`ChannelPublisher.publish_many`'s future from its batches."""
 
-    def __init__(self, out: Future[list[Position] | None], runs: list[tuple[_Batch, int, int]]):
+    def __init__(self, out: Future[list[Position] | None], placed: list[tuple[_Batch, int]]):
         self._out = out
-        self._runs = runs
-        self._left = len(runs)
+        self._placed = placed
+        self._batches = list({id(b): b for b, _ in placed}.values())
+        self._left = len(self._batches)
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        for batch, _, _ in self._runs:
+        for batch in self._batches:
             batch.when_done(self._one_done)
 
     def _one_done(self, batch: _Batch) -> None:
@@ -238,21 +239,14 @@ class _ManyResult:
             self._left -= 1
             last = self._left == 0
         if batch.error is not None:
-            if not self._out.done():
-                with contextlib.suppress(InvalidStateError):
-                    self._out.set_exception(batch.error)
-            return
-        if not last:
-            return
-        positions: list[Position] = []
-        for b, start, count in self._runs:
-            if b.error is not None:
-                return  # reported above
-            channel, first = b.channel, b.first + start
-            positions += [trusted_position(channel, o) for o in range(first, first + count)]
-        if not self._out.done():
             with contextlib.suppress(InvalidStateError):
-                self._out.set_result(positions)
+                self._out.set_exception(batch.error)
+            return
+        if not last or any(b.error is not None for b in self._batches):
+            return
+        positions = [trusted_position(b.channel, b.first + i) for b, i in self._placed]
+        with contextlib.suppress(InvalidStateError):
+            self._out.set_result(positions)
 
 
 class ChannelPublisher(Generic[T]):
@@ -416,16 +410,9 @@ class ChannelPublisher(Generic[T]):
         if not encoded:
             out.set_result([])
             return out
-        # one run per stretch of consecutive samples that landed in one batch
-        runs: list[tuple[_Batch, int, int]] = []
         with self._lock:
-            for channel, data in encoded:
-                batch, index = self._enqueue_locked(channel, data)
-                if runs and runs[-1][0] is batch and runs[-1][1] + runs[-1][2] == index:
-                    runs[-1] = (batch, runs[-1][1], runs[-1][2] + 1)
-                else:
-                    runs.append((batch, index, 1))
-        _ManyResult(out, runs).start()
+            placed = [self._enqueue_locked(channel, data) for channel, data in encoded]
+        _ManyResult(out, placed).start()
         return out
 
     def _enqueue_locked(self, channel: int, data: bytes) -> tuple[_Batch, int]:
