@@ -479,7 +479,12 @@ class ChannelPublisher(Generic[T]):
                 continue
             delay = oldest + self._linger - time.monotonic()
             if delay > 0:
-                time.sleep(delay)  # later batches cannot be due earlier
+                # later batches cannot be due earlier; close() interrupts the wait
+                self._wake.wait(delay)
+                if self._closed:
+                    break
+                if self._wake.is_set() and oldest + self._linger > time.monotonic():
+                    continue  # a new batch started: recompute the oldest
             if not self._send_stale(force=False):
                 time.sleep(min(self._linger, 0.001) or 0.0005)  # every slot is busy
 
