@@ -48,6 +48,12 @@ class Note(idl.Struct, typename="dcps_test::fastpath::Note"):
     text: idl.string
 
 
+class Impostor(idl.Struct, typename="dcps_test::fastpath::Reading"):
+    """Claims Reading's type name with a layout too short to decode as one."""
+
+    sensor: idl.key[idl.int32]
+
+
 def reading(i: int) -> Reading:
     grid = np.arange(6, dtype=np.int16).reshape(2, 3) + i
     return Reading(i % 5, i, i / 4, i % 2 == 0, grid)
@@ -260,6 +266,33 @@ class TestBatchDecoding:
         got = receive_n(sub, 30)
         assert [e.value for e in got] == list(range(0, 90, 3))
         assert [e.position.offset for e in got] == list(range(0, 90, 3))
+
+    def test_undecodable_elements_are_skipped(self, dds: Opened, topic_name: str) -> None:
+        """Elements whose bytes do not decode are skipped; the others still arrive in order."""
+        topic = ChannelledTopic(topic_name, Reading, channel_count=1)
+        sub = dds.sub(topic)
+        good = dds.pub(topic, batch_count=1000)
+        bad = dds.pub(ChannelledTopic(topic_name, Impostor, channel_count=1), batch_count=1000)
+        good.publish_many([reading(i) for i in range(10)]).result(TIMEOUT)
+        bad.publish_many([Impostor(1)] * 3).result(TIMEOUT)
+        good.publish_many([reading(i) for i in range(10, 20)]).result(TIMEOUT)
+        got = receive_n(sub, 20)
+        assert [e.value.seq for e in got] == list(range(20))
+        assert [e.position.offset for e in got] == list(range(10)) + list(range(13, 23))
+
+    def test_a_failing_filter_skips_only_its_element(self, dds: Opened, topic_name: str) -> None:
+        """A filter raising on one element skips (and logs) that element; the others arrive."""
+        topic = ChannelledTopic(topic_name, Reading, channel_count=1)
+
+        def accept(r: Reading) -> bool:
+            if r.seq == 5:
+                raise RuntimeError("bad filter")
+            return True
+
+        sub = dds.sub(topic, filter=accept)
+        dds.pub(topic).publish_many([reading(i) for i in range(20)]).result(TIMEOUT)
+        got = receive_n(sub, 19)
+        assert [e.value.seq for e in got] == [i for i in range(20) if i != 5]
 
 
 class TestCatchUp:

@@ -86,6 +86,13 @@ def _make_element(value: Any, position: Position, timestamp: datetime) -> Elemen
 
 
 _new_tuple = tuple.__new__
+UNDECODABLE: Any = object()  # stands for an element whose bytes did not decode
+
+
+class _Partial(list[Any]):
+    """A decoded batch in which some elements are UNDECODABLE."""
+
+
 _FIXED_MIN = 8  # below this many elements a numpy decode costs more than it saves
 
 
@@ -124,8 +131,28 @@ def decoder_of(cls: type) -> Callable[[bytes, list[int]], list[Any]]:
             (get(p[1], slow) if len(p) >= 4 and not p[0] else slow)(p) for p in split(blob, sizes)
         ]
 
+    def one_by_one(blob: bytes, sizes: list[int]) -> list[Any]:
+        """Decode what can be; the rest become UNDECODABLE (and are logged)."""
+        out: list[Any] = _Partial()
+        for i, p in enumerate(split(blob, sizes)):
+            try:
+                out.append(slow(p))
+            except Exception:
+                _log.exception("element %d of a batch of %s cannot be decoded", i, cls.__name__)
+                out.append(UNDECODABLE)
+        return out
+
+    def guarded(decode: Callable[[bytes, list[int]], list[Any]]) -> Any:
+        def run(blob: bytes, sizes: list[int]) -> list[Any]:
+            try:
+                return decode(blob, sizes)
+            except Exception:
+                return one_by_one(blob, sizes)
+
+        return run
+
     if columns is None:
-        return per_element
+        return guarded(per_element)  # type: ignore[no-any-return]
 
     import numpy as np
 
@@ -151,7 +178,7 @@ def decoder_of(cls: type) -> Callable[[bytes, list[int]], list[Any]]:
         ]
         return list(map(cls, *values))
 
-    return decode
+    return guarded(decode)  # type: ignore[no-any-return]
 
 
 def _fixed_columns(cls: type) -> list[tuple[str, bool]] | None:
@@ -308,6 +335,11 @@ class ChannelSubscriber(Generic[T]):
         self._rr = 0
         self._last_heartbeat = 0.0
         self._last_poll = time.monotonic()
+        # an anonymous subscriber commits what it delivered, one request at a time:
+        # what is delivered meanwhile waits here (channel -> offset)
+        self._consumed: dict[int, int] = {}
+        self._consumed_lock = threading.Lock()
+        self._commit_in_flight = False
         self._endpoint = Endpoint(domain_id, namespace)
         self._client = StoreClient(
             self._endpoint, request_timeout=_seconds(request_timeout, "request_timeout")
@@ -577,7 +609,12 @@ class ChannelSubscriber(Generic[T]):
                 ch.next = first + stop
                 committed[c] = first + stop - 1
                 stamps = run.stamps
-                if isinstance(stamps, int) and accept is None and convert is None:
+                if (
+                    isinstance(stamps, int)
+                    and accept is None
+                    and convert is None
+                    and values.__class__ is list
+                ):
                     when = _from_ns(stamps)
                     out += [
                         _make_element(values[i], _new_tuple(Position, (c, first + i)), when)
@@ -586,25 +623,55 @@ class ChannelSubscriber(Generic[T]):
                     continue
                 for i in range(begin, stop):
                     value = values[i]
-                    if accept is not None and not accept(value):
+                    if value is UNDECODABLE:
                         continue
-                    if convert is not None:
-                        value = convert(value)
+                    try:
+                        if accept is not None and not accept(value):
+                            continue
+                        if convert is not None:
+                            value = convert(value)
+                    except Exception:
+                        _log.exception("filter or converter failed on %s:%s: skipped", c, first + i)
+                        continue
                     stamp = stamps if isinstance(stamps, int) else stamps[i]
                     position = _new_tuple(Position, (c, first + i))
                     out.append(_make_element(value, position, _from_ns(stamp)))
             if len(out) >= n:
                 break
         if committed and self.anonymous:
-            self._client.call_async(
+            with self._consumed_lock:
+                self._consumed.update(committed)
+                if not self._commit_in_flight:
+                    self._commit_consumed_locked()
+        return out
+
+    def _commit_consumed_locked(self) -> None:
+        """Send the anonymous group's commit of what was delivered (``_consumed_lock`` held).
+
+        One such commit is in flight at a time, so a subscriber receiving one
+        element at a time costs the store one transaction per round trip, not
+        one per receive.
+        """
+        consumed, self._consumed = self._consumed, {}
+        try:
+            request = self._client.call_async(
                 Op.COMMIT,
                 topic=self.topic.name,
                 group=self.group,
                 member=self.member,
-                channels=list(committed),
-                offsets=list(committed.values()),
+                channels=list(consumed),
+                offsets=list(consumed.values()),
             )
-        return out
+        except DcpsError:
+            return  # closed: the anonymous group goes with the subscriber
+        self._commit_in_flight = True
+        request.add_done_callback(self._consumed_committed)
+
+    def _consumed_committed(self, _: Future[Reply]) -> None:
+        with self._consumed_lock:  # never self._lock: this runs on the client's reply thread
+            self._commit_in_flight = False
+            if self._consumed and not self._closed:
+                self._commit_consumed_locked()
 
     def _deliver(self) -> bool:
         delivered = False
@@ -758,6 +825,9 @@ class ChannelSubscriber(Generic[T]):
             )
             result = {}
             self._carry = [e for e in self._carry if e.channel not in targets]
+            with self._consumed_lock:  # a commit queued before the seek must not follow it
+                for c in targets:
+                    self._consumed.pop(c, None)
             for c, target in zip(reply.channels, reply.offsets, strict=True):
                 ch = self._chans[c]
                 ch.next = target + 1
