@@ -155,13 +155,13 @@ def raw_throughput(domain: int, size: int, count: int) -> float:
     deadline = time.monotonic() + 10
     while not writer.get_matched_subscriptions() and time.monotonic() < deadline:
         time.sleep(0.01)
-    received: list[Any] = []
+    seqs: list[int] = []
     done = threading.Event()
 
     def take() -> None:
-        while len(received) < count:
+        while len(seqs) < count:
             got = reader.take(N=512)
-            received.extend(got)
+            seqs.extend(s.seq for s in got)
             if not got:
                 time.sleep(0.0005)
         done.set()
@@ -176,8 +176,8 @@ def raw_throughput(domain: int, size: int, count: int) -> float:
     elapsed = time.perf_counter() - start
     for e in (reader, writer, dp_r, dp_w):
         e.__del__()
-    check_complete(f"raw {size} B", count, [s.seq for s in received])
-    return len(received) / elapsed
+    check_complete(f"raw {size} B", count, seqs)
+    return len(seqs) / elapsed
 
 
 def raw_latency(domain: int, size: int, rate: int, seconds: float) -> list[float]:
@@ -318,7 +318,7 @@ def channel_throughput(
     kw: dict[str, Any] = {"domain_id": domain, "namespace": namespace}
     subs = open_subscribers(topic, members, kw)
     pub = ChannelPublisher(topic, confirmed=confirmed, max_in_flight=16, **kw)
-    received: list[list[Any]] = []
+    seqs: list[int] = []
     total = [0]
     lock = threading.Lock()
     done = threading.Event()
@@ -327,7 +327,7 @@ def channel_throughput(
         while not done.is_set():
             got = next_batch(sub, 2048, done)
             with lock:
-                received.append(got)
+                seqs.extend(e.value.seq for e in got)
                 total[0] += len(got)
                 if total[0] >= count:
                     done.set()
@@ -353,7 +353,7 @@ def channel_throughput(
     for s in subs:
         s.close()
     case = f"{size} B, {'confirmed' if confirmed else 'unconfirmed'}, {members} members"
-    check_complete(case, count, [e.value.seq for got in received for e in got])
+    check_complete(case, count, seqs)
     if confirmed:
         results = [f.result(0) for f in futures]
         positions = [p for r in results for p in r] if many else results
