@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import threading
 from collections.abc import Iterator
@@ -165,7 +166,8 @@ class TestPublishFutures:
         pub = dds.pub(topic, timeout=timedelta(seconds=1), linger=timedelta(seconds=30))
         futures = [pub.publish(Msg(0, i)) for i in range(3)]
         store.close()
-        with pytest.raises(DcpsError):
+        # flush raises DcpsTimeoutError, or returns if the requests expired just before
+        with contextlib.suppress(DcpsError):
             pub.flush()
         for f in futures:
             assert isinstance(f.exception(TIMEOUT), DcpsError)

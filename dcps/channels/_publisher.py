@@ -452,6 +452,8 @@ class ChannelPublisher(Generic[T]):
             self._slots.release()
             batch.resolve(0, exc)
             raise
+        finally:
+            batch.payloads = []  # element futures keep the batch: not its bytes
         with self._idle:
             self._in_flight.add(reply)
         reply.add_done_callback(lambda r: self._confirmed(r, batch))
