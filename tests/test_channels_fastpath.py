@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from peers.channels_types import Msg
+from peers.channels_types import Msg, wait_until
 
 import idl
 from dcps import BadParameterError, DcpsError
@@ -313,6 +313,19 @@ class TestCatchUp:
         got = receive_n(sub, 2000)
         assert [e.position.offset for e in got] == list(range(2000))
         assert [e.value.seq for e in got] == list(range(2000))
+
+
+class TestAnonymousCommits:
+    def test_receiving_one_at_a_time_never_stalls_and_commits_the_last(
+        self, dds: Opened, topic_name: str
+    ) -> None:
+        """Single receives complete one after another; the last delivered position is committed."""
+        topic = ChannelledTopic(topic_name, Msg, channel_count=1)
+        sub = dds.sub(topic)
+        dds.pub(topic).publish_many([Msg(0, i) for i in range(300)]).result(TIMEOUT)
+        got = [sub.receive().result(TIMEOUT) for _ in range(300)]
+        assert [e.value.seq for e in got if e is not None] == list(range(300))
+        wait_until(lambda: sub.last_committed(0) == Position(0, 299))
 
 
 class TestPosition:

@@ -641,17 +641,20 @@ class ChannelSubscriber(Generic[T]):
         if committed and self.anonymous:
             with self._consumed_lock:
                 self._consumed.update(committed)
-                if not self._commit_in_flight:
-                    self._commit_consumed_locked()
+                request = self._commit_consumed_locked()
+            if request is not None:  # outside the lock: a done future calls back at once
+                request.add_done_callback(self._consumed_committed)
         return out
 
-    def _commit_consumed_locked(self) -> None:
-        """Send the anonymous group's commit of what was delivered (``_consumed_lock`` held).
+    def _commit_consumed_locked(self) -> Future[Reply] | None:
+        """Send the anonymous group's commit of what was delivered, unless one is in flight.
 
-        One such commit is in flight at a time, so a subscriber receiving one
-        element at a time costs the store one transaction per round trip, not
-        one per receive.
+        (``_consumed_lock`` held.) One such commit is in flight at a time, so a
+        subscriber receiving one element at a time costs the store one
+        transaction per round trip, not one per receive.
         """
+        if self._commit_in_flight or not self._consumed or self._closed:
+            return None
         consumed, self._consumed = self._consumed, {}
         try:
             request = self._client.call_async(
@@ -663,15 +666,16 @@ class ChannelSubscriber(Generic[T]):
                 offsets=list(consumed.values()),
             )
         except DcpsError:
-            return  # closed: the anonymous group goes with the subscriber
+            return None  # closed: the anonymous group goes with the subscriber
         self._commit_in_flight = True
-        request.add_done_callback(self._consumed_committed)
+        return request
 
     def _consumed_committed(self, _: Future[Reply]) -> None:
         with self._consumed_lock:  # never self._lock: this runs on the client's reply thread
             self._commit_in_flight = False
-            if self._consumed and not self._closed:
-                self._commit_consumed_locked()
+            request = self._commit_consumed_locked()
+        if request is not None:
+            request.add_done_callback(self._consumed_committed)
 
     def _deliver(self) -> bool:
         delivered = False
