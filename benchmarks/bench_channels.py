@@ -29,7 +29,7 @@ a 64 B message costs ~10-13 us of CPU in this process (publishing ~4-5 us,
 the subscriber's delivery thread ~4-5 us, sending and confirming batches
 ~2 us) and ~10-13 us in the store, nearly all of it per element (each is
 unpacked and inserted as its own SQLite row, and the request/reply/push
-messages go through the binding's generic CDR). Raw costs ~35-45 us per
+messages go through the binding's generic CDR). Raw costs ~40-50 us per
 message in one process, so the store path runs at ~2-3x raw on two cores;
 the 5x target needs the store's per-element cost gone.
 """
