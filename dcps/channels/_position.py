@@ -12,33 +12,49 @@ from idl._errors import BadParameterError
 __all__ = ["CommitResult", "CommitStatus", "Position", "trusted_position"]
 
 
-def _check_channel(_: object, __: attrs.Attribute[int], value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise BadParameterError(f"Position channel must be an int >= 0, got {value!r}")
+def _check(channel: object, offset: object) -> None:
+    if not isinstance(channel, int) or isinstance(channel, bool) or channel < 0:
+        raise BadParameterError(f"Position channel must be an int >= 0, got {channel!r}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < -1:
+        raise BadParameterError(f"Position offset must be an int >= -1, got {offset!r}")
 
 
-def _check_offset(_: object, __: attrs.Attribute[int], value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < -1:
-        raise BadParameterError(f"Position offset must be an int >= -1, got {value!r}")
-
-
-@attrs.frozen(order=True)
-class Position:
+class Position(tuple[int, int]):
     """Where an element sits in a channelled topic: ``(channel, offset)``.
 
     Offsets are dense and start at 0 in every channel, so positions of one
     channel compare as the elements were accepted by the store. Offset ``-1``
     means "before the first element" (what a seek to the head of an empty
-    channel returns). Positions are hashable and JSON-serialisable through
-    :meth:`to_json` / :meth:`from_json` (``{"channel": c, "offset": o}``).
+    channel returns). Positions are immutable, hashable, ordered by channel
+    then offset, and JSON-serialisable through :meth:`to_json` /
+    :meth:`from_json` (``{"channel": c, "offset": o}``).
+
+    A position is a ``(channel, offset)`` tuple underneath: every received
+    element carries one, and a tuple is the cheapest immutable value to build.
     """
 
-    channel: int = attrs.field(validator=_check_channel)
-    offset: int = attrs.field(validator=_check_offset)
+    __slots__ = ()
+
+    def __new__(cls, channel: int, offset: int) -> Position:
+        _check(channel, offset)
+        return tuple.__new__(cls, (channel, offset))
+
+    @property
+    def channel(self) -> int:
+        """The channel."""
+        return self[0]
+
+    @property
+    def offset(self) -> int:
+        """The offset within the channel (-1: before the first element)."""
+        return self[1]
+
+    def __getnewargs__(self) -> tuple[int, int]:
+        return (self[0], self[1])
 
     def to_json(self) -> dict[str, int]:
         """Return the JSON-ready form ``{"channel": c, "offset": o}``."""
-        return {"channel": self.channel, "offset": self.offset}
+        return {"channel": self[0], "offset": self[1]}
 
     @classmethod
     def from_json(cls, value: Any) -> Position:
@@ -49,16 +65,19 @@ class Position:
             )
         return cls(value["channel"], value["offset"])
 
+    def __repr__(self) -> str:
+        return f"Position(channel={self[0]!r}, offset={self[1]!r})"
+
     def __str__(self) -> str:
-        return f"{self.channel}:{self.offset}"
+        return f"{self[0]}:{self[1]}"
+
+
+_new_tuple = tuple.__new__
 
 
 def trusted_position(channel: int, offset: int) -> Position:
     """A Position from values known to be valid (skips validation on hot paths)."""
-    position = object.__new__(Position)
-    object.__setattr__(position, "channel", channel)
-    object.__setattr__(position, "offset", offset)
-    return position
+    return _new_tuple(Position, (channel, offset))
 
 
 class CommitStatus(enum.Enum):

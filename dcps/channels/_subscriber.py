@@ -24,7 +24,7 @@ from idl._errors import (
     PreconditionNotMetError,
 )
 
-from ._position import CommitResult, CommitStatus, Position, trusted_position
+from ._position import CommitResult, CommitStatus, Position
 from ._protocol import (
     ASSIGN_QOS,
     BATCH_READER_QOS,
@@ -40,17 +40,17 @@ from ._protocol import (
     check_name,
     drop_endpoint,
     raise_for_reply,
-    unpack,
 )
 from ._publisher import _seconds, connect_topic
 from ._topic import ChannelledTopic
 
-__all__ = ["ChannelOwnershipListener", "ChannelSubscriber", "Element"]
+__all__ = ["ChannelOwnershipListener", "ChannelSubscriber", "Element", "decoder_of"]
 
 _log = logging.getLogger("dcps.channels.subscriber")
 T = TypeVar("T")
 COMMIT_CODES = list(CommitStatus)
 FETCH_MAX = 512
+LIVE_KEPT = 64
 
 
 @attrs.frozen
@@ -65,6 +65,141 @@ class Element(Generic[T]):
     def channel(self) -> int:
         """The channel the element came from."""
         return self.position.channel
+
+
+_new_object = object.__new__
+_set_value = Element.__dict__["value"].__set__
+_set_position = Element.__dict__["position"].__set__
+_set_timestamp = Element.__dict__["timestamp"].__set__
+
+
+def _make_element(value: Any, position: Position, timestamp: datetime) -> Element[Any]:
+    """``Element(value, position, timestamp)`` without the frozen-attrs setattr detour.
+
+    (Built for every received element; a field added to Element must be set here too.)
+    """
+    element: Element[Any] = _new_object(Element)
+    _set_value(element, value)
+    _set_position(element, position)
+    _set_timestamp(element, timestamp)
+    return element
+
+
+_new_tuple = tuple.__new__
+UNDECODABLE: Any = object()  # stands for an element whose bytes did not decode
+
+
+class _Partial(list[Any]):
+    """A decoded batch in which some elements are UNDECODABLE."""
+
+
+_FIXED_MIN = 8  # below this many elements a numpy decode costs more than it saves
+
+
+def decoder_of(cls: type) -> Callable[[bytes, list[int]], list[Any]]:
+    """The fastest function decoding concatenated CDR samples (``blob``, ``sizes``) of ``cls``.
+
+    ``idl.Struct`` types with a compiled codec are decoded by the codec without
+    the binding's dispatch; fixed-size ones made of numbers, booleans and numeric
+    arrays are decoded a whole batch at a time through a numpy structured dtype
+    over the blob (as ``dcps.spark`` reads recordings). Anything else (other
+    encodings, plain ``IdlStruct`` types) goes through ``cls.deserialize``.
+    """
+    slow = cls.deserialize  # type: ignore[attr-defined]
+    idl = getattr(cls, "__idl__", None)
+    codec = None
+    if idl is not None:
+        idl.populate()
+        codec = getattr(idl, "_codec", None)  # set by idl.Struct types (idl/_struct.py)
+    by_header: dict[int, Callable[[bytes], Any]] = {}
+    if codec is not None:
+        by_header = {0x01: codec.de[1], 0x07: codec.de[2]}  # CDR_LE, PLAIN_CDR2_LE
+    columns = _fixed_columns(cls) if codec is not None else None
+    dtypes: dict[tuple[int, int], Any] = {}  # (header byte, size) -> dtype, or False
+
+    def split(blob: bytes, sizes: list[int]) -> list[bytes]:
+        out = []
+        pos = 0
+        for size in sizes:
+            out.append(blob[pos : pos + size])
+            pos += size
+        return out
+
+    def per_element(blob: bytes, sizes: list[int]) -> list[Any]:
+        get = by_header.get
+        return [
+            (get(p[1], slow) if len(p) >= 4 and not p[0] else slow)(p) for p in split(blob, sizes)
+        ]
+
+    def one_by_one(blob: bytes, sizes: list[int]) -> list[Any]:
+        """Decode what can be; the rest become UNDECODABLE (and are logged)."""
+        out: list[Any] = _Partial()
+        for i, p in enumerate(split(blob, sizes)):
+            try:
+                out.append(slow(p))
+            except Exception:
+                _log.exception("element %d of a batch of %s cannot be decoded", i, cls.__name__)
+                out.append(UNDECODABLE)
+        return out
+
+    def guarded(decode: Callable[[bytes, list[int]], list[Any]]) -> Any:
+        def run(blob: bytes, sizes: list[int]) -> list[Any]:
+            try:
+                return decode(blob, sizes)
+            except Exception:
+                return one_by_one(blob, sizes)
+
+        return run
+
+    if columns is None:
+        return guarded(per_element)  # type: ignore[no-any-return]
+
+    import numpy as np
+
+    def decode(blob: bytes, sizes: list[int]) -> list[Any]:
+        n = len(sizes)
+        if n < _FIXED_MIN or blob[0] or blob[1] not in by_header:
+            return per_element(blob, sizes)
+        size = sizes[0]
+        key = (blob[1], size)
+        dtype: Any = dtypes.get(key)
+        if dtype is None:
+            from dcps.spark._decode import cdr_dtype
+
+            dtype = dtypes[key] = cdr_dtype(cls, 1 if blob[1] == 0x01 else 2, size) or False
+        if dtype is False or len(blob) != n * size or min(sizes) != size or max(sizes) != size:
+            return per_element(blob, sizes)
+        headers = np.frombuffer(blob, dtype=np.uint8).reshape(n, size)[:, :2]
+        if (headers != headers[0]).any():
+            return per_element(blob, sizes)
+        body: Any = np.frombuffer(blob, dtype=dtype)["_body"]
+        values = [
+            body[name].tolist() if not array else list(body[name].copy()) for name, array in columns
+        ]
+        return list(map(cls, *values))
+
+    return guarded(decode)  # type: ignore[no-any-return]
+
+
+def _fixed_columns(cls: type) -> list[tuple[str, bool]] | None:
+    """``(field, is_array)`` of a type whose fields are all numbers/booleans or arrays of them."""
+    from idl import describe
+    from idl._introspect import NUMERIC_KINDS
+
+    columns = []
+    for f in describe(cls).fields:
+        if f.optional:
+            return None
+        if f.kind in NUMERIC_KINDS:
+            columns.append((f.name, False))
+            continue
+        leaf = f
+        while leaf.kind == "array" and leaf.element is not None:
+            leaf = leaf.element
+        if f.kind != "array" or leaf.kind not in NUMERIC_KINDS:
+            return None
+        columns.append((f.name, True))
+    return columns or None
 
 
 class ChannelOwnershipListener:
@@ -89,12 +224,42 @@ class ChannelOwnershipListener:
         """``channels`` were taken because the member timed out (or the store restarted)."""
 
 
+class _Run:
+    """Elements of one channel at offsets ``first``, ``first + 1``, ... as received.
+
+    Decoded all at once when first needed; ``taken`` of them are delivered.
+    ``stamps`` is the accept time (ns) of all of them, or a list of one per element.
+    """
+
+    __slots__ = ("blob", "first", "sizes", "stamps", "taken", "values")
+
+    def __init__(self, first: int, stamps: int | list[int], blob: bytes, sizes: list[int]) -> None:
+        self.first = first
+        self.stamps = stamps
+        self.blob = blob
+        self.sizes = sizes
+        self.values: list[Any] | None = None
+        self.taken = 0
+
+
 @attrs.define
 class _Channel:
     reader: Any
-    next: int | None = None
-    buf: deque[tuple[int, int, bytes]] = attrs.Factory(deque)
+    next: int | None = None  # offset of the next element to deliver
+    runs: deque[_Run] = attrs.Factory(deque)
     need_fetch: bool = True
+    # live batches that arrived while a fetch was due, kept to spare the store
+    # refetching them once the fetches catch up
+    live: deque[LiveBatch] = attrs.Factory(lambda: deque(maxlen=LIVE_KEPT))
+
+    @property
+    def end(self) -> int:
+        """The offset after the last buffered element (only when ``next`` is known)."""
+        if self.runs:
+            last = self.runs[-1]
+            return last.first + len(last.sizes)
+        assert self.next is not None
+        return self.next
 
 
 def _to_ns(when: datetime) -> int:
@@ -147,6 +312,7 @@ class ChannelSubscriber(Generic[T]):
     ) -> None:
         self.topic = topic
         self._type: Any = topic.type
+        self._decode = decoder_of(topic.type)
         self.anonymous = group is None
         self.member = uuid.uuid4().hex
         self.group = f"~anonymous/{self.member}" if group is None else check_name("group", group)
@@ -169,6 +335,11 @@ class ChannelSubscriber(Generic[T]):
         self._rr = 0
         self._last_heartbeat = 0.0
         self._last_poll = time.monotonic()
+        # an anonymous subscriber commits what it delivered, one request at a time:
+        # what is delivered meanwhile waits here (channel -> offset)
+        self._consumed: dict[int, int] = {}
+        self._consumed_lock = threading.Lock()
+        self._commit_in_flight = False
         self._endpoint = Endpoint(domain_id, namespace)
         self._client = StoreClient(
             self._endpoint, request_timeout=_seconds(request_timeout, "request_timeout")
@@ -237,7 +408,7 @@ class ChannelSubscriber(Generic[T]):
                 continue
             committed = reply.offsets[i] if reply.offsets else reply.heads[i] - 1
             ch.next = max(committed + 1, reply.heads[i])
-            ch.buf.clear()
+            ch.runs.clear()
             ch.need_fetch = True
 
     def _notify(self, gained: set[int], gone: set[int], lost: bool) -> None:
@@ -332,17 +503,31 @@ class ChannelSubscriber(Generic[T]):
             self._poll_tails()
 
     def _add_live(self, c: int, ch: _Channel, batch: LiveBatch) -> None:
-        if ch.next is None or ch.need_fetch:
+        if ch.next is None:
             return
-        expected = ch.next + len(ch.buf)
-        if batch.first > expected:
+        if ch.need_fetch or batch.first > ch.end:
             ch.need_fetch = True
+            ch.live.append(batch)
             return
-        stamp = batch.timestamp
-        for i, data in enumerate(unpack(batch)):
-            offset = batch.first + i
-            if offset >= expected:
-                ch.buf.append((offset, stamp, data))
+        self._append_live(ch, batch)
+
+    @staticmethod
+    def _append_live(ch: _Channel, batch: LiveBatch) -> None:
+        """Buffer the part of ``batch`` after ``ch.end`` (which ``batch.first`` must not pass)."""
+        first, sizes, blob = batch.first, batch.sizes, batch.blob
+        skip = ch.end - first
+        if skip >= len(sizes):
+            return
+        if skip:
+            blob = blob[sum(sizes[:skip]) :]
+            sizes = sizes[skip:]
+        ch.runs.append(_Run(first + skip, batch.timestamp, blob, sizes))
+
+    def _drain_live(self, ch: _Channel) -> None:
+        """Buffer kept live batches that now follow on; drop those already covered."""
+        live = ch.live
+        while live and live[0].first <= ch.end:
+            self._append_live(ch, live.popleft())
 
     def _poll_tails(self) -> None:
         """Safety net for live batches lost before discovery completed."""
@@ -359,25 +544,33 @@ class ChannelSubscriber(Generic[T]):
             return
         for i, c in enumerate(reply.channels):
             ch = self._chans.get(c)
-            if ch is not None and ch.next is not None and reply.tails[i] >= ch.next + len(ch.buf):
+            if ch is not None and ch.next is not None and reply.tails[i] >= ch.end:
                 ch.need_fetch = True
 
     def _fetch(self, c: int, ch: _Channel) -> None:
         if ch.next is None:
             return
-        expected = ch.next + len(ch.buf)
+        self._drain_live(ch)
+        expected = ch.end
+        # with live batches kept, only the gap before the first of them is missing
+        limit = min(FETCH_MAX, ch.live[0].first - expected) if ch.live else FETCH_MAX
         reply = self._client.call(
-            Op.FETCH, topic=self.topic.name, channels=[c], offsets=[expected], number=FETCH_MAX
+            Op.FETCH, topic=self.topic.name, channels=[c], offsets=[expected], number=limit
         )
-        payloads = unpack(reply)
-        if payloads and reply.offsets[0] > expected and not ch.buf:
-            ch.next = expected = reply.offsets[0]  # removed by retention: skip ahead
-        elif not payloads and reply.heads[0] > expected and not ch.buf:
+        offsets, sizes = reply.offsets, reply.sizes
+        count = len(sizes)
+        if count and offsets[0] > expected and not ch.runs:
+            ch.next = expected = offsets[0]  # removed by retention: skip ahead
+        elif not count and reply.heads[0] > expected and not ch.runs:
             ch.next = reply.heads[0]
-        for offset, stamp, data in zip(reply.offsets, reply.stamps, payloads, strict=True):
-            if offset == ch.next + len(ch.buf):
-                ch.buf.append((offset, stamp, data))
-        ch.need_fetch = len(payloads) >= FETCH_MAX
+        if count and offsets[0] == expected:
+            dense = count
+            if offsets[-1] - expected != count - 1:
+                dense = next(i for i, o in enumerate(offsets) if o != expected + i)
+            blob = reply.blob if dense == count else reply.blob[: sum(sizes[:dense])]
+            ch.runs.append(_Run(expected, list(reply.stamps[:dense]), blob, list(sizes[:dense])))
+        self._drain_live(ch)
+        ch.need_fetch = count >= FETCH_MAX or bool(ch.live)
 
     def _collect(self, n: int) -> list[Element[Any]]:
         out: list[Element[Any]] = self._carry[:n]
@@ -390,36 +583,99 @@ class ChannelSubscriber(Generic[T]):
         start = self._rr % len(order)
         self._rr += 1
         committed: dict[int, int] = {}
+        accept, convert = self._filter, self._converter
         for c in order[start:] + order[:start]:
             ch = self._chans[c]
             if ch.next is None:
                 continue
+            runs = ch.runs
             while len(out) < n:
-                if not ch.buf and ch.need_fetch:
-                    self._fetch(c, ch)
-                if not ch.buf:
-                    break
-                offset, stamp, data = ch.buf.popleft()
-                ch.next = offset + 1
-                committed[c] = offset
-                value = self._type.deserialize(data)
-                if self._filter is not None and not self._filter(value):
+                if not runs:
+                    if ch.need_fetch:
+                        self._fetch(c, ch)
+                    if not runs:
+                        break
+                run = runs[0]
+                values = run.values
+                if values is None:
+                    values = run.values = self._decode(run.blob, run.sizes)
+                    run.blob = b""
+                begin = run.taken
+                stop = min(len(values), begin + n - len(out))
+                run.taken = stop
+                if stop == len(values):
+                    runs.popleft()
+                first = run.first
+                ch.next = first + stop
+                committed[c] = first + stop - 1
+                stamps = run.stamps
+                if (
+                    isinstance(stamps, int)
+                    and accept is None
+                    and convert is None
+                    and values.__class__ is list
+                ):
+                    when = _from_ns(stamps)
+                    out += [
+                        _make_element(values[i], _new_tuple(Position, (c, first + i)), when)
+                        for i in range(begin, stop)
+                    ]
                     continue
-                if self._converter is not None:
-                    value = self._converter(value)
-                out.append(Element(value, trusted_position(c, offset), _from_ns(stamp)))
+                for i in range(begin, stop):
+                    value = values[i]
+                    if value is UNDECODABLE:
+                        continue
+                    try:
+                        if accept is not None and not accept(value):
+                            continue
+                        if convert is not None:
+                            value = convert(value)
+                    except Exception:
+                        _log.exception("filter or converter failed on %s:%s: skipped", c, first + i)
+                        continue
+                    stamp = stamps if isinstance(stamps, int) else stamps[i]
+                    position = _new_tuple(Position, (c, first + i))
+                    out.append(_make_element(value, position, _from_ns(stamp)))
             if len(out) >= n:
                 break
         if committed and self.anonymous:
-            self._client.call_async(
+            with self._consumed_lock:
+                self._consumed.update(committed)
+                request = self._commit_consumed_locked()
+            if request is not None:  # outside the lock: a done future calls back at once
+                request.add_done_callback(self._consumed_committed)
+        return out
+
+    def _commit_consumed_locked(self) -> Future[Reply] | None:
+        """Send the anonymous group's commit of what was delivered, unless one is in flight.
+
+        (``_consumed_lock`` held.) One such commit is in flight at a time, so a
+        subscriber receiving one element at a time costs the store one
+        transaction per round trip, not one per receive.
+        """
+        if self._commit_in_flight or not self._consumed or self._closed:
+            return None
+        consumed, self._consumed = self._consumed, {}
+        try:
+            request = self._client.call_async(
                 Op.COMMIT,
                 topic=self.topic.name,
                 group=self.group,
                 member=self.member,
-                channels=list(committed),
-                offsets=list(committed.values()),
+                channels=list(consumed),
+                offsets=list(consumed.values()),
             )
-        return out
+        except DcpsError:
+            return None  # closed: the anonymous group goes with the subscriber
+        self._commit_in_flight = True
+        return request
+
+    def _consumed_committed(self, _: Future[Reply]) -> None:
+        with self._consumed_lock:  # never self._lock: this runs on the client's reply thread
+            self._commit_in_flight = False
+            request = self._commit_consumed_locked()
+        if request is not None:
+            request.add_done_callback(self._consumed_committed)
 
     def _deliver(self) -> bool:
         delivered = False
@@ -573,10 +829,13 @@ class ChannelSubscriber(Generic[T]):
             )
             result = {}
             self._carry = [e for e in self._carry if e.channel not in targets]
+            with self._consumed_lock:  # a commit queued before the seek must not follow it
+                for c in targets:
+                    self._consumed.pop(c, None)
             for c, target in zip(reply.channels, reply.offsets, strict=True):
                 ch = self._chans[c]
                 ch.next = target + 1
-                ch.buf.clear()
+                ch.runs.clear()
                 ch.need_fetch = True
                 result[c] = Position(c, target)
         self._waiter.wake()
