@@ -592,7 +592,13 @@ class ChannelSubscriber(Generic[T]):
             while len(out) < n:
                 if not runs:
                     if ch.need_fetch:
-                        self._fetch(c, ch)
+                        try:
+                            self._fetch(c, ch)
+                        except DcpsError:
+                            # this channel's store is out of reach: deliver what was already
+                            # taken from the others (raising here would drop it) and retry
+                            # the fetch next round
+                            _log.debug("fetch of channel %s failed; retried", c, exc_info=True)
                     if not runs:
                         break
                 run = runs[0]
