@@ -50,7 +50,8 @@ class Peer:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.lines.append(line.strip())
+            if line.endswith("\n"):  # a SIGKILL can cut the last line short: not a line
+                self.lines.append(line.strip())
 
     def wait_line(self, predicate: Callable[[str], bool], timeout: float = TIMEOUT) -> None:
         """Wait until some output line satisfies ``predicate``."""
