@@ -63,6 +63,7 @@ from idl._errors import (
 )
 
 __all__ = [
+    "COMMIT_UNOWNED",
     "Assignment",
     "Endpoint",
     "LiveBatch",
@@ -111,6 +112,10 @@ class Op(enum.IntEnum):
     LEAVE = 8
     HEARTBEAT = 9
     DESTROY_GROUP = 10
+
+
+#: COMMIT request ``flag`` bit: record commits of channels the member does not own.
+COMMIT_UNOWNED = 1
 
 
 class SeekMode(enum.IntEnum):

@@ -28,6 +28,7 @@ from ._position import CommitStatus
 from ._protocol import (
     ASSIGN_QOS,
     BATCH_WRITER_QOS,
+    COMMIT_UNOWNED,
     CONTROL_QOS,
     REPLY_QOS,
     Assignment,
@@ -461,8 +462,11 @@ class Store:
         return [c for c in channels if group.owners.get(c) != member]
 
     def _on_commit(self, request: Request) -> None:
-        group = self._group(request)
-        unowned = set(self._check_owned(group, request.member, request.channels))
+        if request.flag & COMMIT_UNOWNED:
+            unowned = self._commit_anyway(request)
+        else:
+            group = self._group(request)
+            unowned = set(self._check_owned(group, request.member, request.channels))
         codes = []
         for channel, offset in zip(request.channels, request.offsets, strict=True):
             if channel in unowned:
@@ -471,6 +475,28 @@ class Store:
                 status = self.log.commit(request.topic, request.group, channel, offset)
             codes.append(COMMIT_CODES.index(status))
         self._reply(request, channels=list(request.channels), codes=codes)
+
+    def _commit_anyway(self, request: Request) -> set[int]:
+        """Check a commit that may name unowned channels; return those not to commit (none).
+
+        The member may have been expelled (timed out) or may never have been
+        known to this store incarnation: the group must exist, and the
+        channels must too.
+        """
+        if not self.log.has_group(request.topic, request.group):
+            raise PreconditionNotMetError(
+                f"group {request.group!r} of topic {request.topic!r} does not exist"
+            )
+        group = self._groups.get((request.topic, request.group))
+        if group is not None and request.member in group.members:
+            group.members[request.member].last_seen = time.monotonic()
+        count = self.log.topic(request.topic).channel_count
+        bad = [c for c in request.channels if not 0 <= c < count]
+        if bad:
+            raise BadParameterError(
+                f"topic {request.topic!r} has channels 0..{count - 1}; {bad} do not exist"
+            )
+        return set()
 
     def _on_seek(self, request: Request) -> None:
         group = self._group(request)
