@@ -367,3 +367,35 @@ class TestSubscriberFlowControl:
 
         with pytest.raises(BadParameterError, match="max_backlog"):
             ChannelSubscriber(topic, max_backlog=0, **kw)  # type: ignore[arg-type]
+
+
+class TestRepliesAfterStoreRestart:
+    def test_running_clients_get_answers_from_the_restarted_store(
+        self,
+        tmp_path: Path,
+        kw: dict[str, object],
+        topic_name: str,
+        opened: list,
+        stores: list[StoreProcess],
+    ) -> None:
+        """After kill -9 and a restart, a running publisher and member get every answer right."""
+        topic = ChannelledTopic(topic_name, Msg, channel_count=2, retain_consumed=True)
+        data = tmp_path / "data"
+        store = start_store(stores, data, kw)
+        # short request timeouts: an answer stalled for the dead store's lease (10 s) fails
+        pub = open_pub(opened, topic, order_by=OrderBy.fixed(0), timeout=timedelta(seconds=3), **kw)
+        member = open_sub(opened, topic, group="g", request_timeout=timedelta(seconds=3), **kw)
+        assert publish_all(pub, [Msg(0, i) for i in range(3)]) == [Position(0, i) for i in range(3)]
+        assert receive_n(member, 3)[-1].commit().status is CommitStatus.COMMITTED
+        store.kill()
+        start_store(stores, data, kw)
+        n = 600  # ~600 KB of requests, more than the dead store's reader can hold back
+        futures = [pub.publish(Msg(0, i, "x" * 1000)) for i in range(3, 3 + n)]
+        pub.flow_control.flush()
+        assert [f.result(TIMEOUT) for f in futures] == [Position(0, i) for i in range(3, 3 + n)]
+        got = receive_n(member, n)
+        assert [e.value.seq for e in got] == list(range(3, 3 + n))
+        # a burst of commits, answered before the member has discovered the new store
+        results = [e.commit_async() for e in got]
+        assert [f.result(TIMEOUT).status for f in results] == [CommitStatus.COMMITTED] * n
+        assert member.last_committed(0) == Position(0, 2 + n)

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -56,6 +57,15 @@ _REPLY_WRITER_IDLE = 60.0
 STORE_FILE = "channels.db"
 ANONYMOUS_PREFIX = "~anonymous/"
 COMMIT_CODES = list(CommitStatus)
+
+
+@attrs.define
+class _ReplyWriter:
+    """The writer answering one client, and the replies it could not take yet."""
+
+    writer: Any
+    used: float
+    backlog: deque[tuple[float, Reply]] = attrs.Factory(deque)
 
 
 @attrs.define
@@ -119,7 +129,7 @@ class Store:
             raise
         ep = self._endpoint
         self._requests = ep.reader(ep.request_topic, namespace, CONTROL_QOS)
-        self._reply_writers: dict[str, tuple[Any, float]] = {}  # client -> (writer, last use)
+        self._reply_writers: dict[str, _ReplyWriter] = {}
         self._next_reply_sweep = time.monotonic() + _REPLY_WRITER_IDLE
         self._assignments = ep.writer(ep.assign_topic, namespace, ASSIGN_QOS)
         self._batch_writers: dict[tuple[str, int], Any] = {}
@@ -151,8 +161,8 @@ class Store:
         for writer in self._batch_writers.values():
             drop_endpoint(writer)
         drop_endpoint(self._requests)
-        for writer, _ in self._reply_writers.values():
-            drop_endpoint(writer)
+        for out in self._reply_writers.values():
+            drop_endpoint(out.writer)
         drop_endpoint(self._assignments)
         self._endpoint.close()
         self.log.close()
@@ -183,27 +193,49 @@ class Store:
         if publishes:
             self._publish(publishes)
         self._expire_members()
+        self._retry_replies()
 
     def _reply(self, request: Request, **fields: Any) -> None:
         now = time.monotonic()
-        entry = self._reply_writers.get(request.client)
-        if entry is None:
+        out = self._reply_writers.get(request.client)
+        if out is None:
             partition = reply_partition(self.namespace, request.client)
-            entry = (self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS), now)
-        self._reply_writers[request.client] = (entry[0], now)
-        try:
-            entry[0].write(Reply(client=request.client, request_id=request.request_id, **fields))
-        except DDSException:  # an unreachable client: it times out and may ask again
-            _log.warning("dcps store: reply to client %s dropped", request.client)
+            writer = self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS)
+            out = self._reply_writers[request.client] = _ReplyWriter(writer, now)
+        out.used = now
+        reply = Reply(client=request.client, request_id=request.request_id, **fields)
+        if out.backlog or not self._write_reply(out, reply):
+            out.backlog.append((now, reply))  # in order, after those still waiting
         if now >= self._next_reply_sweep:
             self._sweep_reply_writers(now)
+
+    @staticmethod
+    def _write_reply(out: _ReplyWriter, reply: Reply) -> bool:
+        """Write ``reply`` unless the client's writer is full of unacknowledged replies."""
+        try:
+            out.writer.write(reply)
+        except DDSException:
+            return False
+        return True
+
+    def _retry_replies(self) -> None:
+        """Write the replies that found their client's writer full; drop those nobody awaits."""
+        now = time.monotonic()
+        for client, out in self._reply_writers.items():
+            while out.backlog:
+                queued, reply = out.backlog[0]
+                if now - queued > _REPLY_WRITER_IDLE:  # the client timed it out long ago
+                    _log.warning("dcps store: reply to client %s dropped", client)
+                elif not self._write_reply(out, reply):
+                    break
+                out.backlog.popleft()
 
     def _sweep_reply_writers(self, now: float) -> None:
         """Delete the reply writers of clients that are gone (no reader, idle)."""
         self._next_reply_sweep = now + _REPLY_WRITER_IDLE
-        for client, (writer, used) in list(self._reply_writers.items()):
-            if now - used > _REPLY_WRITER_IDLE and not writer.get_matched_subscriptions():
-                drop_endpoint(writer)
+        for client, out in list(self._reply_writers.items()):
+            if now - out.used > _REPLY_WRITER_IDLE and not out.writer.get_matched_subscriptions():
+                drop_endpoint(out.writer)
                 del self._reply_writers[client]
 
     def _fail(self, request: Request, exc: BaseException) -> None:
@@ -462,6 +494,8 @@ class Store:
         return [c for c in channels if group.owners.get(c) != member]
 
     def _on_commit(self, request: Request) -> None:
+        if request.text and request.text != self.incarnation:
+            self._readmit(request)
         if request.flag & COMMIT_UNOWNED:
             unowned = self._commit_anyway(request)
         else:
@@ -475,6 +509,27 @@ class Store:
                 status = self.log.commit(request.topic, request.group, channel, offset)
             codes.append(COMMIT_CODES.index(status))
         self._reply(request, channels=list(request.channels), codes=codes)
+
+    def _readmit(self, request: Request) -> None:
+        """Re-admit a member that joined an earlier incarnation of this store.
+
+        A restarted store has forgotten its members, while they go on
+        receiving the live tail of their channels until a heartbeat tells
+        them; without this their first commits would be refused as unowned.
+        ``text`` carries the incarnation the member joined, ``number`` its
+        timeout in ms. Channels another member rejoined with stay theirs
+        (the rebalance is sticky), so those commits are still UNOWNED.
+        """
+        key = (request.topic, request.group)
+        group = self._groups.get(key)
+        if group is not None and request.member in group.members:
+            return
+        if request.group.startswith(ANONYMOUS_PREFIX) or not self.log.has_group(*key):
+            return  # anonymous groups do not outlive a store; destroyed groups stay so
+        group = self._groups.setdefault(key, _Group(request.topic, request.group))
+        timeout = max(0.05, request.number / 1000.0) if request.number > 0 else 30.0
+        group.members[request.member] = _Member(request.member, timeout, time.monotonic(), False)
+        self._rebalance(group)
 
     def _commit_anyway(self, request: Request) -> set[int]:
         """Check a commit that may name unowned channels; return those not to commit (none).

@@ -583,6 +583,9 @@ class ChannelSubscriber(Generic[T]):
             channels=list(positions),
             offsets=[p.offset for p in positions.values()],
             flag=COMMIT_UNOWNED if self.allow_unowned_commits else 0,
+            # lets a restarted store re-admit this member (see Store._readmit)
+            text=self._incarnation,
+            number=int(self._timeout * 1000),
         )
         out: Future[Any] = Future()
 
