@@ -4,8 +4,12 @@ Everything the channel layer sends travels here, on four DDS topics in the
 store's namespace:
 
 ``dcps_channels_request`` / ``dcps_channels_reply``
-    Request/reply with the store, in partition ``<ns>``, correlated by
-    ``(client, request_id)``; reliable, keep-all, volatile.
+    Request/reply with the store, correlated by ``(client, request_id)``.
+    Requests in partition ``<ns>``: reliable, volatile, keep-last 128 (a
+    client keeps at most 127 unanswered). Replies in the client's own
+    partition ``<ns>/reply/<client>``, one store writer per client: reliable,
+    transient-local, keep-all; a reply the writer cannot take at once waits
+    in the store's outbox for that client.
 ``dcps_channels_batch``
     The live tail of each channel, in partition ``<ns>/<topic>/<channel>``:
     one sample per accepted batch; reliable, transient-local (last 32).
