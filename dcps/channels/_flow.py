@@ -117,6 +117,8 @@ class _Continuation:
         self._done = False
 
     def check(self) -> None:
+        if self._done:  # a leftover arming after the action ran
+            return
         if self._flow.is_backlogged:
             self._flow._arm(self.check)
             if self._flow.is_backlogged:  # else it dropped while arming: run now
@@ -162,8 +164,8 @@ class InFlightFlowControl(FlowControl):
     def _arm(self, callback: Callable[[], None]) -> None:
         with self._cond:
             pending = next((f for f in self._in_flight if not f.done()), None)
-        if pending is None:
-            callback()
+        if pending is None:  # all answered, not yet counted off: look again shortly
+            threading.Timer(0.005, callback).start()
         else:  # runs after the publisher's own confirmation callback
             pending.add_done_callback(lambda _: callback())
 
