@@ -34,8 +34,13 @@ def quick_args(path: Path) -> list[str] | None:
     """The module's ``QUICK_ARGS`` (read without importing it), or None if it has none."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     for node in tree.body:
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, ast.AnnAssign) and node.value else [])
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign) and node.value
+            else []
+        )
         if any(isinstance(t, ast.Name) and t.id == "QUICK_ARGS" for t in targets):
             value = ast.literal_eval(node.value)  # type: ignore[arg-type]
             return [str(v) for v in value]
@@ -47,17 +52,23 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:
-        extra = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+        extra = argv[argv.index("--") + 1 :]
+        argv = argv[: argv.index("--")]
     found = available()
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks", description=__doc__.splitlines()[0],
+        prog="python -m benchmarks",
+        description=__doc__.splitlines()[0],
         epilog="benchmarks: " + ", ".join(found),
     )
-    parser.add_argument("names", nargs="*", metavar="NAME",
-                        help="benchmarks to run (default: all), e.g. pubsub filter")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: each benchmark's QUICK_ARGS")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="benchmarks to run (default: all), e.g. pubsub filter",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: each benchmark's QUICK_ARGS"
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     args = parser.parse_args(argv)
     if args.list:
@@ -78,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
         started = time.monotonic()
         code = subprocess.call(cmd, cwd=HERE.parent)
-        print(f"== {name}: {'ok' if code == 0 else f'FAILED (exit {code})'} "
-              f"in {time.monotonic() - started:.0f} s\n", flush=True)
+        print(
+            f"== {name}: {'ok' if code == 0 else f'FAILED (exit {code})'} "
+            f"in {time.monotonic() - started:.0f} s\n",
+            flush=True,
+        )
         if code != 0:
             failed.append(name)
     if failed:

@@ -95,8 +95,10 @@ def main() -> None:
     print(f"expression: {EXPRESSION}  (%0 = 500), {len(samples)} samples, median of {args.runs}")
     print(f"matches:      {single:12,.0f} samples/s")
     print(f"matches_many: {many:12,.0f} samples/s")
-    print(f"compile (first use, incl. grammar load): {compile_ms:.1f} ms; "
-          f"compile (cold cache): {cold_ms:.2f} ms; rebind parameters: {rebind_us:.1f} us")
+    print(
+        f"compile (first use, incl. grammar load): {compile_ms:.1f} ms; "
+        f"compile (cold cache): {cold_ms:.2f} ms; rebind parameters: {rebind_us:.1f} us"
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import netns
 
 #: Arguments for ``python -m benchmarks --quick`` (a smoke run of a few seconds).
-QUICK_ARGS = ["--count", "500", "--pings", "20", "--channel-count", "1000",
-              "--channel-runs", "1"]
+QUICK_ARGS = ["--count", "500", "--pings", "20", "--channel-count", "1000", "--channel-runs", "1"]
 
 CHANNELS_PEER = Path(__file__).resolve().parent.parent / "tests" / "peers" / "channels_host.py"
 
@@ -50,8 +49,9 @@ CHANNELS_PEER = Path(__file__).resolve().parent.parent / "tests" / "peers" / "ch
 def _measure(source: Any, sink: Any, count: int, size: int, pings: int) -> dict[str, float]:
     for process in (source, sink):
         process.expect(lambda e: e.get("ev") == "ready", 20, "ready")
-    source.expect(lambda e: e.get("ev") == "matched" and e["data"] == 1 and e["pong"] == 1,
-                  20, "match")
+    source.expect(
+        lambda e: e.get("ev") == "matched" and e["data"] == 1 and e["pong"] == 1, 20, "match"
+    )
     # A small warm-up burst, then the measured one.
     source.send(op="burst", count=min(1000, count), size=size)
     sink.expect(lambda e: e.get("ev") == "throughput", 60, "warm-up burst")
@@ -93,8 +93,7 @@ def run(
         return results
     with netns.lan(2) as lan:
         a, b = lan.hosts
-        common = {"domain": domain, "topic": topic, "network": {"interfaces": ["eth0"]},
-                  "api": api}
+        common = {"domain": domain, "topic": topic, "network": {"interfaces": ["eth0"]}, "api": api}
         sink = b.peer(role="sink", **common)
         source = a.peer(role="source", **common)
         results[f"{api}: two hosts (netns)"] = _measure(source, sink, count, size, pings)
@@ -109,8 +108,12 @@ def _local_channels_peer(config: dict[str, Any], workdir: Path) -> Any:
     with stderr_path.open("w") as stderr:
         popen = subprocess.Popen(
             [sys.executable, str(CHANNELS_PEER), json.dumps(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            text=True, env=env, cwd=str(CHANNELS_PEER.parent),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+            cwd=str(CHANNELS_PEER.parent),
         )
     return netns.PeerProcess(popen, stderr_path, f"local {config['role']}")
 
@@ -129,8 +132,9 @@ def _measure_channels(
         sink.send(op="expect", count=burst)
         sink.expect(lambda e: e.get("ev") == "expecting", 30, "expecting", since=mark)
         source.send(op="burst", count=burst, size=size)
-        start = source.expect(lambda e: e.get("ev") == "burst_start", 30, "burst start",
-                              since=source_mark)
+        start = source.expect(
+            lambda e: e.get("ev") == "burst_start", 30, "burst start", since=source_mark
+        )
         event = sink.expect(lambda e: e.get("ev") == "throughput", 300, "burst", since=mark)
         # publish of the first element to receipt of the last: the processes share the
         # machine's monotonic clock, namespaces or not
@@ -138,22 +142,25 @@ def _measure_channels(
     return statistics.median(rates[1:])
 
 
-def run_channels(
-    count: int, size: int, domain: int, runs: int = 3
-) -> dict[str, dict[str, float]]:
+def run_channels(count: int, size: int, domain: int, runs: int = 3) -> dict[str, dict[str, float]]:
     """Channelled-topic throughput on one host, two hosts and three hosts (see module doc)."""
     results: dict[str, dict[str, float]] = {}
 
     def base(case: str) -> dict[str, Any]:
-        return {"domain": domain, "namespace": f"bench_{uuid.uuid4().hex[:8]}",
-                "topic": f"bench_{case}", "channels": 4}
+        return {
+            "domain": domain,
+            "namespace": f"bench_{uuid.uuid4().hex[:8]}",
+            "topic": f"bench_{case}",
+            "channels": 4,
+        }
 
     with tempfile.TemporaryDirectory(prefix="dcps-bench-") as workdir:
         loopback = {"network": {"interfaces": [{"name": "lo", "multicast": True}]}}
         common = {**base("local"), **loopback}
         processes = [
-            _local_channels_peer({"role": "store", "data": f"{workdir}/store", **common},
-                                 Path(workdir)),
+            _local_channels_peer(
+                {"role": "store", "data": f"{workdir}/store", **common}, Path(workdir)
+            ),
             _local_channels_peer({"role": "bench_source", **common}, Path(workdir)),
             _local_channels_peer({"role": "bench_sink", **common}, Path(workdir)),
         ]
@@ -183,8 +190,7 @@ def run_channels(
             sink = start(sink_host, role="bench_sink")
             source = start(source_host, role="bench_source")
             rate = _measure_channels(store, source, sink, count, size, runs)
-            label = ("two hosts (store+pub | sub)" if hosts == 2
-                     else "three hosts (store|pub|sub)")
+            label = "two hosts (store+pub | sub)" if hosts == 2 else "three hosts (store|pub|sub)"
             results[f"channels: {label}"] = {"samples/s": rate}
     return results
 
@@ -196,30 +202,47 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=64, help="payload bytes per sample")
     parser.add_argument("--pings", type=int, default=500, help="round trips for latency")
     parser.add_argument("--domain", type=int, default=201, help="DDS domain id to use")
-    parser.add_argument("--api", choices=["dcps", "raw", "both"], default="both",
-                        help="dcps entities, the raw cyclonedds binding, or both")
-    parser.add_argument("--what", choices=["plain", "channels", "both"], default="both",
-                        help="plain topics, channelled topics (through the store), or both")
-    parser.add_argument("--channel-count", type=int, default=20000,
-                        help="elements in the channelled-topic burst")
-    parser.add_argument("--channel-runs", type=int, default=3,
-                        help="measured channelled bursts per case (the median is shown)")
+    parser.add_argument(
+        "--api",
+        choices=["dcps", "raw", "both"],
+        default="both",
+        help="dcps entities, the raw cyclonedds binding, or both",
+    )
+    parser.add_argument(
+        "--what",
+        choices=["plain", "channels", "both"],
+        default="both",
+        help="plain topics, channelled topics (through the store), or both",
+    )
+    parser.add_argument(
+        "--channel-count", type=int, default=20000, help="elements in the channelled-topic burst"
+    )
+    parser.add_argument(
+        "--channel-runs",
+        type=int,
+        default=3,
+        help="measured channelled bursts per case (the median is shown)",
+    )
     args = parser.parse_args(argv)
     if args.what in ("plain", "both"):
         results: dict[str, dict[str, float]] = {}
         for api in ["dcps", "raw"] if args.api == "both" else [args.api]:
             results.update(run(args.count, args.size, args.pings, args.domain, api))
         metrics = ["samples/s", "MB/s", "rtt p50 us", "rtt p90 us"]
-        print(f"plain topic, reliable KEEP_ALL, {args.size}-byte payload, {args.count} samples,"
-              f" {args.pings} pings")
+        print(
+            f"plain topic, reliable KEEP_ALL, {args.size}-byte payload, {args.count} samples,"
+            f" {args.pings} pings"
+        )
         print(f"{'case':28}" + "".join(f"{m:>14}" for m in metrics))
         for case, values in results.items():
             print(f"{case:28}" + "".join(f"{values[m]:>14,.1f}" for m in metrics))
     if args.what in ("channels", "both"):
         channelled = run_channels(args.channel_count, args.size, args.domain, args.channel_runs)
-        print(f"channelled topic, 4 channels, confirmed round-robin publisher, anonymous"
-              f" subscriber, {args.size}-byte text, median of {args.channel_runs} bursts of"
-              f" {args.channel_count} elements")
+        print(
+            f"channelled topic, 4 channels, confirmed round-robin publisher, anonymous"
+            f" subscriber, {args.size}-byte text, median of {args.channel_runs} bursts of"
+            f" {args.channel_count} elements"
+        )
         print(f"{'case':40}{'samples/s':>14}")
         for case, values in channelled.items():
             print(f"{case:40}{values['samples/s']:>14,.1f}")

@@ -70,6 +70,7 @@ QUICK_ARGS = ["--quick"]
 # --------------------------------------------------------------------- peers
 # Everything below up to the controller runs in the peer processes.
 
+
 def _payload_array() -> Any:
     import numpy as np
 
@@ -125,8 +126,9 @@ def _dcps_types() -> dict[str, type]:
 class _Endpoint:
     """One case on one side: the writer, the reader and a WaitSet on its unread data."""
 
-    def __init__(self, writer: Any, reader: Any, waitset: Any, make: Callable[[int, int], Any],
-                 size: int) -> None:
+    def __init__(
+        self, writer: Any, reader: Any, waitset: Any, make: Callable[[int, int], Any], size: int
+    ) -> None:
         self.writer = writer
         self.reader = reader
         self.waitset = waitset
@@ -191,11 +193,14 @@ class _RawImpl(_Impl):
             waitset = WaitSet(self.participant)
             waitset.attach(ReadCondition(reader, mask))
             if case == "small":
+
                 def make(seq: int, stamp: int, cls: Any = cls) -> Any:
                     return cls(seq % INSTANCES, seq, stamp, float(seq))
             else:
+
                 def make(seq: int, stamp: int, cls: Any = cls) -> Any:
                     return cls(seq % INSTANCES, seq, stamp, payload)
+
             size = len(make(0, 0).serialize())
             self.endpoints[case] = _Endpoint(writer, reader, waitset, make, size)
 
@@ -250,11 +255,14 @@ class _DcpsImpl(_Impl):
             waitset = dcps.WaitSet(self.participant)
             waitset.attach(dcps.ReadCondition(reader, sample_states=dcps.SampleState.NOT_READ))
             if case == "small":
+
                 def make(seq: int, stamp: int, cls: Any = cls) -> Any:
                     return cls(seq % INSTANCES, seq, stamp, float(seq))
             else:
+
                 def make(seq: int, stamp: int, cls: Any = cls) -> Any:
                     return cls(seq % INSTANCES, seq, stamp, payload)
+
             size = len(make(0, 0).serialize())
             self.endpoints[case] = _Endpoint(writer, reader, waitset, make, size)
 
@@ -313,8 +321,13 @@ class _Peer:
         written = clock()
         thread_cpu = time.thread_time_ns() - thread_cpu
         self.impl.wait_acks(ep)
-        self.emit(ev="sent", start_ns=start, written_ns=written,
-                  cpu_ns=time.process_time_ns() - cpu, thread_cpu_ns=thread_cpu)
+        self.emit(
+            ev="sent",
+            start_ns=start,
+            written_ns=written,
+            cpu_ns=time.process_time_ns() - cpu,
+            thread_cpu_ns=thread_cpu,
+        )
 
     def recv(self, case: str, count: int) -> None:
         """Receive ``count`` samples (throughput, reader side) and check each arrived once."""
@@ -342,9 +355,16 @@ class _Peer:
                 else:
                     strays += 1
         end = time.monotonic_ns()
-        self.emit(ev="received", count=got, dupes=dupes, strays=strays, first_ns=first_ns,
-                  end_ns=end, cpu_ns=time.process_time_ns() - cpu,
-                  thread_cpu_ns=time.thread_time_ns() - thread_cpu)
+        self.emit(
+            ev="received",
+            count=got,
+            dupes=dupes,
+            strays=strays,
+            first_ns=first_ns,
+            end_ns=end,
+            cpu_ns=time.process_time_ns() - cpu,
+            thread_cpu_ns=time.thread_time_ns() - thread_cpu,
+        )
 
     def pong(self, case: str, count: int) -> None:
         """Echo ``count`` pings back (latency, reader side)."""
@@ -423,18 +443,41 @@ def _peer_main(args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------- controller
 
+
 class _Process:
     """A peer process seen from the controller: send commands, await events."""
 
-    def __init__(self, impl: str, role: str, domain: int, prefix: str, profile: str | None,
-                 env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        impl: str,
+        role: str,
+        domain: int,
+        prefix: str,
+        profile: str | None,
+        env: dict[str, str],
+    ) -> None:
         self.name = f"{impl} {role}"
-        argv = [sys.executable, "-m", "benchmarks.bench_pubsub", "--peer", role, "--impl", impl,
-                "--domain", str(domain), "--prefix", prefix]
+        argv = [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_pubsub",
+            "--peer",
+            role,
+            "--impl",
+            impl,
+            "--domain",
+            str(domain),
+            "--prefix",
+            prefix,
+        ]
         if profile:
             argv += ["--profile", profile]
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
             cwd=Path(__file__).resolve().parent.parent,
         )
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
@@ -501,8 +544,9 @@ def _burst(writer: _Process, reader: _Process, case: str, count: int) -> dict[st
     }
 
 
-def _pings(writer: _Process, reader: _Process, case: str, count: int, interval_ms: float
-           ) -> tuple[list[float], float]:
+def _pings(
+    writer: _Process, reader: _Process, case: str, count: int, interval_ms: float
+) -> tuple[list[float], float]:
     """One latency run: one-way latencies (round trip / 2) and CPU per round trip, in us."""
     reader.send(op="pong", case=case, count=count)
     reader.expect("armed")
@@ -535,7 +579,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return procs[impl, "writer"], procs[impl, "reader"]
 
         runs: dict[tuple[str, str], list[dict[str, float]]] = {
-            (c, i): [] for c in cases for i in impls}
+            (c, i): [] for c in cases for i in impls
+        }
         lat: dict[tuple[str, str], list[float]] = {(c, i): [] for c in cases for i in impls}
         rt_cpu: dict[tuple[str, str], list[float]] = {(c, i): [] for c in cases for i in impls}
         for impl in impls:  # warm-up: code paths, buffers, first instances
@@ -557,8 +602,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for case in cases:
             per_impl = {}
             for impl in impls:
-                medians = {key: statistics.median(run[key] for run in runs[case, impl])
-                           for key in runs[case, impl][0]}
+                medians = {
+                    key: statistics.median(run[key] for run in runs[case, impl])
+                    for key in runs[case, impl][0]
+                }
                 per_impl[impl] = {
                     **medians,
                     "mb_per_s": medians["samples_per_s"] * sizes[case] / 1e6,
@@ -595,30 +642,38 @@ def render(results: dict[str, Any]) -> str:
     for case, data in results["cases"].items():
         impls = data["impls"]
         for impl, r in impls.items():
-            line = (f"{CASE_LABELS[case]:14}{impl:6}{r['samples_per_s']:>11,.0f}"
-                    f"{r['mb_per_s']:>8.2f}{r['p50_us']:>8.0f}{r['p99_us']:>8.0f}"
-                    f"{r['write_cpu_us']:>7.1f}{r['take_cpu_us']:>7.1f}"
-                    f"{r['round_trip_cpu_us']:>8.1f}")
+            line = (
+                f"{CASE_LABELS[case]:14}{impl:6}{r['samples_per_s']:>11,.0f}"
+                f"{r['mb_per_s']:>8.2f}{r['p50_us']:>8.0f}{r['p99_us']:>8.0f}"
+                f"{r['write_cpu_us']:>7.1f}{r['take_cpu_us']:>7.1f}"
+                f"{r['round_trip_cpu_us']:>8.1f}"
+            )
             if impl == "dcps" and "raw" in impls:
                 raw = impls["raw"]
                 thr = r["samples_per_s"] / raw["samples_per_s"]
                 p50 = r["p50_us"] / raw["p50_us"]
-                cpu = ((r["write_cpu_us"] + r["take_cpu_us"])
-                       / (raw["write_cpu_us"] + raw["take_cpu_us"]))
+                cpu = (r["write_cpu_us"] + r["take_cpu_us"]) / (
+                    raw["write_cpu_us"] + raw["take_cpu_us"]
+                )
                 rt = r["round_trip_cpu_us"] / raw["round_trip_cpu_us"]
-                line += (f"   ratio {thr:.2f}x (target >= 0.9x), p50 {p50:.2f}x "
-                         f"(target <= 1.11x), cpu {cpu:.2f}x, rt cpu {rt:.2f}x")
+                line += (
+                    f"   ratio {thr:.2f}x (target >= 0.9x), p50 {p50:.2f}x "
+                    f"(target <= 1.11x), cpu {cpu:.2f}x, rt cpu {rt:.2f}x"
+                )
             lines.append(line)
-    lines.append("sample sizes (serialized): " + ", ".join(
-        f"{CASE_LABELS[c]} {d['sample_bytes']} B" for c, d in results["cases"].items()))
+    lines.append(
+        "sample sizes (serialized): "
+        + ", ".join(f"{CASE_LABELS[c]} {d['sample_bytes']} B" for c, d in results["cases"].items())
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Command line: run the benchmark (or, with ``--peer``, be one of its processes)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="a ~15 s smoke run (fewer samples, runs and pings)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a ~15 s smoke run (fewer samples, runs and pings)"
+    )
     parser.add_argument("--runs", type=int, help="throughput repetitions per case and impl (5)")
     parser.add_argument("--count-small", type=int, help="samples per small-struct burst (10000)")
     parser.add_argument("--count-4k", type=int, help="samples per 4 KiB burst (3000)")
@@ -629,17 +684,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--case", choices=[*CASES, "both"], default="both")
     parser.add_argument("--domain", type=int, default=202, help="DDS domain id (202)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    parser.add_argument("--profile", metavar="DIR",
-                        help="cProfile every peer process; stats go to DIR/<impl>-<role>.pstats")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="cProfile every peer process; stats go to DIR/<impl>-<role>.pstats",
+    )
     parser.add_argument("--peer", choices=["writer", "reader"], help=argparse.SUPPRESS)
     parser.add_argument("--prefix", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.peer:
         _peer_main(args)
         return
-    defaults = (dict(runs=2, count_small=2000, count_4k=600, latency_runs=2, pings=50)
-                if args.quick else
-                dict(runs=5, count_small=10000, count_4k=3000, latency_runs=10, pings=150))
+    defaults = (
+        dict(runs=2, count_small=2000, count_4k=600, latency_runs=2, pings=50)
+        if args.quick
+        else dict(runs=5, count_small=10000, count_4k=3000, latency_runs=10, pings=150)
+    )
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -647,8 +707,10 @@ def main(argv: list[str] | None = None) -> None:
     results = run(args)
     results["seconds"] = time.monotonic() - started
     print(render(results))
-    print(f"took {results['seconds']:.0f} s; load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} CPUs")
+    print(
+        f"took {results['seconds']:.0f} s; load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} CPUs"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

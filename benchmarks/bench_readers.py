@@ -9,7 +9,6 @@ sample. Cases run interleaved, R times each; the table shows medians and
 ratios against the plain dcps reader and the raw binding.
 """
 
-
 import argparse
 import os
 import statistics
@@ -24,20 +23,20 @@ os.environ.setdefault(
     'multicast="true"/></Interfaces></General></Domain></CycloneDDS>',
 )
 
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass
 
-from cyclonedds.core import Policy, Qos  # noqa: E402
-from cyclonedds.domain import DomainParticipant as RawParticipant  # noqa: E402
-from cyclonedds.idl import IdlStruct  # noqa: E402
-from cyclonedds.idl.annotations import key  # noqa: E402
-from cyclonedds.idl.types import bounded_str, float64, int32, int64  # noqa: E402
-from cyclonedds.pub import DataWriter as RawWriter  # noqa: E402
-from cyclonedds.sub import DataReader as RawReader  # noqa: E402
-from cyclonedds.topic import Topic as RawTopic  # noqa: E402
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant as RawParticipant
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl.annotations import key
+from cyclonedds.idl.types import bounded_str, float64, int32, int64
+from cyclonedds.pub import DataWriter as RawWriter
+from cyclonedds.sub import DataReader as RawReader
+from cyclonedds.topic import Topic as RawTopic
 
-import dcps  # noqa: E402
-import idl  # noqa: E402
-import qos  # noqa: E402
+import dcps
+import idl
+import qos
 
 DOMAIN = 77
 QUICK_ARGS = ["--samples", "3000", "--runs", "1"]
@@ -84,8 +83,12 @@ def writer_main(topic: str, count: int) -> None:
 
 def _run(kind: str, count: int) -> float:
     topic = f"bench_{uuid.uuid4().hex[:8]}"
-    child = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_readers", "--writer", topic,
-                              str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.bench_readers", "--writer", topic, str(count)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         return _read(kind, topic, count, child)
     finally:
@@ -106,7 +109,9 @@ def _read(kind: str, topic: str, count: int, child: "subprocess.Popen[str]") -> 
         rq = qos.DataReaderQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL)
         if kind == "keyed":
             rq = rq.with_(qos.SubscriptionKeys.of("region"))
-        source = dcps.ContentFilteredTopic("fast", t, "speed > %0", ["25"]) if kind == "filtered" else t
+        source = (
+            dcps.ContentFilteredTopic("fast", t, "speed > %0", ["25"]) if kind == "filtered" else t
+        )
         dreader = dcps.DataReader(participant, source, qos=rq)
         take = lambda: dreader.take(1000)  # noqa: E731
     got, first = 0, None
@@ -144,11 +149,17 @@ def main(argv: list[str] | None = None) -> None:
     med = {k: statistics.median(v) for k, v in rates.items()}
     print(f"reader kinds, {args.samples} samples, median of {args.runs} (samples/s received)")
     print(f"{'reader':<28}{'samples/s':>12}{'vs plain':>10}{'vs raw':>9}")
-    names = {"raw": "raw cyclonedds", "plain": "dcps plain", "keyed": "dcps SubscriptionKeys",
-             "filtered": "dcps content-filtered*"}
+    names = {
+        "raw": "raw cyclonedds",
+        "plain": "dcps plain",
+        "keyed": "dcps SubscriptionKeys",
+        "filtered": "dcps content-filtered*",
+    }
     for kind in kinds:
-        print(f"{names[kind]:<28}{med[kind]:>12.0f}{med[kind] / med['plain']:>9.2f}x"
-              f"{med[kind] / med['raw']:>8.2f}x")
+        print(
+            f"{names[kind]:<28}{med[kind]:>12.0f}{med[kind] / med['plain']:>9.2f}x"
+            f"{med[kind] / med['raw']:>8.2f}x"
+        )
     print("* filtered: rate of samples delivered (about half match); target keyed >= 0.8x plain")
 
 

@@ -32,11 +32,34 @@ def store(
     sync: Sync = typer.Option(
         Sync.full, "--sync", help="full: fsync every commit; normal: at checkpoints."
     ),
+    share: str = typer.Option(
+        "0/1",
+        "--share",
+        metavar="I/N",
+        help="Serve channel c of every topic iff c % N == I. Run one store per share "
+        "I = 0..N-1, each with its own --data; 0/N coordinates the groups. "
+        "Default 0/1: this store serves every channel.",
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted."""
-    from dcps.channels import SyncMode, run_store
+    from dcps import DcpsError
+    from dcps.channels import Share, SyncMode, run_store
 
-    run_store(data, domain_id=domain, namespace=namespace, sync=SyncMode(sync.value.upper()))
+    try:
+        parsed = Share.of(share)
+    except DcpsError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--share") from None
+    try:
+        run_store(
+            data,
+            domain_id=domain,
+            namespace=namespace,
+            sync=SyncMode(sync.value.upper()),
+            share=parsed,
+        )
+    except DcpsError as exc:
+        typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 @app.command()

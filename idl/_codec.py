@@ -27,13 +27,34 @@ __all__ = ["Codec", "build_codec"]
 _LE = sys.byteorder == "little"
 
 _CODES = {
-    ("int", 8): "b", ("int", 16): "h", ("int", 32): "i", ("int", 64): "q",
-    ("uint", 8): "B", ("uint", 16): "H", ("uint", 32): "I", ("uint", 64): "Q",
-    ("octet", 8): "B", ("float", 32): "f", ("float", 64): "d", ("bool", None): "?",
-    ("char", None): "b", ("enum", 32): "I",
+    ("int", 8): "b",
+    ("int", 16): "h",
+    ("int", 32): "i",
+    ("int", 64): "q",
+    ("uint", 8): "B",
+    ("uint", 16): "H",
+    ("uint", 32): "I",
+    ("uint", 64): "Q",
+    ("octet", 8): "B",
+    ("float", 32): "f",
+    ("float", 64): "d",
+    ("bool", None): "?",
+    ("char", None): "b",
+    ("enum", 32): "I",
 }
-_DTYPES = {"b": "<i1", "h": "<i2", "i": "<i4", "q": "<i8", "B": "<u1", "H": "<u2",
-           "I": "<u4", "Q": "<u8", "f": "<f4", "d": "<f8", "?": "?"}
+_DTYPES = {
+    "b": "<i1",
+    "h": "<i2",
+    "i": "<i4",
+    "q": "<i8",
+    "B": "<u1",
+    "H": "<u2",
+    "I": "<u4",
+    "Q": "<u8",
+    "f": "<f4",
+    "d": "<f8",
+    "?": "?",
+}
 _U32 = struct.Struct("<I")
 _ZEROS = [bytes(n) for n in range(8)]
 
@@ -99,14 +120,29 @@ def _str_bytes(v: str, bound: int | None, path: str) -> bytes:
 class _Gen:
     """Generates the serialise and deserialise functions for one encoding."""
 
-    def __init__(self, align_max: int, ns: dict[str, Any] | None = None,
-                 counter: list[int] | None = None, base_align: int = 8) -> None:
+    def __init__(
+        self,
+        align_max: int,
+        ns: dict[str, Any] | None = None,
+        counter: list[int] | None = None,
+        base_align: int = 8,
+    ) -> None:
         self.align_max = align_max
-        self.ns: dict[str, Any] = ns if ns is not None else {
-            "_U32": _U32, "_ZEROS": _ZEROS, "_enum_value": _enum_value, "_enum_of": _enum_of,
-            "_seq_bytes": _seq_bytes, "_arr_bytes": _arr_bytes, "_str_bytes": _str_bytes,
-            "_check_len": _check_len, "np": np,
-        }
+        self.ns: dict[str, Any] = (
+            ns
+            if ns is not None
+            else {
+                "_U32": _U32,
+                "_ZEROS": _ZEROS,
+                "_enum_value": _enum_value,
+                "_enum_of": _enum_of,
+                "_seq_bytes": _seq_bytes,
+                "_arr_bytes": _arr_bytes,
+                "_str_bytes": _str_bytes,
+                "_check_len": _check_len,
+                "np": np,
+            }
+        )
         self.ser: list[str] = []
         self.de: list[str] = []
         self._counter = counter if counter is not None else [0]
@@ -192,8 +228,9 @@ class _Gen:
                 if "bit_bound" in getattr(f.python_type, "__idl_annotations__", {}):
                     raise UnsupportedTypeError(f"{f.path}: bit-bound enum")
                 enum_cls = self.name("_E", f.python_type)
-                self.fixed(code, size, f"_enum_value({expr})", var,
-                           f"{var} = _enum_of({enum_cls}, {var})")
+                self.fixed(
+                    code, size, f"_enum_value({expr})", var, f"{var} = _enum_of({enum_cls}, {var})"
+                )
             elif k == "char":
                 self.fixed(code, size, f"ord({expr})", var, f"{var} = chr({var})")
             else:
@@ -236,8 +273,7 @@ class _Gen:
                 leaf = node
             elem_code = _CODES.get((leaf.kind, leaf.bits)) if leaf is not None else None
             numeric = leaf is not None and leaf.kind in ("int", "uint", "octet", "float", "bool")
-            if leaf is None or elem_code is None or not numeric \
-                    or f.python_type is not np.ndarray:
+            if leaf is None or elem_code is None or not numeric or f.python_type is not np.ndarray:
                 raise UnsupportedTypeError(f"{f.path}: {k} of {leaf.kind if leaf else '?'}")
             dtype = np.dtype(_DTYPES[elem_code])
             dt = self.name("_dt", dtype)
@@ -246,8 +282,13 @@ class _Gen:
             if k == "array":
                 shp = tuple(shape)
                 nbytes = int(np.prod(shp)) * esize
-                self.fixed(f"{nbytes}s", esize, f"_arr_bytes({expr}, {dt}, {shp!r}, {f.path!r})",
-                           var, f"{var} = np.frombuffer({var}, {dt}).reshape({shp!r}).copy()")
+                self.fixed(
+                    f"{nbytes}s",
+                    esize,
+                    f"_arr_bytes({expr}, {dt}, {shp!r}, {f.path!r})",
+                    var,
+                    f"{var} = np.frombuffer({var}, {dt}).reshape({shp!r}).copy()",
+                )
                 return var
             self.variable()
             self.dynamic_pad(4)
@@ -326,7 +367,8 @@ class _Gen:
     def flush_de_construct(self, var: str, expr: str) -> None:
         # values of a nested struct may still sit in the current run: construct later
         self.de_post.append(f"{var} = {expr}") if self.ser_exprs else self.de.append(
-            f"{var} = {expr}")
+            f"{var} = {expr}"
+        )
 
 
 class Codec:

@@ -28,11 +28,29 @@ from cyclonedds.idl._type_normalize import (
 
 from ._errors import IdlError
 
-__all__ = ["FieldInfo", "StructInfo", "describe", "field_at", "get_path", "is_topic_type",
-           "key_fields"]
+__all__ = [
+    "FieldInfo",
+    "StructInfo",
+    "describe",
+    "field_at",
+    "get_path",
+    "is_topic_type",
+    "key_fields",
+]
 
-KINDS = ("int", "uint", "float", "bool", "char", "octet", "string", "enum", "struct",
-         "sequence", "array")
+KINDS = (
+    "int",
+    "uint",
+    "float",
+    "bool",
+    "char",
+    "octet",
+    "string",
+    "enum",
+    "struct",
+    "sequence",
+    "array",
+)
 NUMERIC_KINDS = frozenset({"int", "uint", "float", "bool", "octet"})
 
 _PRIMITIVES: dict[Any, tuple[str, type, int | None]] = {
@@ -131,8 +149,9 @@ def _keylist(t: type) -> list[str] | None:
     return names or None
 
 
-def _make(name: str, path: str, tp: Any, is_key: bool, numpy_ok: bool,
-          stack: tuple[type, ...]) -> FieldInfo:
+def _make(
+    name: str, path: str, tp: Any, is_key: bool, numpy_ok: bool, stack: tuple[type, ...]
+) -> FieldInfo:
     if isinstance(tp, _t.typedef):
         return _make(name, path, tp.subtype, is_key, numpy_ok, stack)
     try:
@@ -141,20 +160,29 @@ def _make(name: str, path: str, tp: Any, is_key: bool, numpy_ok: bool,
         prim = None
     if prim is not None:
         kind, scalar_type, bits = prim
-        return FieldInfo(name=name, path=path, kind=kind, python_type=scalar_type, bits=bits,
-                         is_key=is_key)
+        return FieldInfo(
+            name=name, path=path, kind=kind, python_type=scalar_type, bits=bits, is_key=is_key
+        )
     if tp is str:
         return FieldInfo(name=name, path=path, kind="string", python_type=str, is_key=is_key)
     if isinstance(tp, _t.bounded_str):
-        return FieldInfo(name=name, path=path, kind="string", python_type=str,
-                         bound=tp.max_length, is_key=is_key)
+        return FieldInfo(
+            name=name, path=path, kind="string", python_type=str, bound=tp.max_length, is_key=is_key
+        )
     if isinstance(tp, _t.sequence) or get_origin(tp) is list:
         sub = tp.subtype if isinstance(tp, _t.sequence) else get_args(tp)[0]
         bound = tp.max_length if isinstance(tp, _t.sequence) else None
         elem = _make("", path + "[]", sub, is_key, numpy_ok, stack)
         pytype: type = np.ndarray if numpy_ok and elem.kind in NUMERIC_KINDS else list
-        return FieldInfo(name=name, path=path, kind="sequence", python_type=pytype,
-                         bound=bound, element=elem, is_key=is_key)
+        return FieldInfo(
+            name=name,
+            path=path,
+            kind="sequence",
+            python_type=pytype,
+            bound=bound,
+            element=elem,
+            is_key=is_key,
+        )
     if isinstance(tp, _t.array):
         elem = _make("", path + "[]", tp.subtype, is_key, numpy_ok, stack)
         inner = elem
@@ -164,17 +192,38 @@ def _make(name: str, path: str, tp: Any, is_key: bool, numpy_ok: bool,
         pytype = np.ndarray if numpy_ok and numeric else list
         if not numpy_ok and elem.kind == "uint" and elem.bits == 8:
             pytype = bytearray  # the binding's own mapping of uint8 arrays
-        return FieldInfo(name=name, path=path, kind="array", python_type=pytype,
-                         bound=tp.length, element=elem, is_key=is_key)
+        return FieldInfo(
+            name=name,
+            path=path,
+            kind="array",
+            python_type=pytype,
+            bound=tp.length,
+            element=elem,
+            is_key=is_key,
+        )
     if isclass(tp) and issubclass(tp, _PyEnum):
-        return FieldInfo(name=name, path=path, kind="enum", python_type=tp, bits=32,
-                         is_key=is_key, typename=_typename(tp))
+        return FieldInfo(
+            name=name,
+            path=path,
+            kind="enum",
+            python_type=tp,
+            bits=32,
+            is_key=is_key,
+            typename=_typename(tp),
+        )
     if isclass(tp) and issubclass(tp, IdlStruct):
         if tp in stack:
             raise IdlError(f"field {path!r}: recursive struct {_typename(tp)} is not supported")
         members = _members(tp, path + ".", is_key, (*stack, tp))
-        return FieldInfo(name=name, path=path, kind="struct", python_type=tp, is_key=is_key,
-                         fields=members, typename=_typename(tp))
+        return FieldInfo(
+            name=name,
+            path=path,
+            kind="struct",
+            python_type=tp,
+            is_key=is_key,
+            fields=members,
+            typename=_typename(tp),
+        )
     if isinstance(tp, WrapOpt):
         if is_key:
             raise IdlError(f"field {path!r}: a key member cannot be optional")
@@ -183,8 +232,9 @@ def _make(name: str, path: str, tp: Any, is_key: bool, numpy_ok: bool,
     raise IdlError(f"field {path!r}: {tp!r} is not an IDL type")
 
 
-def _members(t: type, prefix: str, in_key: bool | None, stack: tuple[type, ...]) -> tuple[
-        FieldInfo, ...]:
+def _members(
+    t: type, prefix: str, in_key: bool | None, stack: tuple[type, ...]
+) -> tuple[FieldInfo, ...]:
     """Members of struct ``t``; ``in_key`` None at the root, else whether ``t`` is in the key."""
     try:
         hints = get_extended_type_hints(t)
@@ -264,8 +314,10 @@ def field_at(t: type, path: str) -> FieldInfo:
     for name, idx in _steps(path):
         if current is not None:
             if current.kind != "struct":
-                raise IdlError(f"unknown field path {path!r} in {info.typename}:"
-                               f" {current.path!r} is not a struct")
+                raise IdlError(
+                    f"unknown field path {path!r} in {info.typename}:"
+                    f" {current.path!r} is not a struct"
+                )
             fields = current.fields
         for f in fields:
             if f.name == name:
@@ -275,8 +327,10 @@ def field_at(t: type, path: str) -> FieldInfo:
             raise IdlError(f"unknown field path {path!r} in {info.typename}: no member {name!r}")
         for _ in idx:
             if current.element is None:
-                raise IdlError(f"unknown field path {path!r} in {info.typename}:"
-                               f" {current.path!r} is not a sequence or array")
+                raise IdlError(
+                    f"unknown field path {path!r} in {info.typename}:"
+                    f" {current.path!r} is not a sequence or array"
+                )
             current = current.element
     if current is None:
         raise IdlError(f"empty field path for {info.typename}")

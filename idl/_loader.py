@@ -35,26 +35,43 @@ _parser: lark.Lark | None = None
 def _get_parser() -> lark.Lark:
     global _parser
     if _parser is None:
-        _parser = lark.Lark(GRAMMAR, parser="lalr", propagate_positions=True,
-                            maybe_placeholders=True)
+        _parser = lark.Lark(
+            GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True
+        )
     return _parser
 
 
 _BASE_TYPES: dict[str, Any] = {
-    "short": _t.int16, "unsigned short": _t.uint16,
-    "long": _t.int32, "unsigned long": _t.uint32,
-    "long long": _t.int64, "unsigned long long": _t.uint64,
-    "int8": _t.int8, "uint8": _t.uint8, "int16": _t.int16, "uint16": _t.uint16,
-    "int32": _t.int32, "uint32": _t.uint32, "int64": _t.int64, "uint64": _t.uint64,
-    "float": _t.float32, "double": _t.float64, "char": _t.char, "boolean": bool,
+    "short": _t.int16,
+    "unsigned short": _t.uint16,
+    "long": _t.int32,
+    "unsigned long": _t.uint32,
+    "long long": _t.int64,
+    "unsigned long long": _t.uint64,
+    "int8": _t.int8,
+    "uint8": _t.uint8,
+    "int16": _t.int16,
+    "uint16": _t.uint16,
+    "int32": _t.int32,
+    "uint32": _t.uint32,
+    "int64": _t.int64,
+    "uint64": _t.uint64,
+    "float": _t.float32,
+    "double": _t.float64,
+    "char": _t.char,
+    "boolean": bool,
     "octet": _t.byte,
 }
 
 _INT_RANGES: dict[Any, tuple[int, int]] = {
-    _t.int8: (-(1 << 7), (1 << 7) - 1), _t.uint8: (0, (1 << 8) - 1),
-    _t.int16: (-(1 << 15), (1 << 15) - 1), _t.uint16: (0, (1 << 16) - 1),
-    _t.int32: (-(1 << 31), (1 << 31) - 1), _t.uint32: (0, (1 << 32) - 1),
-    _t.int64: (-(1 << 63), (1 << 63) - 1), _t.uint64: (0, (1 << 64) - 1),
+    _t.int8: (-(1 << 7), (1 << 7) - 1),
+    _t.uint8: (0, (1 << 8) - 1),
+    _t.int16: (-(1 << 15), (1 << 15) - 1),
+    _t.uint16: (0, (1 << 16) - 1),
+    _t.int32: (-(1 << 31), (1 << 31) - 1),
+    _t.uint32: (0, (1 << 32) - 1),
+    _t.int64: (-(1 << 63), (1 << 63) - 1),
+    _t.uint64: (0, (1 << 64) - 1),
     _t.byte: (0, 255),
 }
 
@@ -176,9 +193,16 @@ def _c_mod(a: int, b: int) -> int:
 
 
 _BINOPS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "div": _c_div, "mod": _c_mod, "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b,
-    "band": lambda a, b: a & b, "bor": lambda a, b: a | b, "bxor": lambda a, b: a ^ b,
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": _c_div,
+    "mod": _c_mod,
+    "shl": lambda a, b: a << b,
+    "shr": lambda a, b: a >> b,
+    "band": lambda a, b: a & b,
+    "bor": lambda a, b: a | b,
+    "bxor": lambda a, b: a ^ b,
 }
 
 
@@ -214,15 +238,17 @@ class _Loader:
             self.file = saved
 
     def include(self, node: Any, target: str, quoted: bool, directory: Path | None) -> None:
-        candidates = ([directory] if quoted and directory is not None else []) + \
-            self.include_dirs
+        candidates = ([directory] if quoted and directory is not None else []) + self.include_dirs
         for d in candidates:
             p = (d / target).resolve()
             if p.is_file():
                 break
         else:
-            raise self.err(node, f"cannot find included file {target!r}"
-                                 f" (searched {', '.join(map(str, candidates)) or 'nothing'})")
+            raise self.err(
+                node,
+                f"cannot find included file {target!r}"
+                f" (searched {', '.join(map(str, candidates)) or 'nothing'})",
+            )
         if p in self.included:
             return
         self.included.add(p)
@@ -232,15 +258,17 @@ class _Loader:
     def define(self, node: Any, scope: list[str], name: str, value: Any) -> str:
         full = "::".join([*scope, name])
         if full in self.entries:
-            raise self.err(node, f"duplicate definition of {full!r}"
-                                 f" (first defined at {self.where[full]})")
+            raise self.err(
+                node, f"duplicate definition of {full!r} (first defined at {self.where[full]})"
+            )
         self.entries[full] = value
         line = getattr(getattr(node, "meta", None), "line", "?")
         self.where[full] = f"{self.file}:{line}"
         return full
 
-    def lookup(self, node: Any, scope: list[str], parts: list[str], rooted: bool) -> tuple[
-            str, Any]:
+    def lookup(
+        self, node: Any, scope: list[str], parts: list[str], rooted: bool
+    ) -> tuple[str, Any]:
         name = "::".join(parts)
         scopes = [[]] if rooted else [scope[:i] for i in range(len(scope), -1, -1)]
         for s in scopes:
@@ -285,8 +313,9 @@ class _Loader:
         if m:
             self.include(tok, m.group(1) or m.group(2), m.group(1) is not None, directory)
             return
-        m = re.match(r"pragma\s+keylist\s+([A-Za-z_:][A-Za-z0-9_:]*)((?:\s+[A-Za-z_][\w.]*)*)",
-                     text)
+        m = re.match(
+            r"pragma\s+keylist\s+([A-Za-z_:][A-Za-z0-9_:]*)((?:\s+[A-Za-z_][\w.]*)*)", text
+        )
         if m:
             parts = m.group(1).removeprefix("::").split("::")
             keys = m.group(2).split()
@@ -295,8 +324,7 @@ class _Loader:
                 raise self.err(tok, f"#pragma keylist names {full!r}, which is not a struct")
             self.rebuild_with_keys(tok, full, value, keys)
             return
-        if re.match(r"(ifndef|ifdef|define|endif|pragma|if|else|elif|undef|error|warning)\b",
-                    text):
+        if re.match(r"(ifndef|ifdef|define|endif|pragma|if|else|elif|undef|error|warning)\b", text):
             return  # include guards and other pragmas: nothing to do (files load once)
         word = text.split()[0] if text else ""
         raise self.err(tok, f"unsupported preprocessor directive #{word}")
@@ -319,8 +347,9 @@ class _Loader:
                 if params.data == "ann_value":
                     value = self.expr_raw(params.children[0])
                 else:
-                    value = {str(p.children[0]): self.expr_raw(p.children[1])
-                             for p in params.children}
+                    value = {
+                        str(p.children[0]): self.expr_raw(p.children[1]) for p in params.children
+                    }
             out[name] = (value, ann)
         return out
 
@@ -374,9 +403,15 @@ class _Loader:
                     keys.append(fname)
         full = "::".join([*scope, name])
         try:
-            cls = make_struct(name, fields, typename=full, keys=tuple(keys),
-                              extensibility=self.extensibility(anns), base=base,
-                              member_ids=member_ids)
+            cls = make_struct(
+                name,
+                fields,
+                typename=full,
+                keys=tuple(keys),
+                extensibility=self.extensibility(anns),
+                base=base,
+                member_ids=member_ids,
+            )
         except IdlError as exc:
             raise self.err(node, str(exc)) from None
         self.define(node, scope, name, cls)
@@ -416,32 +451,39 @@ class _Loader:
         name = str(name_tok)
         if tp in _INT_RANGES:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise self.err(node, f"constant {name} is declared integer but its value"
-                                     f" {value!r} is not")
+                raise self.err(
+                    node, f"constant {name} is declared integer but its value {value!r} is not"
+                )
             lo, hi = _INT_RANGES[tp]
             if not lo <= value <= hi:
                 raise self.err(node, f"constant {name} = {value} is out of range ({lo}..{hi})")
         elif tp in (_t.float32, _t.float64):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise self.err(node, f"constant {name} is declared floating but its value"
-                                     f" {value!r} is not")
+                raise self.err(
+                    node, f"constant {name} is declared floating but its value {value!r} is not"
+                )
             value = float(value)
         elif tp is str or isinstance(tp, _t.bounded_str):
             if not isinstance(value, str):
-                raise self.err(node, f"constant {name} is declared string but its value"
-                                     f" {value!r} is not")
+                raise self.err(
+                    node, f"constant {name} is declared string but its value {value!r} is not"
+                )
         elif tp is bool:
             if not isinstance(value, bool):
-                raise self.err(node, f"constant {name} is declared boolean but its value"
-                                     f" {value!r} is not")
+                raise self.err(
+                    node, f"constant {name} is declared boolean but its value {value!r} is not"
+                )
         elif tp is _t.char:
             if not (isinstance(value, str) and len(value) == 1):
-                raise self.err(node, f"constant {name} is declared char but its value"
-                                     f" {value!r} is not")
+                raise self.err(
+                    node, f"constant {name} is declared char but its value {value!r} is not"
+                )
         elif isinstance(tp, type) and issubclass(tp, IdlEnum):
             if not isinstance(value, tp):
-                raise self.err(node, f"constant {name} is declared {tp.__name__} but its value"
-                                     f" {value!r} is not")
+                raise self.err(
+                    node,
+                    f"constant {name} is declared {tp.__name__} but its value {value!r} is not",
+                )
         else:
             raise self.err(node, f"constant {name} has an unsupported type")
         self.define(node, scope, name, _Const(value, tp))
@@ -541,7 +583,8 @@ class _Loader:
             if kind in ("div", "mod") and b == 0:
                 raise self.err(node, "division by zero in constant expression")
             if kind in ("mod", "shl", "shr", "band", "bor", "bxor") and not (
-                    isinstance(a, int) and isinstance(b, int)):
+                isinstance(a, int) and isinstance(b, int)
+            ):
                 raise self.err(node, f"operands of {kind} must be integers")
             return _BINOPS[kind](a, b)  # type: ignore[no-untyped-call]
         if len(node.children) == 1:  # unary plus
@@ -564,8 +607,9 @@ class _Loader:
         return v
 
 
-def loads(text: str, filename: str = "<string>",
-          include_dirs: Sequence[str | os.PathLike[str]] = ()) -> IdlModule:
+def loads(
+    text: str, filename: str = "<string>", include_dirs: Sequence[str | os.PathLike[str]] = ()
+) -> IdlModule:
     """Parse IDL ``text``; ``filename`` names it in errors and anchors relative includes."""
     loader = _Loader(include_dirs)
     directory = Path(filename).parent if filename != "<string>" else Path.cwd()
@@ -573,8 +617,9 @@ def loads(text: str, filename: str = "<string>",
     return IdlModule(filename, loader.entries)
 
 
-def load(path: str | os.PathLike[str],
-         include_dirs: Sequence[str | os.PathLike[str]] = ()) -> IdlModule:
+def load(
+    path: str | os.PathLike[str], include_dirs: Sequence[str | os.PathLike[str]] = ()
+) -> IdlModule:
     """Load the IDL file at ``path`` (``#include`` searched next to it, then ``include_dirs``).
 
     Raises ``IdlSyntaxError`` (file, line, column of the file where it happened)

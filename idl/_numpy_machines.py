@@ -22,17 +22,26 @@ _NATIVE = "<" if sys.byteorder == "little" else ">"
 
 # struct codes used by the binding -> numpy dtype characters
 _CODE_TO_DTYPE = {
-    "b": "i1", "h": "i2", "i": "i4", "q": "i8",
-    "B": "u1", "H": "u2", "I": "u4", "Q": "u8",
-    "f": "f4", "d": "f8", "?": "?",
+    "b": "i1",
+    "h": "i2",
+    "i": "i4",
+    "q": "i8",
+    "B": "u1",
+    "H": "u2",
+    "I": "u4",
+    "Q": "u8",
+    "f": "f4",
+    "d": "f8",
+    "?": "?",
 }
 
 
 class NumpyMachine(m.Machine):
     """Serialise a numeric sequence (``shape is None``) or fixed array as one block."""
 
-    def __init__(self, original: m.Machine, code: str, shape: tuple[int, ...] | None,
-                 max_length: int | None) -> None:
+    def __init__(
+        self, original: m.Machine, code: str, shape: tuple[int, ...] | None, max_length: int | None
+    ) -> None:
         self.original = original
         self.code = code
         base = np.dtype(_CODE_TO_DTYPE[code])
@@ -45,8 +54,9 @@ class NumpyMachine(m.Machine):
         self.count = int(np.prod(shape)) if shape is not None else 0
         self.max_length = max_length
 
-    def serialize(self, buffer: Any, value: Any, serialize_kind: Any = None,
-                  key_enabled: Any = None) -> None:
+    def serialize(
+        self, buffer: Any, value: Any, serialize_kind: Any = None, key_enabled: Any = None
+    ) -> None:
         dt = self._dtypes[buffer._endian]
         if isinstance(value, (bytes, bytearray, memoryview)):
             arr = np.frombuffer(value, dtype=dt)
@@ -69,8 +79,9 @@ class NumpyMachine(m.Machine):
         buffer.align(self.elem_alignment)
         buffer.write_bytes(arr.tobytes())
 
-    def deserialize(self, buffer: Any, deserialize_kind: Any = None,
-                    key_enabled: Any = None) -> np.ndarray:
+    def deserialize(
+        self, buffer: Any, deserialize_kind: Any = None, key_enabled: Any = None
+    ) -> np.ndarray:
         if self.shape is None:
             buffer.align(4)
             n = buffer.read("I", 4)
@@ -104,8 +115,9 @@ def _convert(machine: m.Machine) -> m.Machine:
     if isinstance(machine, m.PlainCdrV2SequenceOfPrimitiveMachine):
         return NumpyMachine(machine, machine.code, None, machine.max_length)
     if isinstance(machine, m.PlainCdrV2ArrayOfPrimitiveMachine):
-        return NumpyMachine(machine, machine.code[len(str(machine.length)):],
-                            (machine.length,), None)
+        return NumpyMachine(
+            machine, machine.code[len(str(machine.length)) :], (machine.length,), None
+        )
     if isinstance(machine, m.ByteArrayMachine):
         return NumpyMachine(machine, "B", (machine.size,), None)
     if isinstance(machine, m.ArrayMachine):

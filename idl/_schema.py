@@ -20,10 +20,20 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["arrow_schema", "from_arrow", "numpy_dtype", "scalar_dtype", "to_arrow"]
 
 _NP = {
-    ("int", 8): "i1", ("int", 16): "i2", ("int", 32): "i4", ("int", 64): "i8",
-    ("uint", 8): "u1", ("uint", 16): "u2", ("uint", 32): "u4", ("uint", 64): "u8",
-    ("octet", 8): "u1", ("float", 32): "f4", ("float", 64): "f8", ("bool", None): "?",
-    ("enum", 32): "i4", ("char", None): "S1",
+    ("int", 8): "i1",
+    ("int", 16): "i2",
+    ("int", 32): "i4",
+    ("int", 64): "i8",
+    ("uint", 8): "u1",
+    ("uint", 16): "u2",
+    ("uint", 32): "u4",
+    ("uint", 64): "u8",
+    ("octet", 8): "u1",
+    ("float", 32): "f4",
+    ("float", 64): "f8",
+    ("bool", None): "?",
+    ("enum", 32): "i4",
+    ("char", None): "S1",
 }
 
 
@@ -61,6 +71,7 @@ def numpy_dtype(t: type) -> np.dtype[Any]:
 
 
 # --- Arrow --------------------------------------------------------------------------
+
 
 def _pa() -> Any:
     try:
@@ -113,9 +124,13 @@ def arrow_schema(t: type) -> pa.Schema:
     """
     pa = _pa()
     info = describe(t)
-    return pa.schema([_arrow_field(f, pa) for f in info.fields],
-                     metadata={b"idl.typename": info.typename.encode(),
-                               b"idl.keys": ",".join(info.keys).encode()})
+    return pa.schema(
+        [_arrow_field(f, pa) for f in info.fields],
+        metadata={
+            b"idl.typename": info.typename.encode(),
+            b"idl.keys": ",".join(info.keys).encode(),
+        },
+    )
 
 
 def _to_py(v: Any, f: FieldInfo) -> Any:
@@ -199,5 +214,8 @@ def from_arrow(table: pa.Table, t: type) -> list[Any]:
         else:
             cols.append([_from_py(v, f, True) for v in values])
     names_ = [f.name for f in info.fields]
-    return [t(**dict(zip(names_, row, strict=True))) for row in zip(*cols, strict=True)] \
-        if cols else [t() for _ in range(table.num_rows)]
+    return (
+        [t(**dict(zip(names_, row, strict=True))) for row in zip(*cols, strict=True)]
+        if cols
+        else [t() for _ in range(table.num_rows)]
+    )

@@ -52,39 +52,59 @@ class _NumpyIDL(IDL):
             self.v2_machine = numpyfy(self.v2_machine)
             self._codec = build_codec(self.datatype)
 
-    def serialize(self, object: Any, use_version_2: bool | None = None, buffer: Any = None,
-                  endianness: Any = None, serialize_kind: Any = SerializeKind.DataSample,
-                  prepend_header: bool = True) -> bytes:
+    def serialize(
+        self,
+        object: Any,
+        use_version_2: bool | None = None,
+        buffer: Any = None,
+        endianness: Any = None,
+        serialize_kind: Any = SerializeKind.DataSample,
+        prepend_header: bool = True,
+    ) -> bytes:
         if not self._populated:
             self.populate()  # type: ignore[no-untyped-call]
         codec = self._codec
-        if (codec is not None and buffer is None and prepend_header
-                and serialize_kind is SerializeKind.DataSample
-                and (endianness is None or endianness is Endianness.Little)):
+        if (
+            codec is not None
+            and buffer is None
+            and prepend_header
+            and serialize_kind is SerializeKind.DataSample
+            and (endianness is None or endianness is Endianness.Little)
+        ):
             if use_version_2 is None:
                 use_version_2 = self.default_version == 2
             result: bytes = codec.ser[2 if use_version_2 else 1](object)
             return result
+        version: Any = use_version_2  # the binding accepts None although it says bool
         return super().serialize(
-            object, use_version_2, buffer, endianness, serialize_kind,  # type: ignore[arg-type]
-            prepend_header)
+            object, version, buffer, endianness, serialize_kind, prepend_header
+        )
 
-    def deserialize(self, data: Any, has_header: bool = True,
-                    use_version_2: bool | None = None,
-                    deserialize_kind: Any = DeserializeKind.DataSample) -> object:
+    def deserialize(
+        self,
+        data: Any,
+        has_header: bool = True,
+        use_version_2: bool | None = None,
+        deserialize_kind: Any = DeserializeKind.DataSample,
+    ) -> object:
         if not self._populated:
             self.populate()  # type: ignore[no-untyped-call]
         codec = self._codec
-        if (codec is not None and has_header and use_version_2 is None
-                and deserialize_kind is DeserializeKind.DataSample
-                and data.__class__ is bytes and len(data) >= 4):
+        if (
+            codec is not None
+            and has_header
+            and use_version_2 is None
+            and deserialize_kind is DeserializeKind.DataSample
+            and data.__class__ is bytes
+            and len(data) >= 4
+        ):
             enc = data[1]
             if enc == 0x01:  # CDR_LE
                 return codec.de[1](data)
             if enc == 0x07:  # PLAIN_CDR2_LE
                 return codec.de[2](data)
-        return super().deserialize(
-            data, has_header, use_version_2, deserialize_kind)  # type: ignore[arg-type]
+        version: Any = use_version_2  # the binding accepts None although it says bool
+        return super().deserialize(data, has_header, version, deserialize_kind)
 
 
 def _strip_key(annotation: Any) -> tuple[Any, bool]:
@@ -115,8 +135,9 @@ def _resolve(annotation: Any, name: str, module: str, namespace: dict[str, Any])
 class _StructMeta(IdlMeta):
     """Metaclass of ``Struct``: key markers, extensibility, dataclass, numpy machines."""
 
-    def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
-                **kwds: Any) -> Any:
+    def __new__(
+        mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwds: Any
+    ) -> Any:
         if namespace.get("_dcps_root", False):
             return super().__new__(mcls, name, bases, namespace)  # type: ignore[no-untyped-call]
         try:
@@ -125,7 +146,8 @@ class _StructMeta(IdlMeta):
                 if extensibility not in _EXTENSIBILITIES:
                     raise IdlError(
                         f"extensibility of {name} must be one of {_EXTENSIBILITIES},"
-                        f" got {extensibility!r}")
+                        f" got {extensibility!r}"
+                    )
                 namespace["__idl_annotations__"]["extensibility"] = extensibility
             annotations = namespace["__annotations__"]
             module = namespace.get("__module__", "")
@@ -208,15 +230,21 @@ class Struct(IdlStruct, metaclass=_StructMeta):
     # isinstance/issubclass still answer True for them.
 
 
-
 class Enum(IdlEnum):
     """Base class of IDL enums: ``class Color(idl.Enum, typename="m::Color"): RED = 0``."""
 
 
-def make_struct(name: str, fields: dict[str, Any], *, typename: str | None = None,
-                keys: tuple[str, ...] = (), extensibility: str | None = None,
-                base: type | None = None, module: str = "idl.dynamic",
-                member_ids: dict[str, int] | None = None) -> type:
+def make_struct(
+    name: str,
+    fields: dict[str, Any],
+    *,
+    typename: str | None = None,
+    keys: tuple[str, ...] = (),
+    extensibility: str | None = None,
+    base: type | None = None,
+    module: str = "idl.dynamic",
+    member_ids: dict[str, int] | None = None,
+) -> type:
     """Create a ``Struct`` subclass at run time (what the IDL loader builds).
 
     ``fields`` maps member names to annotations (``idl.int32``, ...), in order;

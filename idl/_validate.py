@@ -51,19 +51,24 @@ def _scalar(f: FieldInfo) -> Check:
                 v = int(v)
             if v < lo or v > hi:
                 raise _fail(path, f"{v} is out of range for {label} ({lo}..{hi})")
+
         return check_int
     if kind == "float":
+
         def check_float(v: Any, path: str) -> None:
-            if v.__class__ is not float and (
-                    isinstance(v, bool) or not isinstance(v, _FLOATISH)):
+            if v.__class__ is not float and (isinstance(v, bool) or not isinstance(v, _FLOATISH)):
                 raise _fail(path, f"expected float, got {_tname(v)}")
+
         return check_float
     if kind == "bool":
+
         def check_bool(v: Any, path: str) -> None:
             if not isinstance(v, (bool, np.bool_)):
                 raise _fail(path, f"expected bool, got {_tname(v)}")
+
         return check_bool
     if kind == "char":
+
         def check_char(v: Any, path: str) -> None:
             if not isinstance(v, str):
                 raise _fail(path, f"expected a one-character str, got {_tname(v)}")
@@ -71,6 +76,7 @@ def _scalar(f: FieldInfo) -> Check:
                 raise _fail(path, f"char must be exactly one character, got {v!r}")
             if ord(v) > 127:
                 raise _fail(path, f"char must be ASCII, got {v!r}")
+
         return check_char
     if kind == "string":
         bound = f.bound
@@ -86,10 +92,13 @@ def _scalar(f: FieldInfo) -> Check:
                 try:
                     size = len(v.encode("utf-8"))
                 except UnicodeEncodeError as exc:
-                    raise _fail(path, f"string is not encodable as UTF-8 ({exc.reason} at"
-                                      f" index {exc.start})") from None
+                    raise _fail(
+                        path,
+                        f"string is not encodable as UTF-8 ({exc.reason} at index {exc.start})",
+                    ) from None
             if bound is not None and size > bound:
                 raise _fail(path, f"string of {size} bytes exceeds its bound {bound}")
+
         return check_str
     if kind == "enum":
         enum_cls: type[_PyEnum] = f.python_type
@@ -105,6 +114,7 @@ def _scalar(f: FieldInfo) -> Check:
                     return
                 raise _fail(path, f"unknown {enum_cls.__name__} value {v}")
             raise _fail(path, f"expected {enum_cls.__name__}, got {_tname(v)}")
+
         return check_enum
     if kind == "struct":
         return _struct_checker(f.python_type, nested=True)
@@ -136,8 +146,9 @@ def _ndarray_check(leaf: FieldInfo, path: str, arr: np.ndarray) -> None:
             mn, mx = int(arr.min()), int(arr.max())
             if mn < lo or mx > hi:
                 bad = mn if mn < lo else mx
-                raise _fail(path, f"element {bad} is out of range for {leaf.kind}"
-                                  f"{leaf.bits} ({lo}..{hi})")
+                raise _fail(
+                    path, f"element {bad} is out of range for {leaf.kind}{leaf.bits} ({lo}..{hi})"
+                )
 
 
 def _container(f: FieldInfo) -> Check:
@@ -157,9 +168,11 @@ def _container(f: FieldInfo) -> Check:
                     raise _fail(path, f"sequence of length {v.shape[0]} exceeds its bound {bound}")
                 _ndarray_check(leaf, path, v)
                 return
-            if isinstance(v, (bytes, bytearray, memoryview)) and leaf.kind in ("octet", "uint",
-                                                                                "int") \
-                    and leaf.bits == 8:
+            if (
+                isinstance(v, (bytes, bytearray, memoryview))
+                and leaf.kind in ("octet", "uint", "int")
+                and leaf.bits == 8
+            ):
                 if bound is not None and len(v) > bound:
                     raise _fail(path, f"sequence of length {len(v)} exceeds its bound {bound}")
                 return
@@ -171,6 +184,7 @@ def _container(f: FieldInfo) -> Check:
                 if item is None:
                     raise _fail(f"{path}[{i}]", "missing value (None)")
                 elem_check(item, f"{path}[{i}]")
+
         return check_seq
 
     length = f.bound or 0
@@ -182,8 +196,12 @@ def _container(f: FieldInfo) -> Check:
                 raise _fail(path, f"array must have shape {shape}, got {v.shape}")
             _ndarray_check(leaf, path, v)
             return
-        if isinstance(v, (bytes, bytearray, memoryview)) and leaf.bits == 8 \
-                and leaf.kind in ("octet", "uint", "int") and len(shape) == 1:
+        if (
+            isinstance(v, (bytes, bytearray, memoryview))
+            and leaf.bits == 8
+            and leaf.kind in ("octet", "uint", "int")
+            and len(shape) == 1
+        ):
             if len(v) != length:
                 raise _fail(path, f"array must have length {length}, got {len(v)}")
             return
@@ -195,6 +213,7 @@ def _container(f: FieldInfo) -> Check:
             if item is None:
                 raise _fail(f"{path}[{i}]", "missing value (None)")
             elem_check(item, f"{path}[{i}]")
+
     return check_array
 
 

@@ -185,7 +185,10 @@ class Host:
         """Run a command in this host and wait for it."""
         return subprocess.run(
             ["ip", "netns", "exec", self.netns, *argv],
-            capture_output=True, text=True, check=False, **kwargs,
+            capture_output=True,
+            text=True,
+            check=False,
+            **kwargs,
         )
 
     def python(self, *args: str, env: dict[str, str] | None = None) -> PeerProcess:
@@ -200,8 +203,12 @@ class Host:
         with stderr_path.open("w") as stderr:
             popen = subprocess.Popen(
                 ["ip", "netns", "exec", self.netns, sys.executable, *args],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                text=True, env=child_env, cwd=str(REPO),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=child_env,
+                cwd=str(REPO),
             )
         process = PeerProcess(popen, stderr_path, f"host {self.name} ({self.address})")
         self.lan.processes.append(process)
@@ -245,8 +252,9 @@ class Lan:
     @staticmethod
     def remove_stale() -> None:
         """Delete namespaces left by test processes that died (``dcps<pid>-...``, pid gone)."""
-        listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                                 check=False).stdout
+        listing = subprocess.run(
+            ["ip", "netns", "list"], capture_output=True, text=True, check=False
+        ).stdout
         for line in listing.splitlines():
             name = line.split()[0] if line.split() else ""
             head = name.split("-", 1)[0]
@@ -268,8 +276,20 @@ class Lan:
         for index in range(count):
             host = Host(self, index)
             self._add_netns(host.netns)
-            _ip("link", "add", IFNAME, "netns", host.netns, "type", "veth",
-                "peer", "name", host.switch_port, "netns", self.switch)
+            _ip(
+                "link",
+                "add",
+                IFNAME,
+                "netns",
+                host.netns,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                host.switch_port,
+                "netns",
+                self.switch,
+            )
             _ip("link", "set", host.switch_port, "master", "br0", netns=self.switch)
             _ip("link", "set", host.switch_port, "up", netns=self.switch)
             _ip("addr", "add", f"{host.address}/24", "dev", IFNAME, netns=host.netns)
@@ -334,8 +354,12 @@ def local_peer(config: dict[str, Any], workdir: Path) -> PeerProcess:
     with stderr_path.open("w") as stderr:
         popen = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), json.dumps(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            text=True, env=env, cwd=str(REPO),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
+            cwd=str(REPO),
         )
     return PeerProcess(popen, stderr_path, "local peer")
 
@@ -474,8 +498,11 @@ def main(config: dict[str, Any]) -> None:
                 info = sample.sample_info
                 data = sample.key_sample if not info.valid_data else sample
                 _emit(
-                    ev="sample", key=data.id, value=data.value if info.valid_data else None,
-                    valid=bool(info.valid_data), state=_STATES.get(info.instance_state, "?"),
+                    ev="sample",
+                    key=data.id,
+                    value=data.value if info.valid_data else None,
+                    valid=bool(info.valid_data),
+                    state=_STATES.get(info.instance_state, "?"),
                 )
             if watch is not None:
                 for participant_sample in watch.take(N=64):
@@ -581,9 +608,11 @@ def _dcps_peer(
         for sample in reader.take(256):
             info = sample.info
             _emit(
-                ev="sample", key=sample.data.id,
+                ev="sample",
+                key=sample.data.id,
                 value=sample.data.value if info.valid_data else None,
-                valid=bool(info.valid_data), state=InstanceStateName(info.instance_state),
+                valid=bool(info.valid_data),
+                state=InstanceStateName(info.instance_state),
             )
         if watch is not None:
             for participant_sample in watch.take(N=64):
@@ -598,8 +627,12 @@ def _dcps_peer(
     participant.close()
 
 
-def _dcps_bench_roles(config: dict[str, Any], role: str,
-                      commands: "queue.Queue[dict[str, Any]]", stop: threading.Event) -> None:
+def _dcps_bench_roles(
+    config: dict[str, Any],
+    role: str,
+    commands: "queue.Queue[dict[str, Any]]",
+    stop: threading.Event,
+) -> None:
     """The benchmark roles (see :func:`_bench_roles`) on dcps entities."""
     import datetime
 
@@ -697,8 +730,12 @@ def _dcps_bench_roles(config: dict[str, Any], role: str,
                     rtts.append(time.perf_counter_ns() - start_ns)
             rtts.sort()
             if rtts:
-                _emit(ev="latency", count=len(rtts), p50_us=rtts[len(rtts) // 2] / 1000,
-                      p90_us=rtts[int(len(rtts) * 0.9)] / 1000)
+                _emit(
+                    ev="latency",
+                    count=len(rtts),
+                    p50_us=rtts[len(rtts) // 2] / 1000,
+                    p90_us=rtts[int(len(rtts) * 0.9)] / 1000,
+                )
         elif command["op"] == "exit":
             break
     participant.close()
@@ -709,8 +746,14 @@ def InstanceStateName(state: Any) -> str:  # noqa: N802 - reads like the enum it
     return _STATES.get(int(state), str(state))
 
 
-def _bench_roles(config: dict[str, Any], role: str, participant: Any, reading: Any,
-                 commands: "queue.Queue[dict[str, Any]]", stop: threading.Event) -> None:
+def _bench_roles(
+    config: dict[str, Any],
+    role: str,
+    participant: Any,
+    reading: Any,
+    commands: "queue.Queue[dict[str, Any]]",
+    stop: threading.Event,
+) -> None:
     """Benchmark roles: ``sink`` counts a burst and echoes pings; ``source`` drives both."""
     from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
     from cyclonedds.pub import DataWriter
@@ -806,8 +849,12 @@ def _bench_roles(config: dict[str, Any], role: str, participant: Any, reading: A
                     rtts.append(time.perf_counter_ns() - start_ns)
             rtts.sort()
             if rtts:
-                _emit(ev="latency", count=len(rtts), p50_us=rtts[len(rtts) // 2] / 1000,
-                      p90_us=rtts[int(len(rtts) * 0.9)] / 1000)
+                _emit(
+                    ev="latency",
+                    count=len(rtts),
+                    p50_us=rtts[len(rtts) // 2] / 1000,
+                    p90_us=rtts[int(len(rtts) * 0.9)] / 1000,
+                )
         elif command["op"] == "exit":
             break
 

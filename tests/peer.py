@@ -21,12 +21,16 @@ class Peer:
     def __init__(self, domain_id: int, topic_name: str) -> None:
         self.process = subprocess.Popen(
             [sys.executable, str(PEER), str(domain_id), topic_name],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ.copy(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=os.environ.copy(),
         )
 
     def call(self, op: str, **args: Any) -> Any:
         """Run one command in the peer and return its result."""
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.process.stdin.write(json.dumps({"op": op, **args}) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
@@ -37,7 +41,9 @@ class Peer:
             raise RuntimeError(f"peer failed {op}: {answer['error']}")
         return answer["ok"]
 
-    def start_writer(self, qos: dict[str, Any], *readers: Any, partitions: list[str] | None = None) -> str:
+    def start_writer(
+        self, qos: dict[str, Any], *readers: Any, partitions: list[str] | None = None
+    ) -> str:
         """Create the peer's writer and wait until it and each of ``readers`` match both ways.
 
         Waiting on both sides matters: a reader that has not yet discovered the
@@ -47,8 +53,11 @@ class Peer:
         if readers:
             self.call("wait_readers", count=len(readers))
         for reader in readers:
-            eventually(lambda r=reader: guid in r.matched_publication_guids, timeout=20,
-                       what="reader matching the peer's writer")
+            eventually(
+                lambda r=reader: guid in r.matched_publication_guids,
+                timeout=20,
+                what="reader matching the peer's writer",
+            )
         return guid
 
     def kill(self) -> None:

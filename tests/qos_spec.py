@@ -12,7 +12,7 @@ def _policies(spec: dict[str, Any]) -> list[qos.QosPolicy]:
     out: list[qos.QosPolicy] = []
     if "reliable" in spec:
         out.append(qos.Reliability.RELIABLE if spec["reliable"] else qos.Reliability.BEST_EFFORT)
-    if "transient_local" in spec and spec["transient_local"]:
+    if spec.get("transient_local"):
         out.append(qos.Durability.TRANSIENT_LOCAL)
     if "depth" in spec:
         out.append(qos.History.keep_last(spec["depth"]))
@@ -23,8 +23,11 @@ def _policies(spec: dict[str, Any]) -> list[qos.QosPolicy]:
     if "deadline" in spec:
         out.append(qos.Deadline(timedelta(seconds=spec["deadline"])))
     if "lease" in spec:
-        out.append(qos.Liveliness.manual_by_topic(timedelta(seconds=spec["lease"]))
-                   if spec.get("manual") else qos.Liveliness.automatic(timedelta(seconds=spec["lease"])))
+        out.append(
+            qos.Liveliness.manual_by_topic(timedelta(seconds=spec["lease"]))
+            if spec.get("manual")
+            else qos.Liveliness.automatic(timedelta(seconds=spec["lease"]))
+        )
     if "lifespan" in spec:
         out.append(qos.Lifespan(timedelta(seconds=spec["lifespan"])))
     if spec.get("keep_instances"):  # do not unregister instances when the writer goes away

@@ -17,7 +17,6 @@ kind is ``num``, ``text``, ``bool`` or ``enum`` (the value of an enum operand is
 the enum member).
 """
 
-
 import math
 from typing import Any
 
@@ -244,10 +243,53 @@ def filter_cases(draw: st.DrawFn) -> tuple[tuple[Any, ...], str, tuple[str, ...]
 
 
 _FUZZ_WORDS = [
-    " AND ", " OR ", " NOT ", " LIKE ", " BETWEEN ", " IN ", " ORDER BY ", "TRUE", "FALSE",
-    "i", "name", "pos.x", "seq[1]", "color", "RED", "FilterColor::BLUE", "::", "%0", "%1",
-    "%99", "%100", "'a'", "'", "''", "(", ")", ",", ".", "[", "]", "=", "<>", "!=", "<",
-    "<=", ">", ">=", "0x1F", "-3", "1.5e3", ".5", " ", "\n", "#", "\\", "\x00", "é",
+    " AND ",
+    " OR ",
+    " NOT ",
+    " LIKE ",
+    " BETWEEN ",
+    " IN ",
+    " ORDER BY ",
+    "TRUE",
+    "FALSE",
+    "i",
+    "name",
+    "pos.x",
+    "seq[1]",
+    "color",
+    "RED",
+    "FilterColor::BLUE",
+    "::",
+    "%0",
+    "%1",
+    "%99",
+    "%100",
+    "'a'",
+    "'",
+    "''",
+    "(",
+    ")",
+    ",",
+    ".",
+    "[",
+    "]",
+    "=",
+    "<>",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "0x1F",
+    "-3",
+    "1.5e3",
+    ".5",
+    " ",
+    "\n",
+    "#",
+    "\\",
+    "\x00",
+    "é",
 ]
 
 

@@ -15,8 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_benchmarks(*args: str, timeout: float = 100) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=dict(os.environ),
-        capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", "benchmarks", *args],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -26,8 +30,16 @@ class TestPubSubQuick:
     def test_quick_run_reports_both_implementations(self, domain_id: int, tmp_path: Path) -> None:
         """A --quick run completes and reports nonzero throughput and latency for dcps and raw."""
         out_json = tmp_path / "results.json"
-        result = run_benchmarks("pubsub", "--quick", "--", "--domain", str(domain_id),
-                                "--json", str(out_json), timeout=110)
+        result = run_benchmarks(
+            "pubsub",
+            "--quick",
+            "--",
+            "--domain",
+            str(domain_id),
+            "--json",
+            str(out_json),
+            timeout=110,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         lines = result.stdout.splitlines()
         for label in ("small keyed", "4 KiB keyed"):

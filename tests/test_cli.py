@@ -6,13 +6,19 @@ import os
 import subprocess
 import sys
 
-import dcps
 from topic_types import Reading
+
+import dcps
 
 
 def dcps_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dcps._cli", *args], capture_output=True,
-                          text=True, timeout=60, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "dcps._cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
 
 
 class TestCli:

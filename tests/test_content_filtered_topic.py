@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-import dcps
-import qos
 from qos_spec import reader_qos, writer_qos
 from topic_types import Reading
 from waiting import eventually
+
+import dcps
+import qos
 
 
 @pytest.fixture
@@ -34,18 +34,26 @@ class TestContentFilteredTopic:
     def test_reader_sees_only_matching_samples(self, participant, topic) -> None:
         """A reader on a filtered topic gets matching samples; a plain reader gets all."""
         hot = dcps.ContentFilteredTopic("hot", topic, "value > %0 AND label LIKE 'lab%'", ["30"])
-        filtered = dcps.DataReader(participant, hot, qos=reader_qos({"reliable": True, "keep_all": True}))
-        plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
+        filtered = dcps.DataReader(
+            participant, hot, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        plain = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
         writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
         writer.wait_for_readers(2)
-        write_all(writer, [(1, 25.0, "lab1"), (2, 35.0, "lab2"), (3, 40.0, "yard"), (4, 31.0, "lab3")])
+        write_all(
+            writer, [(1, 25.0, "lab1"), (2, 35.0, "lab2"), (3, 40.0, "yard"), (4, 31.0, "lab3")]
+        )
         eventually(lambda: len(plain.read()) == 4)
         assert sorted(s.data.sensor for s in filtered.take()) == [2, 4]
 
     def test_parameters_change_at_run_time(self, participant, topic) -> None:
         """New parameters apply to samples that arrive afterwards."""
         cft = dcps.ContentFilteredTopic("band", topic, "value BETWEEN %0 AND %1", ["0", "10"])
-        reader = dcps.DataReader(participant, cft, qos=reader_qos({"reliable": True, "keep_all": True}))
+        reader = dcps.DataReader(
+            participant, cft, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
         writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
         writer.wait_for_readers()
         write_all(writer, [(1, 5.0, ""), (2, 50.0, "")])
@@ -58,8 +66,13 @@ class TestContentFilteredTopic:
     def test_filter_works_with_subscription_keys(self, participant, topic) -> None:
         """A filtered reader can also key its instances by its own key list."""
         cft = dcps.ContentFilteredTopic("labelled", topic, "label <> ''")
-        reader = dcps.DataReader(participant, cft, qos=reader_qos(
-            {"reliable": True, "keep_all": True}).with_(qos.SubscriptionKeys.of("label")))
+        reader = dcps.DataReader(
+            participant,
+            cft,
+            qos=reader_qos({"reliable": True, "keep_all": True}).with_(
+                qos.SubscriptionKeys.of("label")
+            ),
+        )
         writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
         writer.wait_for_readers()
         write_all(writer, [(1, 1.0, "a"), (2, 2.0, ""), (3, 3.0, "a")])

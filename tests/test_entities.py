@@ -1,4 +1,4 @@
-"""DCPS entities: creation, read/take with masks, instances, conditions, listeners, asyncio, close."""
+"""DCPS entities: creation, read/take with masks, instances, conditions, listeners, close."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-
-import dcps
-import qos
 from qos_spec import reader_qos, writer_qos
 from topic_types import Reading
 from waiting import eventually
+
+import dcps
+import qos
 
 
 @pytest.fixture
@@ -30,8 +30,12 @@ def topic(participant: dcps.DomainParticipant, topic_name: str) -> dcps.Topic[Re
 def pair(
     participant: dcps.DomainParticipant, topic: dcps.Topic[Reading]
 ) -> tuple[dcps.DataWriter[Reading], dcps.DataReader[Reading]]:
-    reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-    writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True, "keep_all": True}))
+    reader = dcps.DataReader(
+        participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+    )
+    writer = dcps.DataWriter(
+        participant, topic, qos=writer_qos({"reliable": True, "keep_all": True})
+    )
     writer.wait_for_readers()
     return writer, reader
 
@@ -39,7 +43,6 @@ def pair(
 def settle(writer: dcps.DataWriter[Reading], reader: dcps.DataReader[Reading], count: int) -> None:
     """Wait until the reader holds ``count`` samples."""
     writer.wait_for_acknowledgments(10)  # reliable and acknowledged: the samples are in the reader
-
 
 
 class TestReadTake:
@@ -95,7 +98,8 @@ class TestReadTake:
         assert (first.info.sample_rank, second.info.sample_rank) == (1, 0)
         assert (first.info.generation_rank, first.info.absolute_generation_rank) == (0, 0)
         assert first.info.disposed_generation_count == first.info.no_writers_generation_count == 0
-        assert first.valid_data and second.valid_data
+        assert first.valid_data
+        assert second.valid_data
 
     def test_invalid_sample_carries_only_the_key(self, pair) -> None:
         """A dispose of an instance with no unread samples arrives as an invalid sample."""
@@ -124,7 +128,7 @@ class TestInstances:
         assert [s.data.sensor for s in reader.read()] == [1]
 
     def test_next_instance_iterates_in_handle_order(self, pair) -> None:
-        """read_next_instance walks the instances by increasing handle without marking others read."""
+        """read_next_instance walks instances by increasing handle without marking others read."""
         writer, reader = pair
         for sensor in (5, 6, 7):
             writer.write(Reading(sensor, 0.0, ""))
@@ -133,7 +137,8 @@ class TestInstances:
         while batch := reader.read_next_instance(previous):
             previous = batch[0].info.instance_handle
             handles.append(previous)
-        assert handles == sorted(handles) and len(handles) == 3
+        assert handles == sorted(handles)
+        assert len(handles) == 3
         taken = [b[0].data.sensor for b in reader.instances(take=True)]
         assert sorted(taken) == [5, 6, 7]
         assert reader.read() == []
@@ -158,7 +163,8 @@ class TestInstances:
         writer.write_dispose(Reading(3, 3.0, "last"))
         settle(writer, reader, 1)
         (sample,) = reader.take()
-        assert sample.valid_data and sample.data.label == "last"
+        assert sample.valid_data
+        assert sample.data.label == "last"
         assert sample.info.instance_state == dcps.InstanceState.NOT_ALIVE_DISPOSED
 
 
@@ -220,8 +226,12 @@ class TestListeners:
     def test_listeners_report_matches_and_data(self, participant, topic) -> None:
         """Listeners on both ends hear the match, and the reader's hears new data."""
         listener = RecordingListener()
-        reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}), listener=listener)
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}), listener=listener)
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True}), listener=listener
+        )
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": True}), listener=listener
+        )
         eventually(lambda: 1 in listener.matched and -1 in listener.matched)
         writer.write(Reading(1, 1.0, ""))
         assert listener.data.wait(10)
@@ -266,13 +276,16 @@ class TestAsyncio:
 
 class TestErrors:
     def test_closed_entities_raise_already_closed(self, domain_id, topic_name) -> None:
-        """Closing a participant closes its children; using any of them raises AlreadyClosedError."""
+        """Closing a participant closes its children; using any of them raises AlreadyClosed."""
         with dcps.DomainParticipant(domain_id) as participant:
             topic = dcps.Topic(participant, topic_name, Reading)
             writer = dcps.DataWriter(participant, topic)
             reader = dcps.DataReader(participant, topic)
-        for use in (lambda: writer.write(Reading(1, 1.0, "")), reader.take,
-                    lambda: dcps.DataReader(participant, topic)):
+        for use in (
+            lambda: writer.write(Reading(1, 1.0, "")),
+            reader.take,
+            lambda: dcps.DataReader(participant, topic),
+        ):
             with pytest.raises(dcps.AlreadyClosedError, match="closed"):
                 use()
         writer.close()  # closing twice is harmless
@@ -305,9 +318,16 @@ class TestErrors:
 
     def test_inconsistent_qos_is_refused_at_creation(self, participant, topic) -> None:
         """A QoS whose history exceeds its resource limits is refused, naming both policies."""
-        with pytest.raises(dcps.InconsistentPolicyError, match="History.*ResourceLimits|ResourceLimits.*History"):
-            dcps.DataReader(participant, topic, qos=qos.DataReaderQos(
-                qos.History.keep_last(10), qos.ResourceLimits(max_samples_per_instance=5)))
+        with pytest.raises(
+            dcps.InconsistentPolicyError, match=r"History.*ResourceLimits|ResourceLimits.*History"
+        ):
+            dcps.DataReader(
+                participant,
+                topic,
+                qos=qos.DataReaderQos(
+                    qos.History.keep_last(10), qos.ResourceLimits(max_samples_per_instance=5)
+                ),
+            )
 
     def test_immutable_policy_change_is_refused(self, participant, topic) -> None:
         """Changing Reliability of an enabled reader raises ImmutablePolicyError."""
@@ -357,14 +377,23 @@ class TestResourceStatuses:
     def test_samples_beyond_resource_limits_are_rejected(self, participant, topic) -> None:
         """A KEEP_ALL reader limited to 2 samples per instance rejects the rest and says why."""
         listener = RejectListener()
-        reader = dcps.DataReader(participant, topic, listener=listener, qos=qos.DataReaderQos(
-            qos.History.KEEP_ALL, qos.ResourceLimits(max_samples_per_instance=2)))
+        reader = dcps.DataReader(
+            participant,
+            topic,
+            listener=listener,
+            qos=qos.DataReaderQos(
+                qos.History.KEEP_ALL, qos.ResourceLimits(max_samples_per_instance=2)
+            ),
+        )
         writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": False}))
         writer.wait_for_readers()
         for i in range(5):
             writer.write(Reading(1, float(i), ""))
         assert listener.rejected.wait(10)
-        status = eventually(lambda: reader.sample_rejected_status.total_count >= 1 and
-                            reader.sample_rejected_status)
-        assert status.last_reason == dcps.SampleRejectedReason.REJECTED_BY_SAMPLES_PER_INSTANCE_LIMIT
+        status = eventually(
+            lambda: reader.sample_rejected_status.total_count >= 1 and reader.sample_rejected_status
+        )
+        assert (
+            status.last_reason == dcps.SampleRejectedReason.REJECTED_BY_SAMPLES_PER_INSTANCE_LIMIT
+        )
         assert [s.data.value for s in reader.read()] == [0.0, 1.0]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from cyclonedds.core import DDSException
+from topic_types import Reading
 
 import dcps
 from dcps._cyclone_c import read_take
 from dcps._retcode import error_for
-from topic_types import Reading
 
 FAMILIES = [
     (dcps.BadParameterError, ValueError, DDSException.DDS_RETCODE_BAD_PARAMETER),
@@ -30,8 +30,10 @@ class TestTree:
         """Callers can catch by DDS family, by dcps' root, or by the built-in exception."""
         error = error_for(code, "an operation")
         assert type(error) is cls
-        assert isinstance(error, dcps.DcpsError) and isinstance(error, builtin)
-        assert "an operation failed" in str(error) and "DDS_RETCODE_" in str(error)
+        assert isinstance(error, dcps.DcpsError)
+        assert isinstance(error, builtin)
+        assert "an operation failed" in str(error)
+        assert "DDS_RETCODE_" in str(error)
 
     def test_idl_and_filter_errors_are_bad_parameters(self) -> None:
         """Malformed types, samples and expressions are bad parameters too."""
@@ -45,7 +47,8 @@ class TestTree:
     def test_an_unknown_code_is_still_a_dcps_error(self) -> None:
         """A code dcps does not know becomes the root class, with the code in the text."""
         error = error_for(-99, "something")
-        assert type(error) is dcps.DcpsError and "-99" in str(error)
+        assert type(error) is dcps.DcpsError
+        assert "-99" in str(error)
 
 
 class TestFromCyclone:
@@ -80,15 +83,25 @@ class TestFromCyclone:
         import sys
         from pathlib import Path
 
+        import qos
         from examples.sensors import Kind
         from examples.sensors import Reading as FleetReading
-        import qos
 
         topic_name = f"acks_{unique}"
         root = Path(__file__).resolve().parent.parent
         monitor = subprocess.Popen(
-            [sys.executable, "-m", "examples.monitor", "--domain", str(domain_id),
-             "--topic", topic_name], cwd=root, stdout=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "examples.monitor",
+                "--domain",
+                str(domain_id),
+                "--topic",
+                topic_name,
+            ],
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+        )
         try:
             with dcps.DomainParticipant(domain_id) as participant:
                 profile = qos.profile("reliable_state")

@@ -17,8 +17,12 @@ pytestmark = pytest.mark.multiprocess
 def run_example(module: str, *args: str, timeout: float = 120) -> str:
     env = dict(os.environ)
     result = subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=timeout,
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -36,8 +40,11 @@ class TestDemo:
         assert "came back with view state ['NEW']." in out
         # act 4: channelled topic, group of three workers, one killed
         assert "kill -9 worker-2 mid-run" in out
-        tally = re.search(r"tally: published (\d+), processed (\d+), redelivered \d+, lost (\d+)", out)
-        assert tally is not None and tally.group(1) == tally.group(2) == "600"
+        tally = re.search(
+            r"tally: published (\d+), processed (\d+), redelivered \d+, lost (\d+)", out
+        )
+        assert tally is not None
+        assert tally.group(1) == tally.group(2) == "600"
         assert tally.group(3) == "0"
         assert out.rstrip().endswith("Done.")
 
@@ -47,14 +54,42 @@ class TestFleetAndMonitor:
         """sensor_fleet and monitor, two processes, agree on every sensor."""
         topic = f"fleet_{unique}"
         monitor = subprocess.Popen(
-            [sys.executable, "-m", "examples.monitor", "--domain", str(domain_id), "--topic", topic],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "examples.monitor",
+                "--domain",
+                str(domain_id),
+                "--topic",
+                topic,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             fleet = subprocess.run(
-                [sys.executable, "-m", "examples.sensor_fleet", "--domain", str(domain_id),
-                 "--topic", topic, "--sensors", "4", "5", "--rounds", "1", "--retire", "5"],
-                cwd=ROOT, input="\n", capture_output=True, text=True, timeout=60,
+                [
+                    sys.executable,
+                    "-m",
+                    "examples.sensor_fleet",
+                    "--domain",
+                    str(domain_id),
+                    "--topic",
+                    topic,
+                    "--sensors",
+                    "4",
+                    "5",
+                    "--rounds",
+                    "1",
+                    "--retire",
+                    "5",
+                ],
+                cwd=ROOT,
+                input="\n",
+                capture_output=True,
+                text=True,
+                timeout=60,
             )
             assert fleet.returncode == 0, fleet.stderr
             assert monitor.stdout is not None
@@ -69,7 +104,7 @@ class TestFleetAndMonitor:
 
 class TestFleetByRegion:
     def test_reader_groups_vehicles_by_region(self, domain_id: int) -> None:
-        """The SubscriptionKeys example prints vehicles grouped by region, and north vanishes when taken."""
+        """The SubscriptionKeys example prints vehicles by region; north vanishes when taken."""
         out = run_example("examples.fleet_by_region", "--domain", str(domain_id))
         assert out.splitlines() == [
             "north: vehicles [1, 2]",

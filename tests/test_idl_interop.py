@@ -45,6 +45,7 @@ TIMEOUT = 30.0
 
 # --- the same IDL declared as classes -------------------------------------------------
 
+
 class Color(idl.Enum, typename="interop::Color"):
     RED = 0
     GREEN = 1
@@ -102,8 +103,9 @@ def expected_sample(types: dict[str, Any], i: int) -> Any:
         values=np.array([i * 0.5 + k for k in range(i % 9)], dtype=np.float32),
         blob=bytes((i + k) % 256 for k in range(i * 3)),
         path=[point(float(k), -float(k)) for k in range(i % 3)],
-        matrix=np.array([[i * 100 + r * 10 + c for c in range(3)] for r in range(2)],
-                        dtype=np.int32),
+        matrix=np.array(
+            [[i * 100 + r * 10 + c for c in range(3)] for r in range(2)], dtype=np.int32
+        ),
         c=chr(ord("a") + i),
         flag=i % 2 == 0,
         i8=-100 + i,
@@ -117,8 +119,7 @@ def expected_sample(types: dict[str, Any], i: int) -> Any:
 def as_plain(value: Any) -> Any:
     """A sample as the JSON the C peer prints (enums as numbers, arrays as lists)."""
     if idl.is_topic_type(type(value)):
-        return {f.name: as_plain(getattr(value, f.name))
-                for f in idl.describe(type(value)).fields}
+        return {f.name: as_plain(getattr(value, f.name)) for f in idl.describe(type(value)).fields}
     if isinstance(value, idl.Enum):
         return value.value
     if isinstance(value, np.ndarray):
@@ -132,12 +133,14 @@ def as_plain(value: Any) -> Any:
 
 # --- building and running the peer ----------------------------------------------------
 
+
 def _build(exe: str, idl_files: tuple[str, ...], c_source: str, type_info: bool) -> Path:
     """Compile ``c_source`` with the C code idlc generates for ``idl_files`` (cached)."""
     idlc, gcc = shutil.which("idlc"), shutil.which("gcc")
     if idlc is None or gcc is None:
-        pytest.skip("C interop needs idlc and gcc (apt-get install cyclonedds-tools "
-                    "cyclonedds-dev gcc)")
+        pytest.skip(
+            "C interop needs idlc and gcc (apt-get install cyclonedds-tools cyclonedds-dev gcc)"
+        )
     sources = (*idl_files, c_source)
     digest = hashlib.sha256(b"".join((HERE / s).read_bytes() for s in sources)).hexdigest()
     build = Path(tempfile.gettempdir()) / f"dcps-idl-{exe}-{digest[:16]}"
@@ -150,8 +153,19 @@ def _build(exe: str, idl_files: tuple[str, ...], c_source: str, type_info: bool)
             for idl_file in idl_files:
                 _run([idlc, *flags, "-I", str(HERE), "-o", str(build), str(HERE / idl_file)])
             generated = [str(build / f.replace(".idl", ".c")) for f in idl_files]
-            _run([gcc, "-O1", "-o", str(build / f"{exe}.tmp"), "-I", str(build),
-                  str(HERE / c_source), *generated, "-lddsc"])
+            _run(
+                [
+                    gcc,
+                    "-O1",
+                    "-o",
+                    str(build / f"{exe}.tmp"),
+                    "-I",
+                    str(build),
+                    str(HERE / c_source),
+                    *generated,
+                    "-lddsc",
+                ]
+            )
             os.replace(build / f"{exe}.tmp", binary)
     return binary
 
@@ -208,12 +222,22 @@ def _wait_for(condition: Any, what: str) -> None:
 
 @pytest.mark.parametrize("which", ["dataclass", "loaded"])
 class TestCPeer:
-    def test_python_writes_c_reads(self, which: str, c_peer: Path, participant:
-                                   DomainParticipant, domain_id: int, topic_name: str) -> None:
+    def test_python_writes_c_reads(
+        self,
+        which: str,
+        c_peer: Path,
+        participant: DomainParticipant,
+        domain_id: int,
+        topic_name: str,
+    ) -> None:
         """Samples written from Python arrive in the C peer with the same values."""
         types = _types(which)
-        proc = subprocess.Popen([str(c_peer), "read", str(domain_id), topic_name, str(COUNT)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [str(c_peer), "read", str(domain_id), topic_name, str(COUNT)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert _readline(proc, time.monotonic() + TIMEOUT).strip() == "READY"
             topic = Topic(participant, topic_name, types["Sample"])
@@ -232,16 +256,27 @@ class TestCPeer:
         received = [json.loads(line) for line in out.splitlines()]
         assert received == [as_plain(s) for s in sent]
 
-    def test_c_writes_python_reads(self, which: str, c_peer: Path, participant:
-                                   DomainParticipant, domain_id: int, topic_name: str) -> None:
+    def test_c_writes_python_reads(
+        self,
+        which: str,
+        c_peer: Path,
+        participant: DomainParticipant,
+        domain_id: int,
+        topic_name: str,
+    ) -> None:
         """Samples written by the C peer are read in Python with the same values."""
         types = _types(which)
         topic = Topic(participant, topic_name, types["Sample"])
         reader = DataReader(participant, topic, qos=_qos())
-        proc = subprocess.Popen([str(c_peer), "write", str(domain_id), topic_name, str(COUNT)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [str(c_peer), "write", str(domain_id), topic_name, str(COUNT)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         received: list[Any] = []
         try:
+
             def take() -> bool:
                 received.extend(reader.take(N=COUNT))
                 return len(received) >= COUNT
@@ -265,9 +300,14 @@ class TestPeerEnvironment:
         """The C peer takes its network config from CYCLONEDDS_URI (so tests pin it to lo)."""
         bogus = os.environ["CYCLONEDDS_URI"].replace('name="lo"', 'name="nosuchif0"')
         assert bogus != os.environ["CYCLONEDDS_URI"]
-        proc = subprocess.run([str(c_peer), "read", str(domain_id), "unused", "1"],
-                              capture_output=True, text=True, timeout=TIMEOUT, check=False,
-                              env={**os.environ, "CYCLONEDDS_URI": bogus})
+        proc = subprocess.run(
+            [str(c_peer), "read", str(domain_id), "unused", "1"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+            env={**os.environ, "CYCLONEDDS_URI": bogus},
+        )
         assert proc.returncode != 0
         assert "nosuchif0" in proc.stderr
 
@@ -275,22 +315,33 @@ class TestPeerEnvironment:
 class TestTypeInformation:
     @pytest.mark.parametrize("type_name", ["Sample", "Evolving", "Changing"])
     @pytest.mark.parametrize("which", ["loaded", "dataclass"])
-    def test_c_writer_with_type_info_matches(self, type_name: str, which: str, c_match: Path,
-                                             participant: DomainParticipant, domain_id: int,
-                                             topic_name: str) -> None:
+    def test_c_writer_with_type_info_matches(
+        self,
+        type_name: str,
+        which: str,
+        c_match: Path,
+        participant: DomainParticipant,
+        domain_id: int,
+        topic_name: str,
+    ) -> None:
         """A C writer built with type information matches our reader (types assignable)."""
         types = _typed_types(which)
         reader = DataReader(participant, Topic(participant, topic_name, types[type_name]))
-        proc = subprocess.run([str(c_match), str(domain_id), topic_name, type_name],
-                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        proc = subprocess.run(
+            [str(c_match), str(domain_id), topic_name, type_name],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == "matched=1", proc.stderr
         assert "invalid" not in proc.stderr
         del reader
 
-    def test_incompatible_type_does_not_match(self, c_match: Path,
-                                              participant: DomainParticipant, domain_id: int,
-                                              topic_name: str) -> None:
+    def test_incompatible_type_does_not_match(
+        self, c_match: Path, participant: DomainParticipant, domain_id: int, topic_name: str
+    ) -> None:
         """Control: same type name, different member type: the C writer does not match."""
 
         class Evolving(idl.Struct, typename="typed::Evolving", extensibility="appendable"):
@@ -299,8 +350,13 @@ class TestTypeInformation:
             values: idl.sequence[idl.int32]  # double in typed.idl
 
         reader = DataReader(participant, Topic(participant, topic_name, Evolving))
-        proc = subprocess.run([str(c_match), str(domain_id), topic_name, "Evolving", "1500"],
-                              capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        proc = subprocess.run(
+            [str(c_match), str(domain_id), topic_name, "Evolving", "1500"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == "matched=0"
         del reader

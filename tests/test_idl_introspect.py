@@ -42,9 +42,17 @@ class Reading(idl.Struct, typename="geo::Reading"):
 
 def reading() -> Reading:
     return Reading(
-        id=Id(3, 4), name="n", pos=Pos(1.0, 2.0), color=Color.GREEN,
-        values=np.array([1.0, 2.0], dtype=np.float32), tags=["a", "b"],
-        grid=np.arange(6, dtype=np.uint16).reshape(2, 3), c="x", o=9, flag=False, note="",
+        id=Id(3, 4),
+        name="n",
+        pos=Pos(1.0, 2.0),
+        color=Color.GREEN,
+        values=np.array([1.0, 2.0], dtype=np.float32),
+        tags=["a", "b"],
+        grid=np.arange(6, dtype=np.uint16).reshape(2, 3),
+        c="x",
+        o=9,
+        flag=False,
+        note="",
     )
 
 
@@ -55,7 +63,18 @@ class TestDescribe:
         assert info.typename == "geo::Reading"
         assert info.python_type is Reading
         assert [f.name for f in info.fields] == [
-            "id", "name", "pos", "color", "values", "tags", "grid", "c", "o", "flag", "note"]
+            "id",
+            "name",
+            "pos",
+            "color",
+            "values",
+            "tags",
+            "grid",
+            "c",
+            "o",
+            "flag",
+            "note",
+        ]
         assert info.keys == ("id.site", "id.num", "name")
 
     def test_describe_is_cached(self) -> None:
@@ -85,12 +104,18 @@ class TestDescribe:
             ("pos", "struct", Pos, None, None),
         ],
     )
-    def test_field_info(self, path: str, kind: str, python_type: type, bits: int | None,
-                        bound: int | None) -> None:
+    def test_field_info(
+        self, path: str, kind: str, python_type: type, bits: int | None, bound: int | None
+    ) -> None:
         """Each field reports its kind, Python type, width and bound."""
         f = idl.field_at(Reading, path)
         assert (f.path, f.kind, f.python_type, f.bits, f.bound) == (
-            path, kind, python_type, bits, bound)
+            path,
+            kind,
+            python_type,
+            bits,
+            bound,
+        )
 
     def test_struct_field_members(self) -> None:
         """A struct field lists its members with dotted paths."""

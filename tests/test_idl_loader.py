@@ -117,11 +117,34 @@ class TestConstructs:
         """A loaded type serialises and deserialises a full sample."""
         s = sensors.sensors
         sample = s.Reading(
-            sensor=1, kind="abc", big=2**64 - 1, s=-1, us=1, i8=-8, u8=8, i16=-16, u16=16,
-            i32=-32, u32=32, i64=-64, u64=64, f=0.5, d=0.25, b=True, c="q", o=7, text="hi",
-            color=s.Color.BLUE, pos=s.Pos(1.0, 2.0), samples=[1.0, 2.0], unbounded=[],
-            nested=[b"ab", b""], tags=[s.inner.Tag("t")], m=np.ones((2, 3), np.int32),
-            cube=np.zeros((2, 2, 2), np.int32), flat=np.arange(20, dtype=np.int32),
+            sensor=1,
+            kind="abc",
+            big=2**64 - 1,
+            s=-1,
+            us=1,
+            i8=-8,
+            u8=8,
+            i16=-16,
+            u16=16,
+            i32=-32,
+            u32=32,
+            i64=-64,
+            u64=64,
+            f=0.5,
+            d=0.25,
+            b=True,
+            c="q",
+            o=7,
+            text="hi",
+            color=s.Color.BLUE,
+            pos=s.Pos(1.0, 2.0),
+            samples=[1.0, 2.0],
+            unbounded=[],
+            nested=[b"ab", b""],
+            tags=[s.inner.Tag("t")],
+            m=np.ones((2, 3), np.int32),
+            cube=np.zeros((2, 2, 2), np.int32),
+            flat=np.arange(20, dtype=np.int32),
         )
         idl.validate(sample, s.Reading)
         assert s.Reading.deserialize(sample.serialize()) == sample
@@ -205,12 +228,15 @@ class TestIncludes:
         """#include "x" is searched next to the file, then in include_dirs; guards work."""
         (tmp_path / "inc").mkdir()
         (tmp_path / "inc" / "base.idl").write_text(
-            "#ifndef BASE\n#define BASE\nmodule base { struct B { long v; }; };\n#endif\n")
+            "#ifndef BASE\n#define BASE\nmodule base { struct B { long v; }; };\n#endif\n"
+        )
         (tmp_path / "local.idl").write_text(
-            '#include "base.idl"\nmodule local { struct L { base::B b; }; };\n')
+            '#include "base.idl"\nmodule local { struct L { base::B b; }; };\n'
+        )
         (tmp_path / "main.idl").write_text(
             '#include "local.idl"\n#include <base.idl>\n'
-            "module main { struct M { local::L l; base::B b; }; };\n")
+            "module main { struct M { local::L l; base::B b; }; };\n"
+        )
         mod = idl.load(tmp_path / "main.idl", include_dirs=[tmp_path / "inc"])
         assert set(mod.structs) == {"base::B", "local::L", "main::M"}
         m = mod.main.M(l=mod.local.L(mod.base.B(1)), b=mod.base.B(2))
@@ -265,12 +291,14 @@ class TestErrors:
         ("text", "message"),
         [
             ("struct S { Missing m; };", r"t.idl:1: unknown name 'Missing'"),
-            ("struct S { long a; };\nstruct S { long b; };",
-             r"t.idl:2: duplicate definition of 'S' \(first defined at t.idl:1\)"),
+            (
+                "struct S { long a; };\nstruct S { long b; };",
+                r"t.idl:2: duplicate definition of 'S' \(first defined at t.idl:1\)",
+            ),
             ("struct S { long a; short a; };", r"duplicate member 'a'"),
             ("enum E { A, A };", r"duplicate enumerator A"),
             ("const long X = 1 / 0;", r"division by zero"),
-            ("const long X = \"s\";", r"constant X is declared integer"),
+            ('const long X = "s";', r"constant X is declared integer"),
             ("const octet X = 300;", r"constant X = 300 is out of range"),
             ("const long X = Y + 1;", r"unknown name 'Y'"),
             ("const string S = 1;", r"declared string"),

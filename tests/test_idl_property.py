@@ -39,17 +39,31 @@ MEMBERS: list[tuple[str, str, Any, st.SearchStrategy[Any], str | None]] = [
     ("string", "", str, _text, None),
     ("string<5>", "", t.bounded_str[5], _ascii5, None),
     ("sequence<long>", "", t.sequence[t.int32], st.lists(_ints(32, True), max_size=6), "i4"),
-    ("sequence<double, 3>", "", t.sequence[t.float64, 3],
-     st.lists(st.floats(allow_nan=False), max_size=3), "f8"),
+    (
+        "sequence<double, 3>",
+        "",
+        t.sequence[t.float64, 3],
+        st.lists(st.floats(allow_nan=False), max_size=3),
+        "f8",
+    ),
     ("sequence<octet>", "", t.sequence[t.byte], st.lists(_ints(8, False), max_size=9), "u1"),
     ("sequence<string>", "", t.sequence[str], st.lists(_text, max_size=3), None),
     ("float", "[3]", t.array[t.float32, 3], st.lists(_f32(), min_size=3, max_size=3), "f4"),
-    ("unsigned short", "[2][2]", t.array[t.array[t.uint16, 2], 2],
-     st.lists(st.lists(_ints(16, False), min_size=2, max_size=2), min_size=2, max_size=2),
-     "u2"),
+    (
+        "unsigned short",
+        "[2][2]",
+        t.array[t.array[t.uint16, 2], 2],
+        st.lists(st.lists(_ints(16, False), min_size=2, max_size=2), min_size=2, max_size=2),
+        "u2",
+    ),
     # sequences of a nested struct: values are (x, s) tuples, built per side in the test
-    ("sequence<Q>", "", None, st.lists(
-        st.tuples(st.floats(allow_nan=False), _text), max_size=3), "Q"),
+    (
+        "sequence<Q>",
+        "",
+        None,
+        st.lists(st.tuples(st.floats(allow_nan=False), _text), max_size=3),
+        "Q",
+    ),
     ("Q", "", None, st.tuples(st.floats(allow_nan=False), _text), "Q1"),
 ]
 
@@ -60,8 +74,7 @@ _struct_counter = iter(range(10**9))
 
 
 @st.composite
-def structs(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any],
-                                      bool]:
+def structs(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], bool]:
     """An IDL struct text, its binding field map, our values, binding values, keyed flag."""
     picks = draw(st.lists(st.sampled_from(range(len(MEMBERS))), min_size=1, max_size=6))
     keyed = draw(st.booleans())
@@ -83,20 +96,23 @@ def structs(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, Any], dict[
             theirs[name] = value
             ours[name] = np.array(value, dtype=dtype) if dtype else value
     name = f"P{next(_struct_counter)}"
-    text = ("module prop {\n struct Q { double x; string s; };\n"
-            f" struct {name} {{\n" + "\n".join(lines) + "\n };\n};\n")
+    text = (
+        "module prop {\n struct Q { double x; string s; };\n"
+        f" struct {name} {{\n" + "\n".join(lines) + "\n };\n};\n"
+    )
     return text, bfields, ours, theirs, bool(keyed and lines[0].lstrip().startswith("@key"))
 
 
 class TestLoaderMatchesBinding:
     @settings(max_examples=150, deadline=None)
     @given(structs())
-    def test_bytes_equal_binding(self, case: tuple[str, dict[str, Any], dict[str, Any],
-                                                   dict[str, Any], bool]) -> None:
+    def test_bytes_equal_binding(
+        self, case: tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], bool]
+    ) -> None:
         """A loaded struct's XCDR1/XCDR2 bytes equal the binding's for any member mix."""
         text, bfields, ours, theirs, keyed = case
         module = idl.loads(text)
-        (typename, loaded), = ((k, v) for k, v in module.structs.items() if k != "prop::Q")
+        ((typename, loaded),) = ((k, v) for k, v in module.structs.items() if k != "prop::Q")
         q = module["prop::Q"]
         for k, v in list(ours.items()):
             if isinstance(v, tuple) and v[0] == "Q":
@@ -104,8 +120,9 @@ class TestLoaderMatchesBinding:
             elif isinstance(v, tuple) and v[0] == "Q1":
                 ours[k] = q(*v[1])
         annotations = {"m0": {"key": True}} if keyed else None
-        binding = make_idl_struct(typename.split("::")[-1], typename, bfields,
-                                  field_annotations=annotations)
+        binding = make_idl_struct(
+            typename.split("::")[-1], typename, bfields, field_annotations=annotations
+        )
         a, b = loaded(**ours), binding(**theirs)
         idl.validate(a, loaded)
         assert a.serialize() == b.serialize()

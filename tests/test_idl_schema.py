@@ -43,10 +43,17 @@ class Rich(idl.Struct, typename="s::Rich"):
 
 def rich(i: int) -> Rich:
     return Rich(
-        id=2**64 - 1 - i, name=f"n{i}", level=Level.HIGH if i % 2 else Level.LOW,
-        v=Vec(float(i), -1.0), values=np.arange(i, dtype=np.float32),
-        raw=bytes(range(i)), m=np.full((2, 2), i, dtype=np.int16),
-        vs=[Vec(0.5, 1.5)] * i, tags=["t"] * i, c=chr(65 + i), flag=i % 2 == 0,
+        id=2**64 - 1 - i,
+        name=f"n{i}",
+        level=Level.HIGH if i % 2 else Level.LOW,
+        v=Vec(float(i), -1.0),
+        values=np.arange(i, dtype=np.float32),
+        raw=bytes(range(i)),
+        m=np.full((2, 2), i, dtype=np.int16),
+        vs=[Vec(0.5, 1.5)] * i,
+        tags=["t"] * i,
+        c=chr(65 + i),
+        flag=i % 2 == 0,
     )
 
 
@@ -78,8 +85,11 @@ class TestArrowSchema:
         assert schema.field("name").type == pa.string()
         assert schema.field("level").type == pa.dictionary(pa.int32(), pa.string())
         assert schema.field("v").type == pa.struct(
-            [pa.field("x", pa.float32(), nullable=False), pa.field("y", pa.float32(),
-                                                                   nullable=False)])
+            [
+                pa.field("x", pa.float32(), nullable=False),
+                pa.field("y", pa.float32(), nullable=False),
+            ]
+        )
         assert schema.field("values").type == pa.list_(pa.float32())
         assert schema.field("raw").type == pa.list_(pa.uint8())
         assert schema.field("m").type == pa.list_(pa.list_(pa.int16(), 2), 2)
@@ -138,8 +148,9 @@ class TestArrowRoundTrip:
 
     def test_round_trip_fixed(self) -> None:
         """A fixed-size type round-trips through Arrow too."""
-        f = Fixed(id=1, i8=-1, flag=True, c="x", level=Level.HIGH, v=Vec(1.0, 2.0),
-                  m=np.ones((2, 3)))
+        f = Fixed(
+            id=1, i8=-1, flag=True, c="x", level=Level.HIGH, v=Vec(1.0, 2.0), m=np.ones((2, 3))
+        )
         assert idl.from_arrow(idl.to_arrow([f], Fixed), Fixed) == [f]
 
     def test_enum_as_plain_strings(self) -> None:

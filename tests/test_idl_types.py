@@ -65,13 +65,31 @@ class Everything(idl.Struct, typename="sensors::Everything"):
 
 def everything(i: int = 1) -> Everything:
     return Everything(
-        sensor=i, i8=-128, i16=-32768, i64=-(2**63), u8=255, u16=65535, u32=2**32 - 1,
-        u64=2**64 - 1, f32=0.5, f64=1e300, flag=True, c="z", o=200, name="héllo wörld",
-        short_name="abcdefgh", color=Color.BLUE, pos=Pos(1.5, -2.5),
-        samples=np.arange(10, dtype=np.float32), bounded=[1, -2, 3],
-        raw=b"\x00\x01\xff", matrix=np.arange(6, dtype=np.int32).reshape(2, 3),
-        bytes4=np.array([1, 2, 3, 4], dtype=np.uint8), tags=["a", "", "ccc"],
-        path=[Pos(0.0, 1.0), Pos(2.0, 3.0)], chars=["x", "y"],
+        sensor=i,
+        i8=-128,
+        i16=-32768,
+        i64=-(2**63),
+        u8=255,
+        u16=65535,
+        u32=2**32 - 1,
+        u64=2**64 - 1,
+        f32=0.5,
+        f64=1e300,
+        flag=True,
+        c="z",
+        o=200,
+        name="héllo wörld",
+        short_name="abcdefgh",
+        color=Color.BLUE,
+        pos=Pos(1.5, -2.5),
+        samples=np.arange(10, dtype=np.float32),
+        bounded=[1, -2, 3],
+        raw=b"\x00\x01\xff",
+        matrix=np.arange(6, dtype=np.int32).reshape(2, 3),
+        bytes4=np.array([1, 2, 3, 4], dtype=np.uint8),
+        tags=["a", "", "ccc"],
+        path=[Pos(0.0, 1.0), Pos(2.0, 3.0)],
+        chars=["x", "y"],
     )
 
 
@@ -115,12 +133,31 @@ class BEverything(IdlStruct, typename="sensors::Everything"):
 def binding_everything() -> BEverything:
     e = everything()
     return BEverything(
-        sensor=e.sensor, i8=e.i8, i16=e.i16, i64=e.i64, u8=e.u8, u16=e.u16, u32=e.u32,
-        u64=e.u64, f32=e.f32, f64=e.f64, flag=e.flag, c=e.c, o=e.o, name=e.name,
-        short_name=e.short_name, color=e.color, pos=BPos(1.5, -2.5),
-        samples=[float(v) for v in range(10)], bounded=[1, -2, 3], raw=[0, 1, 255],
-        matrix=[[0, 1, 2], [3, 4, 5]], bytes4=bytearray([1, 2, 3, 4]), tags=["a", "", "ccc"],
-        path=[BPos(0.0, 1.0), BPos(2.0, 3.0)], chars=["x", "y"],
+        sensor=e.sensor,
+        i8=e.i8,
+        i16=e.i16,
+        i64=e.i64,
+        u8=e.u8,
+        u16=e.u16,
+        u32=e.u32,
+        u64=e.u64,
+        f32=e.f32,
+        f64=e.f64,
+        flag=e.flag,
+        c=e.c,
+        o=e.o,
+        name=e.name,
+        short_name=e.short_name,
+        color=e.color,
+        pos=BPos(1.5, -2.5),
+        samples=[float(v) for v in range(10)],
+        bounded=[1, -2, 3],
+        raw=[0, 1, 255],
+        matrix=[[0, 1, 2], [3, 4, 5]],
+        bytes4=bytearray([1, 2, 3, 4]),
+        tags=["a", "", "ccc"],
+        path=[BPos(0.0, 1.0), BPos(2.0, 3.0)],
+        chars=["x", "y"],
     )
 
 
@@ -365,19 +402,23 @@ class TestProperty:
     @settings(max_examples=60, deadline=None)
     @given(
         k=st.integers(-(2**31), 2**31 - 1),
-        name=st.text(alphabet=st.characters(blacklist_characters="\0",
-                                            blacklist_categories=("Cs",)), max_size=20),
+        name=st.text(
+            alphabet=st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)),
+            max_size=20,
+        ),
         values=st.lists(st.floats(allow_nan=False, width=32), max_size=20),
         raw=st.binary(max_size=50),
         u64=st.integers(0, 2**64 - 1),
         color=st.sampled_from(list(Color)),
     )
-    def test_round_trip_property(self, k: int, name: str, values: list[float], raw: bytes,
-                                 u64: int, color: Color) -> None:
+    def test_round_trip_property(
+        self, k: int, name: str, values: list[float], raw: bytes, u64: int, color: Color
+    ) -> None:
         """Any valid sample round-trips through XCDR1 and XCDR2."""
 
-        sample = Prop(k=k, name=name, values=np.array(values, dtype=np.float32), raw=raw,
-                      u64=u64, color=color)
+        sample = Prop(
+            k=k, name=name, values=np.array(values, dtype=np.float32), raw=raw, u64=u64, color=color
+        )
         idl.validate(sample, Prop)
         assert Prop.deserialize(sample.serialize()) == sample
         assert Prop.deserialize(sample.serialize(use_version_2=True)) == sample
@@ -395,8 +436,7 @@ class Prop(idl.Struct, typename="prop::Prop"):
 class TestPublicApi:
     def test_all_is_sorted_and_complete(self) -> None:
         """idl.__all__ lists every public name of the package exactly once."""
-        public = {n for n in vars(idl) if not n.startswith("_")} - {
-            "annotations"}
+        public = {n for n in vars(idl) if not n.startswith("_")} - {"annotations"}
         modules = {n for n in public if type(getattr(idl, n)).__name__ == "module"}
         assert len(idl.__all__) == len(set(idl.__all__))
         assert set(idl.__all__) == public - modules
@@ -407,8 +447,11 @@ class TestOverDds:
         """A sample with numpy payloads written by a DataWriter is read back equal."""
         dp = DomainParticipant(domain_id)
         topic = Topic(dp, topic_name, Everything)
-        qos = Qos(Policy.Reliability.Reliable(duration(seconds=5)),
-                  Policy.Durability.TransientLocal, Policy.History.KeepLast(4))
+        qos = Qos(
+            Policy.Reliability.Reliable(duration(seconds=5)),
+            Policy.Durability.TransientLocal,
+            Policy.History.KeepLast(4),
+        )
         writer = DataWriter(dp, topic, qos=qos)
         reader = DataReader(dp, topic, qos=qos)
         sent = [everything(1), everything(2)]
@@ -440,10 +483,20 @@ class Fast(idl.Struct, typename="sensors::Fast"):
 
 
 def fast(i: int = 0) -> Fast:
-    return Fast(k=i, c="x", name="héllo", pos=Pos(1.0, 2.0), color=Color.BLUE,
-                values=np.arange(i, dtype=np.float64), raw=b"abc"[: i % 4],
-                m=np.full((2, 3), i, np.int16), flag=i % 2 == 0, u64=2**64 - 1, note="n" * i,
-                i8=-i)
+    return Fast(
+        k=i,
+        c="x",
+        name="héllo",
+        pos=Pos(1.0, 2.0),
+        color=Color.BLUE,
+        values=np.arange(i, dtype=np.float64),
+        raw=b"abc"[: i % 4],
+        m=np.full((2, 3), i, np.int16),
+        flag=i % 2 == 0,
+        u64=2**64 - 1,
+        note="n" * i,
+        i8=-i,
+    )
 
 
 class TestCompiledCodec:
@@ -496,7 +549,8 @@ class TestCompiledCodec:
 
         sample = fast(2)
         assert sample.serialize_key() == IDL.serialize(
-            Fast.__idl__, sample, serialize_kind=SerializeKind.KeyDefinitionOrder)
+            Fast.__idl__, sample, serialize_kind=SerializeKind.KeyDefinitionOrder
+        )
 
 
 class TestOptional:

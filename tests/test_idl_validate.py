@@ -38,9 +38,23 @@ class Sample(idl.Struct, typename="v::Sample"):
 
 
 def good(**changes: Any) -> Sample:
-    s = Sample(k=1, i32=-5, u64=2**64 - 1, f=1.5, flag=True, c="x", o=255, name="abcde",
-               mode=Mode.ON, inner=Inner(-128, ""), seq=[1, 2, 3], arr=np.zeros(2),
-               grid=np.zeros((2, 2), dtype=np.uint8), names=["ab"], inners=[Inner(1, "z")])
+    s = Sample(
+        k=1,
+        i32=-5,
+        u64=2**64 - 1,
+        f=1.5,
+        flag=True,
+        c="x",
+        o=255,
+        name="abcde",
+        mode=Mode.ON,
+        inner=Inner(-128, ""),
+        seq=[1, 2, 3],
+        arr=np.zeros(2),
+        grid=np.zeros((2, 2), dtype=np.uint8),
+        names=["ab"],
+        inners=[Inner(1, "z")],
+    )
     for k, v in changes.items():
         setattr(s, k, v)
     return s
@@ -57,8 +71,7 @@ class TestValidSamples:
         class Bytes(idl.Struct):
             raw: idl.sequence[idl.octet]
 
-        idl.validate(good(i32=np.int32(3), f=2, mode=1, seq=np.array([1, 2], np.int16)),
-                     Sample)
+        idl.validate(good(i32=np.int32(3), f=2, mode=1, seq=np.array([1, 2], np.int16)), Sample)
         idl.validate(Bytes(raw=b"\x00\xff"), Bytes)
 
     def test_validate_is_fast(self) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-import dcps
 from peer import Peer
 from qos_spec import reader_qos
-from waiting import eventually
 from topic_types import Reading
+from waiting import eventually
+
+import dcps
 
 pytestmark = pytest.mark.multiprocess
 
@@ -46,9 +46,7 @@ def wait_for_state(
     """Take samples of ``sensor`` until its instance is in ``state``; return all taken."""
     seen: list[dcps.Sample[Reading]] = []
     participant = reader.topic.participant
-    with dcps.WaitSet(participant) as ws, dcps.ReadCondition(
-        reader, instance_states=state
-    ) as cond:
+    with dcps.WaitSet(participant) as ws, dcps.ReadCondition(reader, instance_states=state) as cond:
         ws.attach(cond)
         while True:
             ws.wait(timeout)
@@ -67,7 +65,8 @@ class TestLifecycle:
         peer.call("write", sensor=1, value=1.0)
         peer.call("dispose", sensor=1)
         seen = wait_for_state(reader, 1, DISPOSED)
-        assert seen[0].valid_data and seen[0].data.value == 1.0
+        assert seen[0].valid_data
+        assert seen[0].data.value == 1.0
         assert seen[-1].info.instance_state == DISPOSED
 
     def test_unregister_last_writer_gives_no_writers(
@@ -93,18 +92,22 @@ class TestLifecycle:
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
         """kill -9 of the only writer's process makes its instances NOT_ALIVE_NO_WRITERS."""
-        peer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader)
+        peer.start_writer(
+            {"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader
+        )
         peer.call("write", sensor=4, value=4.0)
         reader.wait_for_data()
         peer.kill()
         seen = wait_for_state(reader, 4, NO_WRITERS)
         assert seen[-1].info.instance_state == NO_WRITERS
-        eventually(lambda: reader.liveliness_changed_status.alive_count == 0, what="writer not alive")
+        eventually(
+            lambda: reader.liveliness_changed_status.alive_count == 0, what="writer not alive"
+        )
 
     def test_killed_autodisposing_writer_disposes(
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
-        """On Cyclone, a lost writer with autodispose_unregistered_instances disposes its instances."""
+        """On Cyclone, a lost writer with autodispose_unregistered_instances disposes them."""
         peer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, reader)
         peer.call("write", sensor=7, value=7.0)
         reader.wait_for_data()
@@ -132,11 +135,17 @@ class TestLifecycle:
     ) -> None:
         """A new writer process reviving an instance left by a killed one: NEW, no_writers gen 1."""
         topic = dcps.Topic(participant, topic_name, Reading)
-        reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
         first, second = Peer(domain_id, topic_name), Peer(domain_id, topic_name)
         try:
-            second.start_writer({"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader)
-            first.start_writer({"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader)
+            second.start_writer(
+                {"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader
+            )
+            first.start_writer(
+                {"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, reader
+            )
             first.call("write", sensor=6, value=1.0)
             reader.wait_for_data()
             # read (not take) keeps the instance in the reader across the generations
@@ -156,8 +165,11 @@ class TestLifecycle:
 
 
 def wait_for_state_read(
-    reader: dcps.DataReader[Reading], sensor: int, state: dcps.InstanceState,
-    value: float | None = None, timeout: float = 15.0,
+    reader: dcps.DataReader[Reading],
+    sensor: int,
+    state: dcps.InstanceState,
+    value: float | None = None,
+    timeout: float = 15.0,
 ) -> list[dcps.Sample[Reading]]:
     """Read (not take) until ``sensor``'s instance is in ``state`` (with ``value`` if given)."""
     participant = reader.topic.participant

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-
-import dcps
-import qos
 from qos_spec import reader_qos, writer_qos
 from topic_types import Reading
 from waiting import eventually
+
+import dcps
+import qos
 
 
 @pytest.fixture
@@ -28,25 +28,39 @@ def topic(participant: dcps.DomainParticipant, topic_name: str) -> dcps.Topic[Re
 
 def ranks(samples: list[dcps.Sample[Reading]]) -> list[tuple[float, int, int, int, int, int]]:
     """(value, disposed gen, no-writers gen, sample rank, generation rank, absolute rank)."""
-    return [(s.data.value, s.info.disposed_generation_count, s.info.no_writers_generation_count,
-             s.info.sample_rank, s.info.generation_rank, s.info.absolute_generation_rank)
-            for s in samples if s.valid_data]
+    return [
+        (
+            s.data.value,
+            s.info.disposed_generation_count,
+            s.info.no_writers_generation_count,
+            s.info.sample_rank,
+            s.info.generation_rank,
+            s.info.absolute_generation_rank,
+        )
+        for s in samples
+        if s.valid_data
+    ]
 
 
 class TestPlainReader:
     def test_generations_and_ranks_across_dispose_and_unregister(self, participant, topic) -> None:
         """write, write, dispose, write, unregister, write: counts and ranks per the spec."""
-        reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos(
-            {"reliable": True, "keep_all": True, "keep_instances": True}))
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        writer = dcps.DataWriter(
+            participant,
+            topic,
+            qos=writer_qos({"reliable": True, "keep_all": True, "keep_instances": True}),
+        )
         writer.wait_for_readers()
         key = Reading(1, 0.0, "")
         writer.write(Reading(1, 1.0, ""))
         writer.write(Reading(1, 2.0, ""))
-        writer.dispose(key)                       # disposed generation ends
-        writer.write(Reading(1, 3.0, ""))         # reborn: disposed_generation_count 1
-        writer.unregister_instance(key)           # no writers
-        writer.write(Reading(1, 4.0, ""))         # reborn: no_writers_generation_count 1
+        writer.dispose(key)  # disposed generation ends
+        writer.write(Reading(1, 3.0, ""))  # reborn: disposed_generation_count 1
+        writer.unregister_instance(key)  # no writers
+        writer.write(Reading(1, 4.0, ""))  # reborn: no_writers_generation_count 1
         writer.wait_for_acknowledgments(10)
         everything = reader.read()
         assert ranks(everything) == [
@@ -61,12 +75,21 @@ class TestPlainReader:
 
     def test_autopurge_nowriter_removes_samples_after_the_delay(self, participant, topic) -> None:
         """With autopurge_nowriter_samples_delay, samples of a writer-less instance disappear."""
-        reader = dcps.DataReader(participant, topic, qos=reader_qos(
-            {"reliable": True, "keep_all": True}).with_(qos.ReaderDataLifecycle(
-                autopurge_nowriter_samples_delay=timedelta(milliseconds=200))))
-        keep = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos(
-            {"reliable": True, "keep_instances": True}))
+        reader = dcps.DataReader(
+            participant,
+            topic,
+            qos=reader_qos({"reliable": True, "keep_all": True}).with_(
+                qos.ReaderDataLifecycle(
+                    autopurge_nowriter_samples_delay=timedelta(milliseconds=200)
+                )
+            ),
+        )
+        keep = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": True, "keep_instances": True})
+        )
         writer.wait_for_readers(2)
         writer.write(Reading(1, 1.0, ""))
         writer.write(Reading(2, 2.0, ""))
@@ -74,13 +97,22 @@ class TestPlainReader:
         writer.wait_for_acknowledgments(10)
         assert {s.data.sensor for s in reader.read()} == {1, 2}  # not yet: the delay runs
         eventually(lambda: {s.data.sensor for s in reader.read()} == {2}, what="purge of sensor 1")
-        assert {s.data.sensor for s in keep.read()} == {1, 2}  # a reader without the policy keeps it
+        assert {s.data.sensor for s in keep.read()} == {
+            1,
+            2,
+        }  # a reader without the policy keeps it
 
     def test_autopurge_disposed_removes_samples_after_the_delay(self, participant, topic) -> None:
         """With autopurge_disposed_samples_delay, samples of a disposed instance disappear."""
-        reader = dcps.DataReader(participant, topic, qos=reader_qos(
-            {"reliable": True, "keep_all": True}).with_(qos.ReaderDataLifecycle(
-                autopurge_disposed_samples_delay=timedelta(milliseconds=200))))
+        reader = dcps.DataReader(
+            participant,
+            topic,
+            qos=reader_qos({"reliable": True, "keep_all": True}).with_(
+                qos.ReaderDataLifecycle(
+                    autopurge_disposed_samples_delay=timedelta(milliseconds=200)
+                )
+            ),
+        )
         writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
         writer.wait_for_readers()
         writer.write(Reading(1, 1.0, ""))
@@ -92,15 +124,19 @@ class TestPlainReader:
 
 class TestSubscriptionKeysReader:
     def keyed(self, participant, topic, **lifecycle: timedelta) -> dcps.DataReader[Reading]:
-        rq = reader_qos({"reliable": True, "keep_all": True}).with_(qos.SubscriptionKeys.of("label"))
+        rq = reader_qos({"reliable": True, "keep_all": True}).with_(
+            qos.SubscriptionKeys.of("label")
+        )
         if lifecycle:
             rq = rq.with_(qos.ReaderDataLifecycle(**lifecycle))
         return dcps.DataReader(participant, topic, qos=rq)
 
     def test_ranks_and_disposed_generations(self, participant, topic) -> None:
-        """write_dispose then write on a reader instance: generation counts and ranks per the spec."""
+        """write_dispose then write on a reader instance: generation counts and ranks per spec."""
         reader = self.keyed(participant, topic)
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True, "keep_all": True}))
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": True, "keep_all": True})
+        )
         writer.wait_for_readers()
         reader.wait_for_writers()
         writer.write(Reading(1, 1.0, "a"))
@@ -117,8 +153,9 @@ class TestSubscriptionKeysReader:
 
     def test_autopurge_disposed_applies_to_reader_instances(self, participant, topic) -> None:
         """A reader instance disposed by write_dispose is purged after the delay."""
-        reader = self.keyed(participant, topic,
-                            autopurge_disposed_samples_delay=timedelta(milliseconds=200))
+        reader = self.keyed(
+            participant, topic, autopurge_disposed_samples_delay=timedelta(milliseconds=200)
+        )
         writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
         writer.wait_for_readers()
         reader.wait_for_writers()
@@ -126,6 +163,10 @@ class TestSubscriptionKeysReader:
         writer.write(Reading(2, 1.0, "gone"))
         eventually(lambda: len(reader.read()) == 2)
         writer.write_dispose(Reading(2, 2.0, "gone"))
-        eventually(lambda: any(s.info.instance_state == dcps.InstanceState.NOT_ALIVE_DISPOSED
-                               for s in reader.read()))
+        eventually(
+            lambda: any(
+                s.info.instance_state == dcps.InstanceState.NOT_ALIVE_DISPOSED
+                for s in reader.read()
+            )
+        )
         eventually(lambda: {s.data.label for s in reader.read()} == {"keep"}, what="purge")

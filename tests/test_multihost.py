@@ -64,8 +64,9 @@ class TestMulticastDiscovery:
     ) -> None:
         """With multicast discovery alone, lifecycle and participant names cross hosts."""
         a, b = make_lan(2).hosts
-        reader = _start(b, "reader", domain_id, topic_name, autodispose=False,
-                        watch_participants=True)
+        reader = _start(
+            b, "reader", domain_id, topic_name, autodispose=False, watch_participants=True
+        )
         writer = _start(a, "writer", domain_id, topic_name, autodispose=False)
         _lifecycle(writer, reader)
         reader.expect(_is("participant", name="host-a"), 10, "host-a's participant name")
@@ -75,12 +76,18 @@ class TestMulticastDiscovery:
     ) -> None:
         """Hosts with the writer's domain tag get its data; one with another tag never matches."""
         a, b, c = make_lan(3).hosts
-        near = _start(b, "reader", domain_id, topic_name,
-                      network=_network(b, domain_tag="line-1"))
-        far = _start(c, "reader", domain_id, topic_name,
-                     network=_network(c, domain_tag="line-2"), watch_participants=True)
-        writer = _start(a, "writer", domain_id, topic_name,
-                        network=_network(a, domain_tag="line-1"))
+        near = _start(b, "reader", domain_id, topic_name, network=_network(b, domain_tag="line-1"))
+        far = _start(
+            c,
+            "reader",
+            domain_id,
+            topic_name,
+            network=_network(c, domain_tag="line-2"),
+            watch_participants=True,
+        )
+        writer = _start(
+            a, "writer", domain_id, topic_name, network=_network(a, domain_tag="line-1")
+        )
         _ready(near, far, writer)
         writer.expect(_is("pub_matched", count=1), 15, "writer matched")
         writer.send(op="write", key=7, value=70)
@@ -97,12 +104,23 @@ class TestUnicastPeers:
     ) -> None:
         """With multicast off, hosts that list each other as peers discover and exchange data."""
         a, b, c = make_lan(3).hosts
-        reader = _start(b, "reader", domain_id, topic_name, autodispose=False,
-                        network=_network(b, multicast=False, peers=[a.address]))
-        lonely = _start(c, "reader", domain_id, topic_name,
-                        network=_network(c, multicast=False))
-        writer = _start(a, "writer", domain_id, topic_name, autodispose=False,
-                        network=_network(a, multicast=False, peers=[b.address]))
+        reader = _start(
+            b,
+            "reader",
+            domain_id,
+            topic_name,
+            autodispose=False,
+            network=_network(b, multicast=False, peers=[a.address]),
+        )
+        lonely = _start(c, "reader", domain_id, topic_name, network=_network(c, multicast=False))
+        writer = _start(
+            a,
+            "writer",
+            domain_id,
+            topic_name,
+            autodispose=False,
+            network=_network(a, multicast=False, peers=[b.address]),
+        )
         _ready(lonely)
         _lifecycle(writer, reader)
         assert not [e for e in lonely.drain() if e.get("ev") == "sample"]
@@ -116,10 +134,24 @@ class TestLinkFailure:
         """Unplugging the writer's host ends its liveliness (NO_WRITERS); replugging restores it."""
         a, b = make_lan(2).hosts
         timing = {"lease_duration": 2.0, "spdp_interval": 0.5}
-        reader = _start(b, "reader", domain_id, topic_name, lease=1.0, autodispose=False,
-                        network=_network(b, **timing))
-        writer = _start(a, "writer", domain_id, topic_name, lease=1.0, autodispose=False,
-                        network=_network(a, **timing))
+        reader = _start(
+            b,
+            "reader",
+            domain_id,
+            topic_name,
+            lease=1.0,
+            autodispose=False,
+            network=_network(b, **timing),
+        )
+        writer = _start(
+            a,
+            "writer",
+            domain_id,
+            topic_name,
+            lease=1.0,
+            autodispose=False,
+            network=_network(a, **timing),
+        )
         _ready(reader, writer)
         writer.expect(_is("pub_matched", count=1), 15, "writer matched")
         writer.send(op="write", key=1, value=1)
@@ -129,8 +161,12 @@ class TestLinkFailure:
         mark = reader.mark()
         a.link_down()
         reader.expect(_is("liveliness", alive=0), 10, "liveliness lost", since=mark)
-        reader.expect(_is("sample", key=1, valid=False, state="NOT_ALIVE_NO_WRITERS"), 10,
-                      "instance without writers", since=mark)
+        reader.expect(
+            _is("sample", key=1, valid=False, state="NOT_ALIVE_NO_WRITERS"),
+            10,
+            "instance without writers",
+            since=mark,
+        )
         reader.expect(_is("sub_matched", count=0), 10, "writer's participant expired", since=mark)
 
         writer_mark, reader_mark = writer.mark(), reader.mark()
@@ -138,8 +174,12 @@ class TestLinkFailure:
         writer.expect(_is("pub_matched", count=1), 20, "writer matched again", since=writer_mark)
         reader.expect(_is("liveliness", alive=1), 10, "writer alive again", since=reader_mark)
         writer.send(op="write", key=1, value=2)
-        reader.expect(_is("sample", key=1, value=2, state="ALIVE"), 10, "instance alive again",
-                      since=reader_mark)
+        reader.expect(
+            _is("sample", key=1, value=2, state="ALIVE"),
+            10,
+            "instance alive again",
+            since=reader_mark,
+        )
 
     def test_lost_writer_with_default_autodispose_shows_disposed(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str
@@ -155,8 +195,12 @@ class TestLinkFailure:
         mark = reader.mark()
         a.link_down()
         reader.expect(_is("liveliness", alive=0), 10, "liveliness lost", since=mark)
-        reader.expect(_is("sample", key=4, valid=False, state="NOT_ALIVE_DISPOSED"), 10,
-                      "instance disposed", since=mark)
+        reader.expect(
+            _is("sample", key=4, valid=False, state="NOT_ALIVE_DISPOSED"),
+            10,
+            "instance disposed",
+            since=mark,
+        )
 
     def test_reliable_samples_sent_while_unplugged_arrive_after(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str

@@ -58,8 +58,17 @@ class TestPeers:
 
     @pytest.mark.parametrize(
         "text",
-        ["10.0.0.2:99999", "10.0.0.2:0", "10.0.0.2:http", "bad host!", "[fe80::1", "-a.b", "",
-         "10.0.0.2:", "1.2.3.4.5"],
+        [
+            "10.0.0.2:99999",
+            "10.0.0.2:0",
+            "10.0.0.2:http",
+            "bad host!",
+            "[fe80::1",
+            "-a.b",
+            "",
+            "10.0.0.2:",
+            "1.2.3.4.5",
+        ],
     )
     def test_malformed_peer_is_rejected_naming_it(self, text: str) -> None:
         """A malformed peer raises BadParameterError that names the setting and the value."""
@@ -200,7 +209,7 @@ class TestFromFileAndEnv:
     def test_unknown_key_in_file_is_named(self, tmp_path: Path) -> None:
         """A misspelt setting in the file is reported with the file and the key."""
         path = tmp_path / "net.toml"
-        path.write_text('multicat = false\n')
+        path.write_text("multicat = false\n")
         with pytest.raises(dcps.BadParameterError, match=r"multicat"):
             NetworkConfig.load(path)
 
@@ -245,8 +254,13 @@ class TestFromFileAndEnv:
 
     @pytest.mark.parametrize(
         ("variable", "value"),
-        [("DCPS_MULTICAST", "maybe"), ("DCPS_PEERS", "x:y"), ("DCPS_INTERFACES", "a b"),
-         ("DCPS_MAX_PARTICIPANT_INDEX", "many"), ("DCPS_LEASE_DURATION", "soon")],
+        [
+            ("DCPS_MULTICAST", "maybe"),
+            ("DCPS_PEERS", "x:y"),
+            ("DCPS_INTERFACES", "a b"),
+            ("DCPS_MAX_PARTICIPANT_INDEX", "many"),
+            ("DCPS_LEASE_DURATION", "soon"),
+        ],
     )
     def test_bad_variable_is_named(self, variable: str, value: str) -> None:
         """A bad variable value raises BadParameterError naming the setting."""
@@ -339,6 +353,7 @@ class TestLoopbackProcesses:
         self, own_domain: int, topic_name: str, tmp_path: Path
     ) -> None:
         """A reader with another domain tag gets nothing while a same-tag reader gets the data."""
+
         def net(tag: str) -> dict[str, Any]:
             return {"interfaces": [{"name": "lo", "multicast": True}], "domain_tag": tag}
 

@@ -1,4 +1,4 @@
-"""QoS behaviour a user relies on, on real Cyclone DDS (writers in other processes where it matters)."""
+"""QoS behaviour a user relies on, on real Cyclone DDS (writers in other processes)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-
-import dcps
-import qos
 from peer import Peer
 from qos_spec import reader_qos, writer_qos
 from topic_types import Reading
 from waiting import eventually
+
+import dcps
+import qos
 
 
 @pytest.fixture
@@ -59,14 +59,20 @@ class TestReliability:
     ) -> None:
         """A RELIABLE reader never matches a BEST_EFFORT writer; both sides report the policy."""
         listener = IncompatibleQosListener()
-        reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}),
-                                 listener=listener)
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True}), listener=listener
+        )
         writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": False}))
         assert listener.event.wait(10)
-        assert listener.status is not None and listener.status.last_policy_name == "Reliability"
+        assert listener.status is not None
+        assert listener.status.last_policy_name == "Reliability"
         assert reader.requested_incompatible_qos_status.total_count >= 1
-        status = eventually(lambda: writer.offered_incompatible_qos_status.total_count and
-                            writer.offered_incompatible_qos_status)
+        status = eventually(
+            lambda: (
+                writer.offered_incompatible_qos_status.total_count
+                and writer.offered_incompatible_qos_status
+            )
+        )
         assert status.last_policy_name == "Reliability"
         assert reader.matched_publications == []
         assert writer.matched_subscriptions == []
@@ -89,8 +95,11 @@ class TestDurability:
         for i in range(5):
             writer.call("write", sensor=1, value=float(i))
         writer.call("write", sensor=2, value=10.0)
-        reader = dcps.DataReader(participant, topic, qos=reader_qos(
-            {"reliable": True, "transient_local": True, "keep_all": True}))
+        reader = dcps.DataReader(
+            participant,
+            topic,
+            qos=reader_qos({"reliable": True, "transient_local": True, "keep_all": True}),
+        )
         reader.wait_for_historical_data(10)
         got = eventually(lambda: len(reader.read()) >= 4 and reader.read())
         by_sensor = {s: [x.data.value for x in got if x.data.sensor == s] for s in (1, 2)}
@@ -100,8 +109,11 @@ class TestDurability:
         self, participant: dcps.DomainParticipant, topic: dcps.Topic[Reading]
     ) -> None:
         """Only readers that ask for TRANSIENT_LOCAL get old samples."""
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos(
-            {"reliable": True, "transient_local": True, "depth": 3}))
+        writer = dcps.DataWriter(
+            participant,
+            topic,
+            qos=writer_qos({"reliable": True, "transient_local": True, "depth": 3}),
+        )
         writer.write(Reading(1, 1.0, "old"))
         reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}))
         writer.wait_for_readers()
@@ -130,7 +142,6 @@ class TestPartitions:
         assert [s.data.label for s in reader.take()] == ["seen"]
         assert other.read() == []
 
-
     def test_publisher_partition_change_keeps_writer_and_conditions_working(
         self, participant: dcps.DomainParticipant, topic: dcps.Topic[Reading], unique: str
     ) -> None:
@@ -157,11 +168,30 @@ class TestOwnership:
         self, participant: dcps.DomainParticipant, topic: dcps.Topic[Reading], peers
     ) -> None:
         """With EXCLUSIVE ownership the reader only sees the strongest live writer's updates."""
-        reader = dcps.DataReader(participant, topic, qos=reader_qos(
-            {"reliable": True, "keep_all": True, "strength": 0}))
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True, "strength": 0})
+        )
         weak, strong = peers(), peers()
-        weak.start_writer({"reliable": True, "keep_all": True, "strength": 1, "lease": 1.0, "keep_instances": True}, reader)
-        strong.start_writer({"reliable": True, "keep_all": True, "strength": 9, "lease": 1.0, "keep_instances": True}, reader)
+        weak.start_writer(
+            {
+                "reliable": True,
+                "keep_all": True,
+                "strength": 1,
+                "lease": 1.0,
+                "keep_instances": True,
+            },
+            reader,
+        )
+        strong.start_writer(
+            {
+                "reliable": True,
+                "keep_all": True,
+                "strength": 9,
+                "lease": 1.0,
+                "keep_instances": True,
+            },
+            reader,
+        )
         strong.call("write", sensor=1, value=9.0, label="strong")
         eventually(lambda: reader.read(), what="strong sample")
         weak.call("write", sensor=1, value=1.0, label="weak")
@@ -169,9 +199,14 @@ class TestOwnership:
         eventually(lambda: [s for s in reader.read() if s.data.value == 9.5], what="second strong")
         assert {s.data.label for s in reader.take() if s.valid_data} == {"strong"}
         strong.kill()  # ownership passes to the weak writer once the strong one is gone
-        eventually(lambda: (weak.call("write", sensor=1, value=2.0, label="weak") and
-                            [s for s in reader.take() if s.valid_data and s.data.label == "weak"]),
-                   timeout=15, what="weak writer taking over")
+        eventually(
+            lambda: (
+                weak.call("write", sensor=1, value=2.0, label="weak")
+                and [s for s in reader.take() if s.valid_data and s.data.label == "weak"]
+            ),
+            timeout=15,
+            what="weak writer taking over",
+        )
 
 
 class DeadlineListener(dcps.Listener):
@@ -190,10 +225,15 @@ class TestDeadlineAndLiveliness:
     ) -> None:
         """An instance not updated within the deadline raises deadline-missed on both sides."""
         listener = DeadlineListener()
-        reader = dcps.DataReader(participant, topic, qos=reader_qos(
-            {"reliable": True, "deadline": 0.2}), listener=listener)
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos(
-            {"reliable": True, "deadline": 0.2}))
+        reader = dcps.DataReader(
+            participant,
+            topic,
+            qos=reader_qos({"reliable": True, "deadline": 0.2}),
+            listener=listener,
+        )
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": True, "deadline": 0.2})
+        )
         writer.wait_for_readers()
         writer.write(Reading(1, 1.0, ""))
         assert listener.missed.wait(10)
@@ -204,7 +244,10 @@ class TestDeadlineAndLiveliness:
 
     def test_deadline_longer_than_time_based_filter_is_required(self) -> None:
         """A reader deadline shorter than its time-based filter is inconsistent, naming both."""
-        with pytest.raises(dcps.InconsistentPolicyError, match="Deadline.*TimeBasedFilter|TimeBasedFilter.*Deadline"):
+        with pytest.raises(
+            dcps.InconsistentPolicyError,
+            match=r"Deadline.*TimeBasedFilter|TimeBasedFilter.*Deadline",
+        ):
             reader_qos({"deadline": 0.1, "min_separation": 0.5}).check()
 
     @pytest.mark.multiprocess
@@ -214,7 +257,9 @@ class TestDeadlineAndLiveliness:
         """A MANUAL_BY_TOPIC writer that stops asserting loses liveliness until it asserts again."""
         reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}))
         writer = peers()
-        writer.start_writer({"reliable": True, "keep_all": True, "lease": 0.3, "manual": True}, reader)
+        writer.start_writer(
+            {"reliable": True, "keep_all": True, "lease": 0.3, "manual": True}, reader
+        )
         writer.call("write", sensor=1, value=1.0)  # a write asserts liveliness
         eventually(lambda: reader.liveliness_changed_status.alive_count == 1)
         eventually(lambda: reader.liveliness_changed_status.not_alive_count == 1, what="lost")
@@ -227,8 +272,9 @@ class TestDeadlineAndLiveliness:
     ) -> None:
         """The writer's liveliness-lost status counts the leases it let expire."""
         dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}))
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos(
-            {"reliable": True, "lease": 0.2, "manual": True}))
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": True, "lease": 0.2, "manual": True})
+        )
         writer.wait_for_readers()
         writer.write(Reading(1, 1.0, ""))
         eventually(lambda: writer.liveliness_lost_status.total_count >= 1, what="liveliness lost")
@@ -239,25 +285,38 @@ class TestLifespanAndFilter:
         self, participant: dcps.DomainParticipant, topic: dcps.Topic[Reading]
     ) -> None:
         """Samples older than the writer's lifespan disappear from the reader unread."""
-        reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True, "lifespan": 0.3}))
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": True, "lifespan": 0.3})
+        )
         keeper = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
         writer.wait_for_readers()
         keeper.wait_for_readers()
         writer.write(Reading(1, 1.0, "short-lived"))
         keeper.write(Reading(2, 2.0, "kept"))
         eventually(lambda: len(reader.read(sample_states=dcps.SampleState.ANY)) == 2)
-        eventually(lambda: [s.data.label for s in reader.read() if s.valid_data] == ["kept"],
-                   what="expiry of the short-lived sample")
+        eventually(
+            lambda: [s.data.label for s in reader.read() if s.valid_data] == ["kept"],
+            what="expiry of the short-lived sample",
+        )
 
     def test_time_based_filter_thins_out_fast_updates(
         self, participant: dcps.DomainParticipant, topic: dcps.Topic[Reading]
     ) -> None:
         """A reader with a minimum separation gets far fewer samples of a fast instance."""
-        fast_reader = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-        slow_reader = dcps.DataReader(participant, topic, qos=reader_qos(
-            {"reliable": True, "keep_all": True, "min_separation": 10.0}))
-        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True, "keep_all": True}))
+        fast_reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        slow_reader = dcps.DataReader(
+            participant,
+            topic,
+            qos=reader_qos({"reliable": True, "keep_all": True, "min_separation": 10.0}),
+        )
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": True, "keep_all": True})
+        )
         writer.wait_for_readers(2)
         for i in range(50):
             writer.write(Reading(1, float(i), ""))

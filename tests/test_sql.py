@@ -1,6 +1,5 @@
 """SQL filter and query expressions (DDS 1.4 Annex B): grammar, type checks, evaluation."""
 
-
 import threading
 from dataclasses import dataclass
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from peer import Peer
+from qos_spec import reader_qos
+from topic_types import Blob, Reading
+from waiting import eventually
 
 import dcps
 import qos
-from peer import Peer
-from qos_spec import reader_qos
-from topic_types import Reading, Blob
-from waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
 
@@ -21,7 +21,9 @@ DISPOSED = dcps.InstanceState.NOT_ALIVE_DISPOSED
 
 
 def keyed_qos(*keys: str, depth: int | None = None) -> qos.DataReaderQos:
-    base = reader_qos({"reliable": True, "keep_all": depth is None} | ({"depth": depth} if depth else {}))
+    base = reader_qos(
+        {"reliable": True, "keep_all": depth is None} | ({"depth": depth} if depth else {})
+    )
     return base.with_(qos.SubscriptionKeys.of(*keys))
 
 
@@ -51,7 +53,9 @@ def by_label(reader: dcps.DataReader[Reading]) -> dcps.DataReader[Reading]:
 
 def settled(reader: dcps.DataReader[Reading], count: int) -> list[dcps.Sample[Reading]]:
     """Read until the reader holds ``count`` samples (any state); return them."""
-    return eventually(lambda: (s := reader.read()) and len(s) >= count and s, what=f"{count} samples")
+    return eventually(
+        lambda: (s := reader.read()) and len(s) >= count and s, what=f"{count} samples"
+    )
 
 
 # Writers keep all samples: with KEEP_LAST 1, a sample that a new reader missed while
@@ -59,7 +63,9 @@ def settled(reader: dcps.DataReader[Reading], count: int) -> list[dcps.Sample[Re
 
 
 class TestMapping:
-    def test_one_writer_instance_feeds_several_reader_instances(self, participant, topic, writer) -> None:
+    def test_one_writer_instance_feeds_several_reader_instances(
+        self, participant, topic, writer
+    ) -> None:
         """Sensor 1 writing labels a and b makes two reader instances keyed by label."""
         reader = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
         writer.start_writer({"reliable": True, "keep_all": True}, reader)
@@ -71,7 +77,9 @@ class TestMapping:
         assert reader.lookup_instance(Reading(99, 0.0, "b")) == handles["b"]
         assert reader.key_value(handles["a"]).label == "a"
 
-    def test_several_writer_instances_feed_one_reader_instance(self, participant, topic, writer) -> None:
+    def test_several_writer_instances_feed_one_reader_instance(
+        self, participant, topic, writer
+    ) -> None:
         """Sensors 1 and 2 with the same label land in one reader instance, in arrival order."""
         reader = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
         writer.start_writer({"reliable": True, "keep_all": True}, reader)
@@ -88,7 +96,9 @@ class TestMapping:
         """A label-keyed, a value-keyed and a plain reader see one stream grouped three ways."""
         by_label = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
         by_value = dcps.DataReader(participant, topic, qos=keyed_qos("value"))
-        plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
+        plain = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
         writer.start_writer({"reliable": True, "keep_all": True}, by_label, by_value, plain)
         for sensor, value, label in ((1, 1.0, "x"), (2, 1.0, "x"), (3, 2.0, "x"), (1, 2.0, "y")):
             writer.call("write", sensor=sensor, value=value, label=label)
@@ -101,9 +111,11 @@ class TestMapping:
 
 class TestLifecycleRules:
     def test_taking_everything_removes_the_instance(self, participant, topic, writer) -> None:
-        """After take() empties a reader instance, the next sample is NEW again; a plain reader says NOT_NEW."""
+        """After take() empties a reader instance the next sample is NEW; plain readers: NOT_NEW."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
-        plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
+        plain = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
         writer.start_writer({"reliable": True, "keep_all": True}, keyed, plain)
         writer.call("write", sensor=1, value=1.0, label="a")
         first = settled(keyed, 1)[0]
@@ -117,32 +129,50 @@ class TestLifecycleRules:
         assert again[0].info.instance_handle != first.info.instance_handle
         assert eventually(lambda: plain.take())[0].info.view_state == dcps.ViewState.NOT_NEW
 
-    def test_invalid_samples_are_skipped_and_instances_stay_alive(self, participant, topic, writer) -> None:
+    def test_invalid_samples_are_skipped_and_instances_stay_alive(
+        self, participant, topic, writer
+    ) -> None:
         """Unregister, plain dispose and the writer's death leave reader instances ALIVE."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
-        plain = dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
-        writer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, keyed, plain)
+        plain = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        writer.start_writer(
+            {"reliable": True, "keep_all": True, "lease": 1.0, "keep_instances": True}, keyed, plain
+        )
         for sensor, label in ((1, "a"), (2, "b"), (3, "c")):
             writer.call("write", sensor=sensor, value=1.0, label=label)
         settled(keyed, 3)  # drained: the lifecycle events below come as invalid samples
         writer.call("dispose", sensor=1, label="a")
         writer.call("unregister", sensor=2, label="b")
-        eventually(lambda: {s.info.instance_state for s in plain.read()} >=
-                   {DISPOSED, dcps.InstanceState.NOT_ALIVE_NO_WRITERS})
+        eventually(
+            lambda: (
+                {s.info.instance_state for s in plain.read()}
+                >= {DISPOSED, dcps.InstanceState.NOT_ALIVE_NO_WRITERS}
+            )
+        )
         writer.kill()  # sensor 3 loses its writer
         eventually(lambda: all(s.info.instance_state != ALIVE for s in plain.read()))
         samples = keyed.read()
         assert all(s.valid_data for s in samples)
-        assert {s.data.label: s.info.instance_state for s in samples} == {"a": ALIVE, "b": ALIVE, "c": ALIVE}
+        assert {s.data.label: s.info.instance_state for s in samples} == {
+            "a": ALIVE,
+            "b": ALIVE,
+            "c": ALIVE,
+        }
 
-    def test_write_dispose_disposes_and_a_new_sample_revives(self, participant, topic, writer) -> None:
-        """write_dispose (a full sample) disposes the reader instance; the next write makes it NEW, generation 1."""
+    def test_write_dispose_disposes_and_a_new_sample_revives(
+        self, participant, topic, writer
+    ) -> None:
+        """write_dispose (full sample) disposes the instance; next write is NEW, generation 1."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
         writer.start_writer({"reliable": True, "keep_all": True}, keyed)
         writer.call("write", sensor=1, value=1.0, label="a")
         settled(keyed, 1)
         writer.call("write_dispose", sensor=1, value=2.0, label="a")
-        disposed = eventually(lambda: [s for s in keyed.read() if s.info.instance_state == DISPOSED])
+        disposed = eventually(
+            lambda: [s for s in keyed.read() if s.info.instance_state == DISPOSED]
+        )
         assert disposed[-1].data.value == 2.0
         writer.call("write", sensor=1, value=3.0, label="a")
         latest = eventually(lambda: [s for s in keyed.read() if s.data.value == 3.0])[0]
@@ -155,13 +185,15 @@ class TestLifecycleRules:
 
 class TestReaderOperations:
     def test_history_depth_applies_per_reader_instance(self, participant, topic, writer) -> None:
-        """KEEP_LAST 2 keeps the last two samples of each reader instance, across writer instances."""
+        """KEEP_LAST 2 keeps the last two samples of each reader instance, across writers."""
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label", depth=2))
         writer.start_writer({"reliable": True, "keep_all": True}, keyed)
         for sensor in range(1, 5):
             writer.call("write", sensor=sensor, value=float(sensor), label="same")
         writer.call("write", sensor=9, value=9.0, label="other")
-        eventually(lambda: len(keyed.read()) == 3 and any(s.data.label == "other" for s in keyed.read()))
+        eventually(
+            lambda: len(keyed.read()) == 3 and any(s.data.label == "other" for s in keyed.read())
+        )
         assert sorted(s.data.sensor for s in keyed.read()) == [3, 4, 9]
 
     def test_per_instance_and_next_instance_access(self, participant, topic, writer) -> None:
@@ -185,7 +217,9 @@ class TestReaderOperations:
         import asyncio
 
         keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
-        query = dcps.QueryCondition(keyed, "value > %0", ["5"], sample_states=dcps.SampleState.NOT_READ)
+        query = dcps.QueryCondition(
+            keyed, "value > %0", ["5"], sample_states=dcps.SampleState.NOT_READ
+        )
         ws = dcps.WaitSet(participant)
         ws.attach(query)
         writer.start_writer({"reliable": True, "keep_all": True}, keyed)
@@ -212,7 +246,9 @@ class TestPolicyChecks:
         """Only primitive, string and enum fields can be reader keys."""
         blobs = dcps.Topic(participant, f"blob_{unique}", Blob)
         with pytest.raises(dcps.BadParameterError, match="payload"):
-            dcps.DataReader(participant, blobs, qos=qos.DataReaderQos(qos.SubscriptionKeys.of("payload")))
+            dcps.DataReader(
+                participant, blobs, qos=qos.DataReaderQos(qos.SubscriptionKeys.of("payload"))
+            )
 
     def test_key_list_is_immutable_once_enabled(self, participant, topic) -> None:
         """Changing SubscriptionKeys of a live reader raises ImmutablePolicyError."""

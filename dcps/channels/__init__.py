@@ -10,6 +10,7 @@ from ._flow import FlowControl
 from ._log import SyncMode, TopicInfo, default_channel_count
 from ._position import CommitResult, CommitStatus, Position
 from ._publisher import ChannelPublisher, OrderBy
+from ._shares import Share
 from ._store import Store, run_store
 from ._subscriber import ChannelOwnershipListener, ChannelSubscriber, Element
 from ._topic import ChannelledTopic
@@ -25,6 +26,7 @@ __all__ = [
     "FlowControl",
     "OrderBy",
     "Position",
+    "Share",
     "Store",
     "SyncMode",
     "TopicInfo",

@@ -16,6 +16,11 @@ store's namespace:
 ``dcps_channels_assignment``
     Channel ownership of each (topic, group), keyed by both, in partition
     ``<ns>``; reliable, transient-local, last value.
+``dcps_channels_store``
+    Each store's share of the channels (``index/count``), keyed by the
+    store's incarnation, in partition ``<ns>``; reliable, transient-local.
+    With several stores, requests go to ``<ns>/store/<index>`` (see
+    ``_shares.py``); with one store (share ``0/1``) to ``<ns>``.
 
 The other channel modules use only :class:`Endpoint`, :class:`StoreClient`
 and the message types defined here, so moving onto dcps's own entities later
@@ -66,6 +71,9 @@ from idl._errors import (
     UnsupportedError,
 )
 
+from ._position import CommitStatus
+from ._shares import request_partition, share_count
+
 __all__ = [
     "COMMIT_UNOWNED",
     "Assignment",
@@ -74,6 +82,7 @@ __all__ = [
     "Op",
     "Reply",
     "Request",
+    "StoreAnnouncement",
     "StoreClient",
     "Waiter",
     "batch_partition",
@@ -196,6 +205,20 @@ class Assignment(IdlStruct, typename="dcps_channels.Assignment"):
     members: StrSeq = field(default_factory=list)
     owners: Int32Seq = field(default_factory=list)
     expelled: StrSeq = field(default_factory=list)
+
+
+@dataclass
+class StoreAnnouncement(IdlStruct, typename="dcps_channels.StoreAnnouncement"):
+    """A running store and its share ``index/count`` of the namespace's channels."""
+
+    incarnation: str
+    key("incarnation")
+    index: Int32 = 0
+    count: Int32 = 1
+    started_ns: Int64 = 0
+    pid: Int64 = 0
+    host: str = ""
+    data_dir: str = ""
 
 
 def _blob_as_bytes(cls: Any) -> None:
@@ -334,7 +357,17 @@ REPLY_QOS = Qos(
     Policy.History.KeepAll,
     Policy.Durability.TransientLocal,
 )
+ANNOUNCE_QOS = ASSIGN_QOS
 ANY_STATE = SampleState.Any | ViewState.Any | InstanceState.Any
+
+
+def live_announcements(reader: DataReader[Any]) -> list[StoreAnnouncement]:
+    """The announcements of the stores alive now (read, not taken: they stay cached)."""
+    return [
+        s
+        for s in reader.read(N=1024)
+        if isinstance(s, StoreAnnouncement) and s.sample_info.instance_state == InstanceState.Alive  # type: ignore[attr-defined]
+    ]
 
 
 def reply_partition(namespace: str, client: str) -> str:
@@ -361,6 +394,7 @@ class Endpoint:
         self.reply_topic = Topic(dp, "dcps_channels_reply", Reply)
         self.batch_topic = Topic(dp, "dcps_channels_batch", LiveBatch)
         self.assign_topic = Topic(dp, "dcps_channels_assignment", Assignment)
+        self.store_topic = Topic(dp, "dcps_channels_store", StoreAnnouncement)
         self._closed = False
 
     def writer(self, topic: Topic[Any], partition: str, qos: Qos) -> DataWriter[Any]:
@@ -432,12 +466,23 @@ def drop_endpoint(entity: DataReader[Any] | DataWriter[Any]) -> None:
         delete_entity(parent)
 
 
+_UNOWNED_CODE = list(CommitStatus).index(CommitStatus.UNOWNED)
+#: Requests that go to every store (the coordinator's reply first).
+_TO_ALL = frozenset({Op.JOIN, Op.ENSURE_TOPIC, Op.DESTROY_GROUP})
+#: Requests only the coordinating store (share 0/n) answers.
+_TO_COORDINATOR = frozenset({Op.PING, Op.HEARTBEAT, Op.LEAVE})
+#: Per-channel reply fields, merged back in channel order.
+_PER_CHANNEL = ("heads", "tails", "offsets", "codes")
+
+
 class StoreClient:
-    """Request/reply with the store of a namespace.
+    """Request/reply with the store (or the stores sharing the channels) of a namespace.
 
     One daemon thread takes replies and completes the futures of
     :meth:`call_async`; requests unanswered within ``request_timeout`` fail with
-    :class:`~dcps.DcpsTimeoutError`.
+    :class:`~dcps.DcpsTimeoutError`. :meth:`connect` learns how many stores
+    share the channels; requests are then routed to the store(s) that must
+    answer them and split replies merged (see ``_shares.py``).
     """
 
     def __init__(self, endpoint: Endpoint, *, request_timeout: float = 10.0) -> None:
@@ -451,6 +496,8 @@ class StoreClient:
         self._writer = endpoint.writer(
             endpoint.request_topic, endpoint.namespace, REQUEST_WRITER_QOS
         )
+        self._writers: list[DataWriter[Any]] = [self._writer]  # by store index
+        self.store_count = 1
         self._reader = endpoint.reader(
             endpoint.reply_topic, reply_partition(endpoint.namespace, self.client_id), REPLY_QOS
         )
@@ -464,22 +511,63 @@ class StoreClient:
         self._thread.start()
 
     def connect(self, timeout: float) -> None:
-        """Wait until the store answers a ping; raise ``DcpsTimeoutError`` after ``timeout`` s."""
+        """Wait until every store share is announced and answers a ping.
+
+        Raises ``DcpsTimeoutError`` after ``timeout`` s, naming the missing shares.
+        """
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._writer.get_matched_subscriptions():
-                fut = self.call_async(Op.PING)
+        ep = self.endpoint
+        where = f"in namespace {ep.namespace!r} (domain {ep.participant.domain_id})"
+        announced = ep.reader(ep.store_topic, ep.namespace, ANNOUNCE_QOS)
+        try:
+            while True:
+                count, why = share_count(live_announcements(announced))
+                if count is not None:
+                    break
+                if time.monotonic() >= deadline:
+                    raise DcpsTimeoutError(
+                        f"no dcps store answered {where} within {timeout:g} s: {why}"
+                    )
+                time.sleep(0.02)
+        finally:
+            drop_endpoint(announced)
+        self._route(count)
+        waiting = set(range(count))
+        while waiting:
+            for index in sorted(waiting):
+                if not self._writers[index].get_matched_subscriptions():
+                    continue
+                fut = self._send(index, Op.PING, {})
                 try:
                     fut.result(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
-                    return
+                    waiting.discard(index)
                 except (TimeoutError, DcpsTimeoutError):
                     self._forget(fut)
-            else:
-                time.sleep(0.02)
-        raise DcpsTimeoutError(
-            f"no dcps store answered in namespace {self.endpoint.namespace!r} "
-            f"(domain {self.endpoint.participant.domain_id}) within {timeout:g} s"
-        )
+            if not waiting:
+                return
+            if time.monotonic() >= deadline:
+                shares = ", ".join(f"{i}/{count}" for i in sorted(waiting))
+                raise DcpsTimeoutError(
+                    f"no dcps store answered {where} within {timeout:g} s "
+                    f"(store share {shares} announced but did not answer)"
+                )
+            time.sleep(0.02)
+
+    def _route(self, count: int) -> None:
+        """Send requests to ``count`` stores (one writer per store partition)."""
+        if count == self.store_count:
+            return
+        ep = self.endpoint
+        writers = [
+            ep.writer(
+                ep.request_topic, request_partition(ep.namespace, i, count), REQUEST_WRITER_QOS
+            )
+            for i in range(count)
+        ]
+        with self._lock:
+            old, self._writers, self.store_count = self._writers, writers, count
+        for writer in old:
+            drop_endpoint(writer)
 
     def _forget(self, fut: Future[Reply]) -> None:
         with self._lock:
@@ -492,6 +580,38 @@ class StoreClient:
         """Send a request; the future completes with the reply (errors not raised)."""
         if self._closed:
             raise AlreadyClosedError("the store client is closed")
+        count = self.store_count
+        if count == 1 or op in _TO_COORDINATOR:
+            return self._send(0, op, fields)
+        if op == Op.ENSURE_TOPIC:
+            return self._ensure(count, fields)
+        if op in _TO_ALL:
+            return self._gather(op, [(i, fields) for i in range(count)], _merge_all)
+        channels = list(fields.get("channels", ()))
+        if not channels:
+            if op == Op.STATE:  # every channel: each store answers for its own
+                return self._gather(op, [(i, fields) for i in range(count)], _merge_every_channel)
+            return self._send(0, op, fields)  # a malformed request: let a store refuse it
+        stores: dict[int, list[int]] = {}
+        for position, channel in enumerate(channels):
+            stores.setdefault(int(channel) % count, []).append(position)
+        if len(stores) == 1:
+            return self._send(next(iter(stores)), op, fields)
+        offsets = list(fields.get("offsets", ()))
+        parts = []
+        for index, positions in sorted(stores.items()):
+            part = dict(fields, channels=[channels[p] for p in positions])
+            if len(offsets) == len(channels):
+                part["offsets"] = [offsets[p] for p in positions]
+            parts.append((index, part))
+        part_channels = [p["channels"] for _, p in parts]
+
+        def merge(op: Op, replies: list[Reply]) -> Reply:
+            return _merge_split(op, channels, part_channels, replies)
+
+        return self._gather(op, parts, merge)
+
+    def _send(self, index: int, op: Op, fields: dict[str, Any]) -> Future[Reply]:
         fut: Future[Reply] = Future()
         # the reply thread must not wait for a place only it can free (a done-callback
         # sending a request): its requests go beyond the window
@@ -505,12 +625,77 @@ class StoreClient:
         rid = next(self._ids)
         with self._lock:
             self._pending[rid] = (fut, time.monotonic() + self.request_timeout)
+            writer = self._writers[index]
         try:
-            self._writer.write(Request(client=self.client_id, request_id=rid, op=int(op), **fields))
+            writer.write(Request(client=self.client_id, request_id=rid, op=int(op), **fields))
         except BaseException:
             self._forget(fut)
             raise
         return fut
+
+    def _gather(
+        self,
+        op: Op,
+        parts: list[tuple[int, dict[str, Any]]],
+        merge: Callable[[Op, list[Reply]], Reply],
+    ) -> Future[Reply]:
+        """Send one request per part (store, fields); one future for the merged replies."""
+        futures = [self._send(index, op, fields) for index, fields in parts]
+        out: Future[Reply] = Future()
+        left = [len(futures)]
+        lock = threading.Lock()
+
+        def done(_: Future[Reply]) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+            for fut in futures:
+                exc = fut.exception()
+                if exc is not None:
+                    out.set_exception(exc)
+                    return
+            try:
+                out.set_result(merge(op, [fut.result() for fut in futures]))
+            except Exception as exc:  # a reply that does not fit: fail this call only
+                out.set_exception(exc)
+
+        for fut in futures:
+            fut.add_done_callback(done)
+        return out
+
+    def _ensure(self, count: int, fields: dict[str, Any]) -> Future[Reply]:
+        """ENSURE_TOPIC on the coordinator, then on the others with its configuration.
+
+        A topic new to some store (say one restarted on an empty directory)
+        then gets the same channel count and retention everywhere.
+        """
+        out: Future[Reply] = Future()
+
+        def first_done(fut: Future[Reply]) -> None:
+            exc = fut.exception()
+            if exc is not None:
+                out.set_exception(exc)
+                return
+            reply = fut.result()
+            if reply.status:
+                out.set_result(reply)
+                return
+            same = dict(fields, number=reply.number, flag=reply.flag)
+            rest = self._gather(Op.ENSURE_TOPIC, [(i, same) for i in range(1, count)], _merge_all)
+
+            def rest_done(f: Future[Reply]) -> None:
+                exc = f.exception()
+                if exc is not None:
+                    out.set_exception(exc)
+                else:
+                    failed = f.result()
+                    out.set_result(failed if failed.status else reply)
+
+            rest.add_done_callback(rest_done)
+
+        self._send(0, Op.ENSURE_TOPIC, fields).add_done_callback(first_done)
+        return out
 
     def call(self, op: Op, timeout: float | None = None, **fields: Any) -> Reply:
         """Send a request and wait for its reply; store errors raise as dcps errors."""
@@ -566,7 +751,76 @@ class StoreClient:
         for entity in (self._cond, self._guard, self._ws):
             delete_entity(entity)
         drop_endpoint(self._reader)
-        drop_endpoint(self._writer)
+        for writer in self._writers:
+            drop_endpoint(writer)
+
+
+def _merge_all(op: Op, replies: list[Reply]) -> Reply:
+    """Every store's reply to one request: the first failure, else the coordinator's."""
+    failed = next((r for r in replies if r.status), None)
+    if failed is not None:
+        return failed
+    first = replies[0]
+    if op == Op.DESTROY_GROUP:
+        first.flag = int(any(r.flag for r in replies))
+    return first
+
+
+def _merge_every_channel(op: Op, replies: list[Reply]) -> Reply:
+    """Every store's STATE of its own channels, merged in channel order."""
+    failed = next((r for r in replies if r.status), None)
+    if failed is not None:
+        return failed
+    order = sorted(c for r in replies for c in r.channels)
+    return _merge_split(op, order, [list(r.channels) for r in replies], replies)
+
+
+def _merge_split(
+    op: Op, order: list[int], part_channels: list[list[int]], replies: list[Reply]
+) -> Reply:
+    """The replies to a request split by store, as one reply with channels in ``order``.
+
+    A store refusing a COMMIT's member (not, or no longer, a member it knows)
+    makes that store's channels UNOWNED; other failures fail the whole.
+    """
+    values: dict[int, dict[str, int]] = {c: {} for c in order}
+    present = dict.fromkeys(_PER_CHANNEL, False)
+    refused: Reply | None = None
+    number = 0
+    for channels, reply in zip(part_channels, replies, strict=True):
+        if reply.status:
+            if op == Op.COMMIT and reply.status == error_code(PreconditionNotMetError()):
+                refused = reply
+                present["codes"] = True
+                for c in channels:
+                    values[c]["codes"] = _UNOWNED_CODE
+                continue
+            return reply
+        number = number or int(reply.number)
+        for name in _PER_CHANNEL:
+            column = getattr(reply, name)
+            if column and len(column) == len(reply.channels):
+                present[name] = True
+                for c, value in zip(reply.channels, column, strict=True):
+                    values.setdefault(c, {})[name] = value
+    if refused is not None and all(r.status for r in replies):
+        return refused
+    first = replies[0]
+    merged = Reply(client=first.client, request_id=first.request_id, number=number)
+    merged.channels = list(order)
+    for name in _PER_CHANNEL:
+        if present[name]:
+            setattr(merged, name, [_value(values[c], name) for c in order])
+    return merged
+
+
+def _value(values: dict[str, int], name: str) -> int:
+    """A channel's value of a merged reply column; the default where its store sent none."""
+    if name in values:
+        return values[name]
+    if name == "offsets":  # no commit on that store yet: just before the head
+        return values.get("heads", 0) - 1
+    return -1 if name == "tails" else 0
 
 
 def run_waitset_thread(name: str, body: Callable[[], None]) -> threading.Thread:

@@ -1,10 +1,17 @@
-"""The store service: sequencer, memory and group coordinator of channelled topics."""
+"""The store service: sequencer, memory and group coordinator of channelled topics.
+
+A store serves the channels of its share (``share=(index, count)``, default
+``(0, 1)``: all of them); several store processes split a namespace's
+channels between them, the one of index 0 coordinating the groups. The design
+of the split is described in ``_shares.py`` and ``docs/deployment.md``.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -19,6 +26,7 @@ from cyclonedds.core import DDSException
 
 from idl._errors import (
     BadParameterError,
+    IllegalOperationError,
     InconsistentPolicyError,
     PreconditionNotMetError,
 )
@@ -27,6 +35,7 @@ from ._assignment import assign_channels
 from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, SyncMode, default_channel_count
 from ._position import CommitStatus
 from ._protocol import (
+    ANNOUNCE_QOS,
     ASSIGN_QOS,
     BATCH_WRITER_QOS,
     COMMIT_UNOWNED,
@@ -39,14 +48,17 @@ from ._protocol import (
     Reply,
     Request,
     SeekMode,
+    StoreAnnouncement,
     Waiter,
     batch_partition,
     drop_endpoint,
     error_code,
+    live_announcements,
     pack,
     reply_partition,
     unpack,
 )
+from ._shares import OWNERSHIP_GRACE, SETTLE, Share, request_partition, share_conflict
 from ._topic import ChannelledTopic
 
 __all__ = ["STORE_FILE", "Store", "run_store"]
@@ -57,6 +69,10 @@ _REPLY_WRITER_IDLE = 60.0
 STORE_FILE = "channels.db"
 ANONYMOUS_PREFIX = "~anonymous/"
 COMMIT_CODES = list(CommitStatus)
+
+
+class _DeferredError(Exception):
+    """A request held back until the coordinator's assignment may grant its ownership."""
 
 
 @attrs.define
@@ -96,6 +112,14 @@ class Store:
     prime above the square root of ``partition_count`` (17 for the default
     257). Opening a corrupt, foreign or newer data file raises a
     :class:`~dcps.DcpsError` before anything is started.
+
+    ``share`` (a :class:`Share`, ``(index, count)`` or ``"index/count"``)
+    makes this store serve only channel ``c`` of every topic with
+    ``c % count == index``; run one store per share, each on its own data
+    directory (see ``docs/deployment.md``). A share that is invalid raises
+    :class:`~dcps.BadParameterError`; one that overlaps a running store of
+    the namespace raises :class:`~dcps.PreconditionNotMetError` (if the
+    overlap shows up later, the younger store stops and sets :attr:`failure`).
     """
 
     def __init__(
@@ -107,7 +131,11 @@ class Store:
         sync: SyncMode = SyncMode.FULL,
         topics: Iterable[ChannelledTopic] = (),
         partition_count: int = DEFAULT_PARTITION_COUNT,
+        share: Share | tuple[int, int] | str = (0, 1),
     ) -> None:
+        self.share = Share.of(share)
+        #: Why this store stopped serving (an overlapping store), or None.
+        self.failure: str | None = None
         self.data_dir = Path(data_dir)
         if self.data_dir.exists() and not self.data_dir.is_dir():
             raise BadParameterError(f"the store data directory {self.data_dir} is not a directory")
@@ -128,7 +156,11 @@ class Store:
             self.log.close()
             raise
         ep = self._endpoint
-        self._requests = ep.reader(ep.request_topic, namespace, CONTROL_QOS)
+        self._requests: Any = ep.reader(
+            ep.request_topic,
+            request_partition(namespace, self.share.index, self.share.count),
+            CONTROL_QOS,
+        )
         self._reply_writers: dict[str, _ReplyWriter] = {}
         self._next_reply_sweep = time.monotonic() + _REPLY_WRITER_IDLE
         self._assignments = ep.writer(ep.assign_topic, namespace, ASSIGN_QOS)
@@ -138,8 +170,8 @@ class Store:
         self._waiter.watch(self._requests)
         self._stopping = False
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        self._init_share()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -156,11 +188,16 @@ class Store:
         self._closed = True
         self._stopping = True
         self._waiter.wake()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         self._waiter.close()
         for writer in self._batch_writers.values():
             drop_endpoint(writer)
-        drop_endpoint(self._requests)
+        if self._requests is not None:
+            drop_endpoint(self._requests)
+        for entity in (self._announcer, self._announced, self._mirror_reader):
+            if entity is not None:
+                drop_endpoint(entity)
         for out in self._reply_writers.values():
             drop_endpoint(out.writer)
         drop_endpoint(self._assignments)
@@ -180,6 +217,9 @@ class Store:
                 _log.exception("dcps store: unexpected error in the service loop")
 
     def _serve(self) -> None:
+        self._watch_shares()
+        if self._requests is None:  # refused: an overlapping store serves this share
+            return
         requests = [r for r in self._requests.take(N=1024) if isinstance(r, Request)]
         publishes: list[Request] = []
         for request in requests:
@@ -192,6 +232,8 @@ class Store:
             self._handle(request)
         if publishes:
             self._publish(publishes)
+        for request, _ in list(self._deferred.values()):  # waiting for an assignment
+            self._handle(request)
         self._expire_members()
         self._retry_replies()
 
@@ -242,7 +284,7 @@ class Store:
         self._reply(request, status=error_code(exc), error=str(exc) or type(exc).__name__)
 
     def _handle(self, request: Request) -> None:
-        handler = self._HANDLERS.get(request.op)
+        handler = self._handlers.get(request.op)
         try:
             if handler is None:
                 raise BadParameterError(f"unknown store request {request.op}")
@@ -283,6 +325,7 @@ class Store:
                 if len(request.channels) != 1:
                     raise BadParameterError("a publish request names exactly one channel")
                 self.log.channel_state(request.topic, request.channels[0])
+                self._foreign(request.topic, request.channels)
                 good.append(request)
             except Exception as exc:
                 self._fail(request, exc)
@@ -316,6 +359,7 @@ class Store:
         try:
             if len(request.channels) != 1:
                 raise BadParameterError("a publish request names exactly one channel")
+            self._foreign(request.topic, request.channels)
             placed, duplicate = self.log.append_keyed(
                 request.topic, request.channels[0], unpack(request), request.text
             )
@@ -353,6 +397,7 @@ class Store:
         )
 
     def _on_fetch(self, request: Request) -> None:
+        self._foreign(request.topic, request.channels)
         channel, offset = request.channels[0], request.offsets[0]
         elements = self.log.fetch(request.topic, channel, offset, max(1, int(request.number)))
         state = self.log.channel_state(request.topic, channel)
@@ -369,7 +414,10 @@ class Store:
     def _on_state(self, request: Request) -> None:
         topic = request.topic
         info = self.log.topic(topic)
-        channels = list(request.channels) or list(range(info.channel_count))
+        self._foreign(topic, request.channels)
+        channels = list(request.channels) or [
+            c for c in range(info.channel_count) if self.share.serves(c)
+        ]
         states = [self.log.channel_state(topic, c) for c in channels]
         committed: list[int] = []
         explicit: list[int] = []
@@ -494,6 +542,7 @@ class Store:
         return [c for c in channels if group.owners.get(c) != member]
 
     def _on_commit(self, request: Request) -> None:
+        self._foreign(request.topic, request.channels)
         if request.text and request.text != self.incarnation:
             self._readmit(request)
         if request.flag & COMMIT_UNOWNED:
@@ -554,6 +603,7 @@ class Store:
         return set()
 
     def _on_seek(self, request: Request) -> None:
+        self._foreign(request.topic, request.channels)
         group = self._group(request)
         unowned = self._check_owned(group, request.member, request.channels)
         if unowned:
@@ -561,6 +611,9 @@ class Store:
                 f"cannot seek channels {unowned} of topic {request.topic!r}: "
                 f"member {request.member!r} of group {request.group!r} does not own them"
             )
+        self._seek_channels(request)
+
+    def _seek_channels(self, request: Request) -> None:
         mode = SeekMode(request.number)
         targets = []
         for i, channel in enumerate(request.channels):
@@ -575,7 +628,180 @@ class Store:
         self._reply(request, channels=list(request.channels), offsets=targets)
 
     def _on_ping(self, request: Request) -> None:
-        self._reply(request, text=self.incarnation)
+        self._reply(request, text=self.incarnation, number=self.share.count, flag=self.share.index)
+
+    # -- sharing the channels with other stores (see _shares.py) -------------------
+
+    def _init_share(self) -> None:
+        """Announce this store's share; check no running store overlaps it."""
+        ep = self._endpoint
+        self._handlers = self._HANDLERS if self.share.coordinates else self._SHARE_HANDLERS
+        self._deferred: dict[tuple[str, int], tuple[Request, float]] = {}
+        self._mirror: dict[tuple[str, str], Assignment] = {}
+        self._coordinator: str | None = None  # incarnation of the coordinating store
+        self._next_share_check = 0.0
+        self._mirror_reader: Any = None
+        self._announced: Any = ep.reader(ep.store_topic, self.namespace, ANNOUNCE_QOS)
+        self._announcer: Any = ep.writer(ep.store_topic, self.namespace, ANNOUNCE_QOS)
+        self.announcement = StoreAnnouncement(
+            incarnation=self.incarnation,
+            index=self.share.index,
+            count=self.share.count,
+            started_ns=time.time_ns(),
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            data_dir=str(self.data_dir.resolve()),
+        )
+        self._announcer.write(self.announcement)
+        if not self.share.coordinates:
+            self._mirror_reader = ep.reader(ep.assign_topic, self.namespace, ASSIGN_QOS)
+            self._waiter.watch(self._mirror_reader)
+        if self.share.count > 1:  # overlapping stores: refuse before serving
+            deadline = time.monotonic() + SETTLE
+            while time.monotonic() < deadline:
+                conflict = share_conflict(self.announcement, live_announcements(self._announced))
+                if conflict is not None:
+                    self.close()
+                    raise PreconditionNotMetError(f"store not started: {conflict}")
+                time.sleep(0.02)
+        self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
+        self._thread.start()
+
+    def _watch_shares(self) -> None:
+        """Stop serving if an older store overlaps; follow the coordinator's assignments."""
+        now = time.monotonic()
+        if now >= self._next_share_check and self._requests is not None:
+            self._next_share_check = now + 0.25
+            others = live_announcements(self._announced)
+            conflict = share_conflict(self.announcement, others)
+            if conflict is not None:
+                self._refuse(conflict)
+                return
+            coordinators = [a for a in others if a.index == 0 and a.count == self.share.count]
+            if coordinators:
+                self._coordinator = max(
+                    coordinators, key=lambda a: (a.started_ns, a.incarnation)
+                ).incarnation
+        if self._mirror_reader is not None:
+            for sample in self._mirror_reader.take(N=1024):
+                if isinstance(sample, Assignment):
+                    self._follow(sample)
+
+    def _refuse(self, why: str) -> None:
+        self.failure = f"store stopped: {why}"
+        _log.error("dcps store %s: %s", self.share, self.failure)
+        self._waiter.unwatch(self._requests)
+        drop_endpoint(self._requests)
+        self._requests = None
+        drop_endpoint(self._announcer)
+        self._announcer = None
+        self._stopping = True
+
+    def _follow(self, assignment: Assignment) -> None:
+        """Mirror one of the coordinator's assignments; keep the group's log rows in step."""
+        topic, group = assignment.topic, assignment.group
+        self._mirror[(topic, group)] = assignment
+        if topic not in {t.name for t in self.log.topics()}:
+            return
+        if assignment.members:
+            self.log.create_group(topic, group)
+        elif group.startswith(ANONYMOUS_PREFIX):  # its last subscriber left or died
+            self.log.destroy_group(topic, group)
+
+    def _foreign(self, topic: str, channels: Iterable[int]) -> None:
+        """Refuse channels another store's share serves."""
+        if self.share.count == 1:
+            return
+        foreign = [c for c in channels if not self.share.serves(c)]
+        if foreign:
+            raise BadParameterError(
+                f"channels {foreign} of topic {topic!r} are served by other stores: this "
+                f"store's share {self.share} serves channel c iff "
+                f"c % {self.share.count} == {self.share.index}"
+            )
+
+    def _not_coordinator(self, request: Request) -> None:
+        raise IllegalOperationError(
+            f"store {self.share} does not coordinate groups: {Op(request.op).name} goes to the "
+            f"store of share 0/{self.share.count}"
+        )
+
+    def _on_share_join(self, request: Request) -> None:
+        self.log.topic(request.topic)
+        if not request.group:
+            raise BadParameterError("joining needs a group name")
+        self.log.create_group(request.topic, request.group)
+        self._reply(request)
+
+    def _on_share_destroy_group(self, request: Request) -> None:
+        self._reply(request, flag=int(self.log.destroy_group(request.topic, request.group)))
+
+    def _owned_by_mirror(self, request: Request) -> list[int] | None:
+        """The request's channels its member does not own (None: not a member) per the mirror."""
+        count = self.log.topic(request.topic).channel_count
+        bad = [c for c in request.channels if not 0 <= c < count]
+        if bad:
+            raise BadParameterError(
+                f"topic {request.topic!r} has channels 0..{count - 1}; {bad} do not exist"
+            )
+        self._foreign(request.topic, request.channels)
+        a = self._mirror.get((request.topic, request.group))
+        if a is None or request.member not in a.members:
+            return None
+        if self._coordinator is not None and a.incarnation != self._coordinator:
+            return None  # an assignment of a coordinator that has restarted since
+        me = a.members.index(request.member)
+        return [c for c in request.channels if c >= len(a.owners) or a.owners[c] != me]
+
+    def _wait_for_ownership(self, request: Request) -> list[int] | None:
+        """``_owned_by_mirror``, holding the request back while its ownership may still come.
+
+        Returns ``[]`` or the verdict once final, or raises ``_DeferredError``.
+        """
+        key = (request.client, request.request_id)
+        _, deadline = self._deferred.pop(key, (request, time.monotonic() + OWNERSHIP_GRACE))
+        unowned = self._owned_by_mirror(request)
+        if unowned == []:
+            return unowned
+        if time.monotonic() < deadline:
+            self._deferred[key] = (request, deadline)
+            raise _DeferredError
+        if unowned is None:
+            raise PreconditionNotMetError(
+                f"{request.member!r} is not a member of group {request.group!r} of topic "
+                f"{request.topic!r} (left, timed out, or the store restarted)"
+            )
+        return unowned
+
+    def _on_share_commit(self, request: Request) -> None:
+        if request.flag & COMMIT_UNOWNED:
+            self._foreign(request.topic, request.channels)
+            unowned = self._commit_anyway(request)
+        else:
+            try:
+                unowned = set(self._wait_for_ownership(request) or ())
+            except _DeferredError:
+                return
+        codes = []
+        for channel, offset in zip(request.channels, request.offsets, strict=True):
+            if channel in unowned:
+                status = CommitStatus.UNOWNED
+            else:
+                status = self.log.commit(request.topic, request.group, channel, offset)
+            codes.append(COMMIT_CODES.index(status))
+        self._reply(request, channels=list(request.channels), codes=codes)
+
+    def _on_share_seek(self, request: Request) -> None:
+        try:
+            unowned = self._wait_for_ownership(request)
+        except _DeferredError:
+            return
+        if unowned:
+            raise PreconditionNotMetError(
+                f"cannot seek channels {unowned} of topic {request.topic!r}: "
+                f"member {request.member!r} of group {request.group!r} does not own them"
+            )
+        self._seek_channels(request)
 
     _HANDLERS: ClassVar[dict[int, Callable[[Store, Request], None]]] = {
         Op.PING: _on_ping,
@@ -589,6 +815,16 @@ class Store:
         Op.COMMIT: _on_commit,
         Op.SEEK: _on_seek,
     }
+    # A store that does not coordinate groups (share index > 0).
+    _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Request], None]]] = {
+        **_HANDLERS,
+        Op.JOIN: _on_share_join,
+        Op.HEARTBEAT: _not_coordinator,
+        Op.LEAVE: _not_coordinator,
+        Op.DESTROY_GROUP: _on_share_destroy_group,
+        Op.COMMIT: _on_share_commit,
+        Op.SEEK: _on_share_seek,
+    }
 
 
 def run_store(
@@ -600,10 +836,14 @@ def run_store(
     partition_count: int = DEFAULT_PARTITION_COUNT,
     stop: threading.Event | None = None,
     on_ready: Callable[[Store], None] | None = None,
+    share: Share | tuple[int, int] | str = (0, 1),
 ) -> None:
     """Run a store until ``stop`` is set, or SIGINT/SIGTERM when ``stop`` is None.
 
     Prints ``dcps store ready`` to stdout once serving (``on_ready`` is called too).
+    ``share`` is the store's share of the channels (see :class:`Store`); if an
+    overlapping store turns up, this one stops with
+    :class:`~dcps.PreconditionNotMetError`.
     """
     event = stop or threading.Event()
     if stop is None and threading.current_thread() is threading.main_thread():
@@ -615,13 +855,16 @@ def run_store(
         namespace=namespace,
         sync=sync,
         partition_count=partition_count,
+        share=share,
     ) as store:
         if on_ready is not None:
             on_ready(store)
         print(
-            f"dcps store ready: {store.data_dir} domain={domain_id} namespace={namespace}",
+            f"dcps store ready: {store.data_dir} domain={domain_id} namespace={namespace} "
+            f"share={store.share}",
             flush=True,
             file=sys.stdout,
         )
         while not event.wait(0.2):
-            pass
+            if store.failure is not None:
+                raise PreconditionNotMetError(store.failure)

@@ -1,11 +1,15 @@
-"""Run a channel store: ``python -m dcps.channels.store --data DIR --domain N``."""
+"""Run a channel store: ``python -m dcps.channels.store --data DIR --domain N [--share I/N]``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
+from idl._errors import DcpsError
+
 from ._log import SyncMode
+from ._shares import Share
 from ._store import run_store
 
 __all__ = ["main"]
@@ -29,14 +33,31 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=257,
         help="partition count; new topics default to the next prime above its square root",
     )
-    args = parser.parse_args(argv)
-    run_store(
-        args.data,
-        domain_id=args.domain,
-        namespace=args.namespace,
-        sync=SyncMode(args.sync),
-        partition_count=args.partitions,
+    parser.add_argument(
+        "--share",
+        default="0/1",
+        metavar="I/N",
+        help="serve channel c of every topic iff c %% N == I; run one store per share "
+        "I = 0..N-1, each with its own --data; 0/N coordinates the groups "
+        "(default 0/1: every channel)",
     )
+    args = parser.parse_args(argv)
+    try:
+        share = Share.of(args.share)
+    except DcpsError as exc:
+        parser.error(str(exc))
+    try:
+        run_store(
+            args.data,
+            domain_id=args.domain,
+            namespace=args.namespace,
+            sync=SyncMode(args.sync),
+            partition_count=args.partitions,
+            share=share,
+        )
+    except DcpsError as exc:
+        print(f"dcps store: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

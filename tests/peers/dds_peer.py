@@ -21,9 +21,10 @@ _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the repository root too, so tests/idl (IDL fixture files) cannot shadow the idl package
 sys.path[:0] = [_TESTS, os.path.dirname(_TESTS)]
 
-import dcps  # noqa: E402
 from qos_spec import writer_qos  # noqa: E402
 from topic_types import Reading  # noqa: E402
+
+import dcps  # noqa: E402
 
 
 def main() -> None:

@@ -1,0 +1,177 @@
+"""Several store processes splitting one namespace's channels between them.
+
+Design
+------
+Each store is started with a *share* ``index/count`` (default ``0/1``: every
+channel, the single-store deployment). The store of share ``i/n`` serves
+channel ``c`` of every channelled topic iff ``c % n == i``: it sequences,
+persists (in its own data directory), pushes, fetches, trims and seeks those
+channels and refuses requests naming any other channel. So a topic's channels
+are spread evenly over the stores whatever its channel count, and a client
+knows the store of a channel from ``n`` alone.
+
+Coordination. The store of share ``0/n`` is the *coordinator*: it alone keeps
+group membership (JOIN, HEARTBEAT, LEAVE, member timeouts), computes the
+sticky assignment and publishes it on the Assignment topic, as a single store
+does. The other stores read those Assignment samples (transient-local, so a
+restarted store gets the current ones at once) and validate COMMIT and SEEK
+requests against them: a member may commit or seek a channel only while the
+coordinator's latest assignment (of the coordinator incarnation now
+announced) gives it that channel. A commit that arrives before the assignment
+granting the channel is held back up to :data:`OWNERSHIP_GRACE` seconds
+waiting for it, then refused as unowned. Every store keeps the group and its
+commits of its own channels; JOIN and DESTROY_GROUP go to every store so the
+group exists (and is removed) everywhere before its members run.
+
+Announcements. Every store announces ``(incarnation, index, count, started,
+pid, host, data dir)`` on the ``dcps_channels_store`` topic (partition
+``<ns>``, reliable, transient-local). A store refuses to run when a live
+store of the namespace, started earlier, has the same index or another count
+(it checks for :data:`SETTLE` seconds before serving when ``count > 1``, and
+all the time afterwards: the younger of two overlapping stores stops).
+
+Routing. A client (``StoreClient``) waits until the live announcements
+cover every share of one count, then sends each request to the partition of
+the store that must answer it: ``<ns>`` when ``count`` is 1 (the wire of a
+single store, unchanged), ``<ns>/store/<index>`` otherwise. Requests naming
+channels (PUBLISH, FETCH, COMMIT, SEEK, STATE) are split by store and the
+replies merged back in the request's channel order (STATE without channels
+asks every store for its own); JOIN, ENSURE_TOPIC and DESTROY_GROUP go to all
+stores; HEARTBEAT and LEAVE to the coordinator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from idl._errors import BadParameterError
+
+__all__ = [
+    "OWNERSHIP_GRACE",
+    "SETTLE",
+    "Share",
+    "request_partition",
+    "share_conflict",
+    "share_count",
+]
+
+#: Seconds a non-coordinating store waits for the assignment that makes a
+#: commit's or seek's member the owner of the channel, before refusing it.
+OWNERSHIP_GRACE = 2.0
+#: Seconds a store of a split namespace (count > 1) listens for overlapping
+#: stores before it starts serving.
+SETTLE = 0.5
+
+
+def _check(index: object, count: object) -> tuple[int, int]:
+    if (
+        not isinstance(index, int)
+        or not isinstance(count, int)
+        or isinstance(index, bool)
+        or isinstance(count, bool)
+        or count < 1
+        or not 0 <= index < count
+    ):
+        raise BadParameterError(
+            f"a store share is index/count with 0 <= index < count, got {index!r}/{count!r}"
+        )
+    return index, count
+
+
+@attrs.frozen
+class Share:
+    """The channels one store serves: channel ``c`` iff ``c % count == index``.
+
+    .. versionadded:: 0.1
+    """
+
+    index: int = 0
+    count: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        _check(self.index, self.count)
+
+    @classmethod
+    def of(cls, value: Share | tuple[int, int] | str) -> Share:
+        """A share from a :class:`Share`, an ``(index, count)`` pair or text ``"index/count"``."""
+        if isinstance(value, Share):
+            return value
+        if isinstance(value, str):
+            head, sep, tail = value.strip().partition("/")
+            try:
+                if not sep:
+                    raise ValueError(value)
+                index, count = int(head), int(tail)
+            except ValueError:
+                raise BadParameterError(
+                    f"a store share is written index/count (e.g. 1/3), got {value!r}"
+                ) from None
+            return cls(index, count)
+        if isinstance(value, tuple) and len(value) == 2:
+            return cls(*value)
+        raise BadParameterError(f"a store share is index/count or (index, count), got {value!r}")
+
+    @property
+    def coordinates(self) -> bool:
+        """True for the store that coordinates subscriber groups (index 0)."""
+        return self.index == 0
+
+    def serves(self, channel: int) -> bool:
+        """True when this share's store serves ``channel``."""
+        return channel % self.count == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def request_partition(namespace: str, index: int, count: int) -> str:
+    """The partition in which the store of share ``index/count`` reads its requests."""
+    return namespace if count == 1 else f"{namespace}/store/{index}"
+
+
+def _describe(a: Any) -> str:
+    return f"store {a.index}/{a.count} (pid {a.pid} on {a.host}, data {a.data_dir})"
+
+
+def share_conflict(mine: Any, others: Iterable[Any]) -> str | None:
+    """Why the store announcing ``mine`` must not serve next to ``others`` (None: it may).
+
+    Both are announcements (``incarnation``, ``index``, ``count``,
+    ``started_ns``, ...). Of two overlapping stores only the younger is told,
+    so exactly one of them stops.
+    """
+    for other in others:
+        if other.incarnation == mine.incarnation:
+            continue
+        if (other.started_ns, other.incarnation) > (mine.started_ns, mine.incarnation):
+            continue  # the other is younger: it yields
+        if other.count != mine.count:
+            return (
+                f"this store's share {mine.index}/{mine.count} does not fit "
+                f"{_describe(other)}: every store of a namespace must use the same count"
+            )
+        if other.index == mine.index:
+            return f"share {mine.index}/{mine.count} is already served by {_describe(other)}"
+    return None
+
+
+def share_count(announcements: Iterable[Any]) -> tuple[int | None, str]:
+    """``(count, "")`` when the announcements cover every share of one count.
+
+    Otherwise ``(None, why)``, naming what is missing or inconsistent.
+    """
+    seen = {(a.index, a.count) for a in announcements}
+    if not seen:
+        return None, "no dcps store announced itself"
+    counts = sorted({n for _, n in seen})
+    listed = ", ".join(f"{i}/{n}" for i, n in sorted(seen, key=lambda s: (s[1], s[0])))
+    if len(counts) > 1:
+        return None, f"the stores disagree on the share count (shares {listed})"
+    count = counts[0]
+    missing = [f"{i}/{count}" for i in range(count) if (i, count) not in seen]
+    if missing:
+        return None, f"no store serves share {', '.join(missing)} (present: {listed})"
+    return count, ""
