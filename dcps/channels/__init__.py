@@ -6,6 +6,7 @@ receive them anonymously or as members of a subscriber group.
 """
 
 from ._assignment import assign_channels
+from ._flow import FlowControl
 from ._log import SyncMode, TopicInfo, default_channel_count
 from ._position import CommitResult, CommitStatus, Position
 from ._publisher import ChannelPublisher, OrderBy
@@ -22,6 +23,7 @@ __all__ = [
     "CommitResult",
     "CommitStatus",
     "Element",
+    "FlowControl",
     "OrderBy",
     "Position",
     "Share",

@@ -4,8 +4,12 @@ Everything the channel layer sends travels here, on four DDS topics in the
 store's namespace:
 
 ``dcps_channels_request`` / ``dcps_channels_reply``
-    Request/reply with the store, in partition ``<ns>``, correlated by
-    ``(client, request_id)``; reliable, keep-all, volatile.
+    Request/reply with the store, correlated by ``(client, request_id)``.
+    Requests in partition ``<ns>``: reliable, volatile, keep-last 128 (a
+    client keeps at most 127 unanswered). Replies in the client's own
+    partition ``<ns>/reply/<client>``, one store writer per client: reliable,
+    transient-local, keep-all; a reply the writer cannot take at once waits
+    in the store's outbox for that client.
 ``dcps_channels_batch``
     The live tail of each channel, in partition ``<ns>/<topic>/<channel>``:
     one sample per accepted batch; reliable, transient-local (last 32).
@@ -71,6 +75,7 @@ from ._position import CommitStatus
 from ._shares import request_partition, share_count
 
 __all__ = [
+    "COMMIT_UNOWNED",
     "Assignment",
     "Endpoint",
     "LiveBatch",
@@ -120,6 +125,10 @@ class Op(enum.IntEnum):
     LEAVE = 8
     HEARTBEAT = 9
     DESTROY_GROUP = 10
+
+
+#: COMMIT request ``flag`` bit: record commits of channels the member does not own.
+COMMIT_UNOWNED = 1
 
 
 class SeekMode(enum.IntEnum):
@@ -305,6 +314,20 @@ CONTROL_QOS = Qos(
     Policy.History.KeepAll,
     Policy.Durability.Volatile,
 )
+# A client's requests: KEEP_LAST, not KEEP_ALL. A store killed with SIGKILL
+# leaves its request reader matched to every client until its lease expires
+# (Cyclone's default: 10 s); a KEEP_ALL writer keeps every request that reader
+# never acknowledges and, past its history watermark, blocks each write until
+# the lease ends, so requests to the restarted store stall that long and time
+# out although the store served them. KEEP_LAST drops only requests every live
+# reader already has, as long as fewer than its depth await an answer:
+# StoreClient keeps at most MAX_OUTSTANDING unanswered.
+MAX_OUTSTANDING = 127
+REQUEST_WRITER_QOS = Qos(
+    Policy.Reliability.Reliable(max_blocking_time=_BLOCK),
+    Policy.History.KeepLast(MAX_OUTSTANDING + 1),
+    Policy.Durability.Volatile,
+)
 BATCH_WRITER_QOS = Qos(
     Policy.Reliability.Reliable(max_blocking_time=_BLOCK),
     Policy.History.KeepLast(32),
@@ -320,14 +343,18 @@ ASSIGN_QOS = Qos(
     Policy.History.KeepLast(1),
     Policy.Durability.TransientLocal,
 )
-# Replies go through a writer per client, in the client's own partition: an
-# unreachable client then fills only its own writer's history, and a write to
-# it gives up quickly instead of blocking the store for every other client.
+# Replies go through a writer per client, in the client's own partition, and
+# a write gives up at once when the client has not acknowledged enough earlier
+# replies: the store then keeps the reply and retries on its next rounds, so
+# an unreachable client never stalls the store for the others, and a live
+# client never loses a reply (KEEP_ALL: a KEEP_LAST writer drops replies a
+# client has not acknowledged yet, e.g. in a burst of commits, or right after
+# a store restart, before the client has discovered the new writer).
 # Transient-local, so a client whose reader the new writer has not matched yet
 # still gets the first replies.
 REPLY_QOS = Qos(
-    Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=100)),
-    Policy.History.KeepLast(64),
+    Policy.Reliability.Reliable(max_blocking_time=duration(milliseconds=1)),
+    Policy.History.KeepAll,
     Policy.Durability.TransientLocal,
 )
 ANNOUNCE_QOS = ASSIGN_QOS
@@ -464,8 +491,11 @@ class StoreClient:
         self.request_timeout = request_timeout
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[Future[Reply], float]] = {}
+        self._window = threading.BoundedSemaphore(MAX_OUTSTANDING)  # see REQUEST_WRITER_QOS
         self._lock = threading.Lock()
-        self._writer = endpoint.writer(endpoint.request_topic, endpoint.namespace, CONTROL_QOS)
+        self._writer = endpoint.writer(
+            endpoint.request_topic, endpoint.namespace, REQUEST_WRITER_QOS
+        )
         self._writers: list[DataWriter[Any]] = [self._writer]  # by store index
         self.store_count = 1
         self._reader = endpoint.reader(
@@ -529,7 +559,9 @@ class StoreClient:
             return
         ep = self.endpoint
         writers = [
-            ep.writer(ep.request_topic, request_partition(ep.namespace, i, count), CONTROL_QOS)
+            ep.writer(
+                ep.request_topic, request_partition(ep.namespace, i, count), REQUEST_WRITER_QOS
+            )
             for i in range(count)
         ]
         with self._lock:
@@ -542,6 +574,7 @@ class StoreClient:
             for rid, (f, _) in list(self._pending.items()):
                 if f is fut:
                     del self._pending[rid]
+        fut.cancel()  # frees its place in the window
 
     def call_async(self, op: Op, **fields: Any) -> Future[Reply]:
         """Send a request; the future completes with the reply (errors not raised)."""
@@ -580,11 +613,24 @@ class StoreClient:
 
     def _send(self, index: int, op: Op, fields: dict[str, Any]) -> Future[Reply]:
         fut: Future[Reply] = Future()
+        # the reply thread must not wait for a place only it can free (a done-callback
+        # sending a request): its requests go beyond the window
+        if threading.current_thread() is not self._thread:
+            if not self._window.acquire(timeout=self.request_timeout):
+                raise DcpsTimeoutError(
+                    f"{MAX_OUTSTANDING} requests to the store unanswered for "
+                    f"{self.request_timeout:g} s: the store is not keeping up"
+                )
+            fut.add_done_callback(lambda _: self._window.release())
         rid = next(self._ids)
         with self._lock:
             self._pending[rid] = (fut, time.monotonic() + self.request_timeout)
             writer = self._writers[index]
-        writer.write(Request(client=self.client_id, request_id=rid, op=int(op), **fields))
+        try:
+            writer.write(Request(client=self.client_id, request_id=rid, op=int(op), **fields))
+        except BaseException:
+            self._forget(fut)
+            raise
         return fut
 
     def _gather(

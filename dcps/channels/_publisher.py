@@ -23,6 +23,7 @@ from idl._errors import (
     InconsistentPolicyError,
 )
 
+from ._flow import FlowControl, InFlightFlowControl
 from ._position import Position, trusted_position
 from ._protocol import Endpoint, Op, Reply, StoreClient, pack, raise_for_reply
 from ._topic import ChannelledTopic
@@ -259,6 +260,7 @@ class ChannelPublisher(Generic[T]):
     it; unconfirmed, it completes at once with ``None``. At most
     ``max_in_flight`` batches await the store; beyond that :meth:`publish`
     blocks up to ``timeout`` and then raises :class:`~dcps.DcpsTimeoutError`.
+    :attr:`flow_control` shows that window, to throttle before blocking.
     """
 
     def __init__(
@@ -314,6 +316,10 @@ class ChannelPublisher(Generic[T]):
         # in-flight bookkeeping has its own lock: confirmations (on the client's
         # reply thread) must never wait for a publish/flush holding self._lock
         self._idle = threading.Condition(threading.Lock())
+        self._flow = InFlightFlowControl(
+            max_in_flight, self._idle, self._in_flight, self._flush_now
+        )
+        self._flusher: threading.Thread | None = None
         self._closed = False
         self._wake = threading.Event()
         self._linger_thread = threading.Thread(
@@ -480,13 +486,9 @@ class ChannelPublisher(Generic[T]):
                 self._wake.wait()  # set when a batch starts (or on close)
                 continue
             delay = oldest + self._linger - time.monotonic()
-            if delay > 0:
-                # later batches cannot be due earlier; close() interrupts the wait
+            if delay > 0:  # later batches cannot be due earlier; a flush or close wakes it
                 self._wake.wait(delay)
-                if self._closed:
-                    break
-                if self._wake.is_set() and oldest + self._linger > time.monotonic():
-                    continue  # a new batch started: recompute the oldest
+                continue
             if not self._send_stale(force=False):
                 time.sleep(min(self._linger, 0.001) or 0.0005)  # every slot is busy
 
@@ -521,6 +523,39 @@ class ChannelPublisher(Generic[T]):
                         f"the store did not confirm within {limit:g} s"
                     )
                 self._idle.wait(left)
+
+    @property
+    def flow_control(self) -> FlowControl:
+        """This publisher's flow control (seed 000's ``getFlowControl()``).
+
+        Its backlog is the batches sent to the store and not confirmed yet;
+        it is excessive at ``max_in_flight`` of them, when the store falls
+        behind and the next full batch would make :meth:`publish` block.
+        ``drain_backlog()`` waits for confirmations, ``check_backlog(fn)``
+        calls ``fn`` once they came, ``flush()`` sends queued batches now
+        without waiting for them (unlike :meth:`flush`).
+
+        .. versionadded:: 0.2
+        """
+        return self._flow
+
+    def _flush_now(self) -> None:
+        """Send queued batches now; those finding the window full go from a helper thread."""
+        if self._closed or self._send_stale(force=True):
+            self._wake.set()
+            return
+        with self._idle:
+            if self._flusher is not None and self._flusher.is_alive():
+                return
+            self._flusher = threading.Thread(
+                target=self._flush_in_background, name="dcps-publisher-flush", daemon=True
+            )
+            self._flusher.start()
+
+    def _flush_in_background(self) -> None:
+        # on a timeout they stay queued: the linger thread or a later flush sends them
+        with contextlib.suppress(DcpsError):
+            self._send_stale(force=True, deadline=time.monotonic() + self._timeout)
 
     def close(self) -> None:
         """Flush, then release the publisher's DDS entities (idempotent)."""

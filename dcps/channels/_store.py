@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -37,6 +38,7 @@ from ._protocol import (
     ANNOUNCE_QOS,
     ASSIGN_QOS,
     BATCH_WRITER_QOS,
+    COMMIT_UNOWNED,
     CONTROL_QOS,
     REPLY_QOS,
     Assignment,
@@ -71,6 +73,15 @@ COMMIT_CODES = list(CommitStatus)
 
 class _DeferredError(Exception):
     """A request held back until the coordinator's assignment may grant its ownership."""
+
+
+@attrs.define
+class _ReplyWriter:
+    """The writer answering one client, and the replies it could not take yet."""
+
+    writer: Any
+    used: float
+    backlog: deque[tuple[float, Reply]] = attrs.Factory(deque)
 
 
 @attrs.define
@@ -150,7 +161,7 @@ class Store:
             request_partition(namespace, self.share.index, self.share.count),
             CONTROL_QOS,
         )
-        self._reply_writers: dict[str, tuple[Any, float]] = {}  # client -> (writer, last use)
+        self._reply_writers: dict[str, _ReplyWriter] = {}
         self._next_reply_sweep = time.monotonic() + _REPLY_WRITER_IDLE
         self._assignments = ep.writer(ep.assign_topic, namespace, ASSIGN_QOS)
         self._batch_writers: dict[tuple[str, int], Any] = {}
@@ -187,8 +198,8 @@ class Store:
         for entity in (self._announcer, self._announced, self._mirror_reader):
             if entity is not None:
                 drop_endpoint(entity)
-        for writer, _ in self._reply_writers.values():
-            drop_endpoint(writer)
+        for out in self._reply_writers.values():
+            drop_endpoint(out.writer)
         drop_endpoint(self._assignments)
         self._endpoint.close()
         self.log.close()
@@ -224,27 +235,49 @@ class Store:
         for request, _ in list(self._deferred.values()):  # waiting for an assignment
             self._handle(request)
         self._expire_members()
+        self._retry_replies()
 
     def _reply(self, request: Request, **fields: Any) -> None:
         now = time.monotonic()
-        entry = self._reply_writers.get(request.client)
-        if entry is None:
+        out = self._reply_writers.get(request.client)
+        if out is None:
             partition = reply_partition(self.namespace, request.client)
-            entry = (self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS), now)
-        self._reply_writers[request.client] = (entry[0], now)
-        try:
-            entry[0].write(Reply(client=request.client, request_id=request.request_id, **fields))
-        except DDSException:  # an unreachable client: it times out and may ask again
-            _log.warning("dcps store: reply to client %s dropped", request.client)
+            writer = self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS)
+            out = self._reply_writers[request.client] = _ReplyWriter(writer, now)
+        out.used = now
+        reply = Reply(client=request.client, request_id=request.request_id, **fields)
+        if out.backlog or not self._write_reply(out, reply):
+            out.backlog.append((now, reply))  # in order, after those still waiting
         if now >= self._next_reply_sweep:
             self._sweep_reply_writers(now)
+
+    @staticmethod
+    def _write_reply(out: _ReplyWriter, reply: Reply) -> bool:
+        """Write ``reply`` unless the client's writer is full of unacknowledged replies."""
+        try:
+            out.writer.write(reply)
+        except DDSException:
+            return False
+        return True
+
+    def _retry_replies(self) -> None:
+        """Write the replies that found their client's writer full; drop those nobody awaits."""
+        now = time.monotonic()
+        for client, out in self._reply_writers.items():
+            while out.backlog:
+                queued, reply = out.backlog[0]
+                if now - queued > _REPLY_WRITER_IDLE:  # the client timed it out long ago
+                    _log.warning("dcps store: reply to client %s dropped", client)
+                elif not self._write_reply(out, reply):
+                    break
+                out.backlog.popleft()
 
     def _sweep_reply_writers(self, now: float) -> None:
         """Delete the reply writers of clients that are gone (no reader, idle)."""
         self._next_reply_sweep = now + _REPLY_WRITER_IDLE
-        for client, (writer, used) in list(self._reply_writers.items()):
-            if now - used > _REPLY_WRITER_IDLE and not writer.get_matched_subscriptions():
-                drop_endpoint(writer)
+        for client, out in list(self._reply_writers.items()):
+            if now - out.used > _REPLY_WRITER_IDLE and not out.writer.get_matched_subscriptions():
+                drop_endpoint(out.writer)
                 del self._reply_writers[client]
 
     def _fail(self, request: Request, exc: BaseException) -> None:
@@ -510,8 +543,13 @@ class Store:
 
     def _on_commit(self, request: Request) -> None:
         self._foreign(request.topic, request.channels)
-        group = self._group(request)
-        unowned = set(self._check_owned(group, request.member, request.channels))
+        if request.text and request.text != self.incarnation:
+            self._readmit(request)
+        if request.flag & COMMIT_UNOWNED:
+            unowned = self._commit_anyway(request)
+        else:
+            group = self._group(request)
+            unowned = set(self._check_owned(group, request.member, request.channels))
         codes = []
         for channel, offset in zip(request.channels, request.offsets, strict=True):
             if channel in unowned:
@@ -520,6 +558,49 @@ class Store:
                 status = self.log.commit(request.topic, request.group, channel, offset)
             codes.append(COMMIT_CODES.index(status))
         self._reply(request, channels=list(request.channels), codes=codes)
+
+    def _readmit(self, request: Request) -> None:
+        """Re-admit a member that joined an earlier incarnation of this store.
+
+        A restarted store has forgotten its members, while they go on
+        receiving the live tail of their channels until a heartbeat tells
+        them; without this their first commits would be refused as unowned.
+        ``text`` carries the incarnation the member joined, ``number`` its
+        timeout in ms. Channels another member rejoined with stay theirs
+        (the rebalance is sticky), so those commits are still UNOWNED.
+        """
+        key = (request.topic, request.group)
+        group = self._groups.get(key)
+        if group is not None and request.member in group.members:
+            return
+        if request.group.startswith(ANONYMOUS_PREFIX) or not self.log.has_group(*key):
+            return  # anonymous groups do not outlive a store; destroyed groups stay so
+        group = self._groups.setdefault(key, _Group(request.topic, request.group))
+        timeout = max(0.05, request.number / 1000.0) if request.number > 0 else 30.0
+        group.members[request.member] = _Member(request.member, timeout, time.monotonic(), False)
+        self._rebalance(group)
+
+    def _commit_anyway(self, request: Request) -> set[int]:
+        """Check a commit that may name unowned channels; return those not to commit (none).
+
+        The member may have been expelled (timed out) or may never have been
+        known to this store incarnation: the group must exist, and the
+        channels must too.
+        """
+        if not self.log.has_group(request.topic, request.group):
+            raise PreconditionNotMetError(
+                f"group {request.group!r} of topic {request.topic!r} does not exist"
+            )
+        group = self._groups.get((request.topic, request.group))
+        if group is not None and request.member in group.members:
+            group.members[request.member].last_seen = time.monotonic()
+        count = self.log.topic(request.topic).channel_count
+        bad = [c for c in request.channels if not 0 <= c < count]
+        if bad:
+            raise BadParameterError(
+                f"topic {request.topic!r} has channels 0..{count - 1}; {bad} do not exist"
+            )
+        return set()
 
     def _on_seek(self, request: Request) -> None:
         self._foreign(request.topic, request.channels)
@@ -693,10 +774,14 @@ class Store:
         return unowned
 
     def _on_share_commit(self, request: Request) -> None:
-        try:
-            unowned = set(self._wait_for_ownership(request) or ())
-        except _DeferredError:
-            return
+        if request.flag & COMMIT_UNOWNED:
+            self._foreign(request.topic, request.channels)
+            unowned = self._commit_anyway(request)
+        else:
+            try:
+                unowned = set(self._wait_for_ownership(request) or ())
+            except _DeferredError:
+                return
         codes = []
         for channel, offset in zip(request.channels, request.offsets, strict=True):
             if channel in unowned:

@@ -24,10 +24,12 @@ from idl._errors import (
     PreconditionNotMetError,
 )
 
+from ._flow import FlowControl, ReceiveFlowControl
 from ._position import CommitResult, CommitStatus, Position
 from ._protocol import (
     ASSIGN_QOS,
     BATCH_READER_QOS,
+    COMMIT_UNOWNED,
     Assignment,
     Endpoint,
     LiveBatch,
@@ -55,26 +57,60 @@ LIVE_KEPT = 64
 
 @attrs.frozen
 class Element(Generic[T]):
-    """A received element: its value, its position and the store's accept time."""
+    """A received element: its value, its position and the store's accept time.
+
+    :meth:`commit` and :meth:`commit_async` commit the element's position
+    through the subscriber that received it.
+    """
 
     value: T
     position: Position
     timestamp: datetime
+    _subscriber: ChannelSubscriber[Any] | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def channel(self) -> int:
         """The channel the element came from."""
         return self.position.channel
 
+    def _receiver(self) -> ChannelSubscriber[Any]:
+        if self._subscriber is None:
+            raise PreconditionNotMetError(
+                f"element at {self.position} was not received by a subscriber: nothing to commit "
+                "it through (use ChannelSubscriber.commit)"
+            )
+        return self._subscriber
+
+    def commit(self) -> CommitResult:
+        """Commit this element's position (and every earlier one of its channel).
+
+        Goes through the subscriber that received the element, with the same
+        results as :meth:`ChannelSubscriber.commit`.
+
+        .. versionadded:: 0.2
+        """
+        return self._receiver().commit(self.channel, self.position)
+
+    def commit_async(self) -> Future[CommitResult]:
+        """Commit this element's position asynchronously; the future holds its result.
+
+        .. versionadded:: 0.2
+        """
+        future: Future[CommitResult] = self._receiver().commit_async(self.channel, self.position)
+        return future
+
 
 _new_object = object.__new__
 _set_value = Element.__dict__["value"].__set__
 _set_position = Element.__dict__["position"].__set__
 _set_timestamp = Element.__dict__["timestamp"].__set__
+_set_subscriber = Element.__dict__["_subscriber"].__set__
 
 
-def _make_element(value: Any, position: Position, timestamp: datetime) -> Element[Any]:
-    """``Element(value, position, timestamp)`` without the frozen-attrs setattr detour.
+def _make_element(
+    value: Any, position: Position, timestamp: datetime, subscriber: ChannelSubscriber[Any]
+) -> Element[Any]:
+    """``Element(value, position, timestamp, subscriber)`` without the frozen-attrs detour.
 
     (Built for every received element; a field added to Element must be set here too.)
     """
@@ -82,6 +118,7 @@ def _make_element(value: Any, position: Position, timestamp: datetime) -> Elemen
     _set_value(element, value)
     _set_position(element, position)
     _set_timestamp(element, timestamp)
+    _set_subscriber(element, subscriber)
     return element
 
 
@@ -293,6 +330,14 @@ class ChannelSubscriber(Generic[T]):
     ``complete_on_empty`` completes receives with ``None``/``[]``
     when nothing is available instead of waiting. ``filter`` skips elements
     whose value it rejects; ``converter`` maps values before delivery.
+
+    Commits of channels this subscriber does not own (any more: it timed
+    out, or a rebalance moved them) are answered ``UNOWNED`` unless
+    ``allow_unowned_commits`` is set; then the store records them, so a
+    member that lost its channels mid-batch can still commit what it
+    processed. :attr:`flow_control` reports the backlog of receive requests
+    not completed yet (at most ``max_backlog`` before it counts as excessive;
+    :meth:`receive` itself never blocks).
     """
 
     def __init__(
@@ -309,8 +354,14 @@ class ChannelSubscriber(Generic[T]):
         timeout: timedelta = timedelta(seconds=30),
         connect_timeout: timedelta = timedelta(seconds=10),
         request_timeout: timedelta = timedelta(seconds=10),
+        allow_unowned_commits: bool = False,
+        max_backlog: int = 1024,
     ) -> None:
+        if not isinstance(max_backlog, int) or max_backlog < 1:
+            raise BadParameterError(f"max_backlog must be an int >= 1, got {max_backlog!r}")
         self.topic = topic
+        self.allow_unowned_commits = bool(allow_unowned_commits)
+        self._flow = ReceiveFlowControl(max_backlog, self._flush_receives)
         self._type: Any = topic.type
         self._decode = decoder_of(topic.type)
         self.anonymous = group is None
@@ -623,7 +674,7 @@ class ChannelSubscriber(Generic[T]):
                 ):
                     when = _from_ns(stamps)
                     out += [
-                        _make_element(values[i], _new_tuple(Position, (c, first + i)), when)
+                        _make_element(values[i], _new_tuple(Position, (c, first + i)), when, self)
                         for i in range(begin, stop)
                     ]
                     continue
@@ -641,7 +692,7 @@ class ChannelSubscriber(Generic[T]):
                         continue
                     stamp = stamps if isinstance(stamps, int) else stamps[i]
                     position = _new_tuple(Position, (c, first + i))
-                    out.append(_make_element(value, position, _from_ns(stamp)))
+                    out.append(_make_element(value, position, _from_ns(stamp), self))
             if len(out) >= n:
                 break
         if committed and self.anonymous:
@@ -720,12 +771,33 @@ class ChannelSubscriber(Generic[T]):
         if max_elements is not None and (not isinstance(max_elements, int) or max_elements < 1):
             raise BadParameterError(f"max_elements must be an int >= 1, got {max_elements!r}")
         fut: Future[Any] = Future()
+        self._flow.track(fut)
         with self._lock:
             self._requests.append((max_elements, fut))
             if not self.anonymous and time.monotonic() - self._last_heartbeat > self._timeout / 4:
                 self._send_heartbeat()
         self._waiter.wake()
         return fut
+
+    # -- flow control ------------------------------------------------------------------
+
+    @property
+    def flow_control(self) -> FlowControl:
+        """This subscriber's flow control (seed 000's ``getFlowControl()``).
+
+        Its backlog is the receive requests neither completed nor cancelled;
+        it is excessive at ``max_backlog`` of them. Use it to stop asking for
+        more than arrives: ``drain_backlog()`` waits until receives complete,
+        ``check_backlog(fn)`` calls ``fn`` once they have; ``flush()`` hands
+        queued receives to the delivery thread at once.
+
+        .. versionadded:: 0.2
+        """
+        return self._flow
+
+    def _flush_receives(self) -> None:
+        self._last_poll = 0.0  # also ask the store for what the live tail may have missed
+        self._waiter.wake()
 
     # -- ownership ---------------------------------------------------------------------
 
@@ -776,6 +848,10 @@ class ChannelSubscriber(Generic[T]):
             member=self.member,
             channels=list(positions),
             offsets=[p.offset for p in positions.values()],
+            flag=COMMIT_UNOWNED if self.allow_unowned_commits else 0,
+            # lets a restarted store re-admit this member (see Store._readmit)
+            text=self._incarnation,
+            number=int(self._timeout * 1000),
         )
         out: Future[Any] = Future()
 
