@@ -17,13 +17,15 @@ import sqlite3
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from dcps.channels._batches import BULK_FETCH, ElementRun
 from dcps.channels._log import FORMAT_MAGIC, FORMAT_VERSION
-from dcps.channels._protocol import Endpoint, Op, StoreClient, pack
+from dcps.channels._protocol import Endpoint, Op, Reply, StoreClient, pack, raise_for_reply
 from idl._errors import (
     BadParameterError,
     DcpsTimeoutError,
@@ -33,8 +35,11 @@ from idl._errors import (
 
 __all__ = ["StoreAccess", "connect_store"]
 
-#: Elements per FETCH request (a bulk reply of 64-byte elements is then ~3.4 MB).
-FETCH_CHUNK = 50_000
+#: Elements per FETCH request: a reply of 64-byte elements is then ~1.4 MB (the
+#: store's reply writer keeps its last 64 replies per client).
+FETCH_CHUNK = 20_000
+#: FETCH requests one range read keeps in flight.
+FETCH_WINDOW = 3
 
 
 class StoreAccess:
@@ -56,6 +61,7 @@ class StoreAccess:
         self.domain_id = domain_id
         self.namespace = namespace
         self.data_dir = data_dir
+        self.fetch_chunk = FETCH_CHUNK
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._client: StoreClient | None = None
@@ -220,24 +226,57 @@ class StoreAccess:
             cur.close()
 
     def _fetch_dds(self, topic: str, channel: int, start: int, end: int) -> ElementRun:
-        assert self._client is not None
+        """Bulk FETCHes of ``fetch_chunk`` elements, up to ``FETCH_WINDOW`` in flight.
+
+        Offsets are dense, so the chunks of an exact range are known up front;
+        once a reply is short or starts elsewhere (the tail, or retention
+        moved the head), the rest is fetched one request at a time.
+        """
         runs: list[ElementRun] = []
-        pos = start
-        while pos < end:
-            reply = self._client.call(
-                Op.FETCH,
-                topic=topic,
-                channels=[channel],
-                offsets=[pos],
-                number=min(FETCH_CHUNK, end - pos),
-                flag=BULK_FETCH,
-            )
-            run = ElementRun.from_reply(reply)
-            if not run.count or (runs and run.first != pos):
+        pending: deque[tuple[int, int, Future[Reply]]] = deque()
+        pos = expect = start
+        pipelined = True
+        while True:
+            while pipelined and pos < end and len(pending) < FETCH_WINDOW:
+                count = min(self.fetch_chunk, end - pos)
+                pending.append((pos, count, self._request_fetch(topic, channel, pos, count)))
+                pos += count
+            if pending:
+                at, count, fut = pending.popleft()
+                if not pipelined:
+                    continue  # a chunk asked for before the plan changed: not needed
+            elif expect < end and not pipelined:
+                at, count = expect, min(self.fetch_chunk, end - expect)
+                fut = self._request_fetch(topic, channel, at, count)
+            else:
+                break
+            run = ElementRun.from_reply(self._result(fut))
+            if not run.count or (runs and run.first != expect):
                 break  # the tail, or a gap (retention moved the head meanwhile)
             runs.append(run)
-            pos = run.end
+            expect = run.end
+            if run.first != at or run.count != count:
+                pipelined = False
         return ElementRun.join(runs)
+
+    def _request_fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Reply]:
+        assert self._client is not None
+        return self._client.call_async(
+            Op.FETCH,
+            topic=topic,
+            channels=[channel],
+            offsets=[offset],
+            number=count,
+            flag=BULK_FETCH,
+        )
+
+    def _result(self, fut: Future[Reply]) -> Reply:
+        assert self._client is not None
+        try:
+            reply = fut.result(timeout=self._client.request_timeout + 1)
+        except TimeoutError as exc:
+            raise DcpsTimeoutError("the store did not answer FETCH in time") from exc
+        return raise_for_reply(reply)
 
     # -- publishing (the sink) ------------------------------------------------
 
