@@ -40,8 +40,6 @@ __all__ = [
     "ChannelLog",
     "ChannelState",
     "Element",
-    "ElementRun",
-    "PackedPayloads",
     "SyncMode",
     "TopicInfo",
     "default_channel_count",
