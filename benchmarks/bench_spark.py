@@ -5,28 +5,43 @@ on loopback; Spark runs ``local[2]``; the store runs in its own process
 (``python -m dcps.channels.store``, synchronous=NORMAL).
 
 Cases, all on the same stored elements of a fixed-size type whose CDR body is
-64 bytes (``Bench64``):
+64 bytes (``Bench64``), stored as keyed batches of 10 000 elements (one SQLite
+row each, store format version 2):
 
 * decode only: ``dcps.spark.decode_batch`` in this process (the numpy path),
 * source -> noop sink: ``readStream.format("dcps")`` with Trigger.AvailableNow
-  into ``format("noop")``, fetching over DDS from the store, and the same
-  with the store file read directly (``data_dir``),
+  into ``format("noop")``, fetching over DDS from the store (bulk FETCH
+  replies: the stored batches' blobs as they are), and the same with the
+  store file read directly (``data_dir``: one SQLite row per stored batch);
+  both decode straight from the concatenated blob. Reported end to end
+  (``start()`` to termination: includes ~3 s of query start and stop on this
+  machine, mostly Spark starting a Python process for the stream reader,
+  which imports dcps, plus the offset log commits) and as Spark measures the
+  data micro-batch (``numInputRows`` / ``triggerExecution``, "micro-batch"),
 * batch read -> noop,
 * sink: a DataFrame of the same rows written with ``write.format("dcps")``
   (idempotent keyed publishes, confirmed),
-* plain dcps: a ``ChannelSubscriber`` group member receiving the elements.
+* plain dcps: a ``ChannelSubscriber`` group member receiving the elements,
+* raw binding: a ``cyclonedds`` DataWriter -> DataReader in this process with
+  the same 64-byte type (the reference of the ``x raw`` column).
 
-Spark start-up is reported separately (it is paid once per application).
+Each case runs ``--runs`` times (3 by default) and reports the median rows/s;
+``x raw`` is its ratio to the raw binding measured in the same run. Spark
+start-up is reported separately (it is paid once per application).
 """
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -39,6 +54,8 @@ os.environ.setdefault(
 ROOT = Path(__file__).resolve().parent.parent
 
 import numpy as np  # noqa: E402
+from cyclonedds.idl import IdlStruct  # noqa: E402
+from cyclonedds.idl import types as t  # noqa: E402
 
 import idl  # noqa: E402
 
@@ -59,6 +76,64 @@ class Bench64(idl.Struct, typename="dcps_bench::Bench64"):
 
 
 TYPE = "benchmarks.bench_spark:Bench64"
+
+
+@dataclass
+class RawBench64(IdlStruct, typename="dcps_bench::RawBench64"):
+    """Bench64 declared with the raw binding (the baseline)."""
+
+    sensor: t.int32
+    seq: t.int64
+    a: float
+    b: float
+    c: float
+    d: float
+    e: float
+    f: float
+
+
+def raw_rate(domain: int, count: int) -> float:
+    """Samples/s one raw-binding writer writes and one reader takes (reliable, keep-all)."""
+    from cyclonedds.core import Policy, Qos
+    from cyclonedds.domain import DomainParticipant
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+    from cyclonedds.util import duration
+
+    qos = Qos(
+        Policy.Reliability.Reliable(max_blocking_time=duration(seconds=10)),
+        Policy.History.KeepAll,
+    )
+    name = f"bench_raw64_{uuid.uuid4().hex[:8]}"
+    dp = DomainParticipant(domain)
+    writer = DataWriter(dp, Topic(dp, name, RawBench64), qos=qos)
+    reader = DataReader(dp, Topic(dp, name, RawBench64), qos=qos)
+    deadline = time.monotonic() + 10
+    while not writer.get_matched_subscriptions() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    samples = [RawBench64(i % 64, i, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5) for i in range(count)]
+    received = 0
+    done = threading.Event()
+
+    def take() -> None:
+        nonlocal received
+        while received < count:
+            got = len(reader.take(N=1024))
+            received += got
+            if not got:
+                time.sleep(0.0005)
+        done.set()
+
+    thread = threading.Thread(target=take, daemon=True)
+    start = time.perf_counter()
+    thread.start()
+    for sample in samples:
+        writer.write(sample)
+    done.wait(120)
+    elapsed = time.perf_counter() - start
+    dp.__del__()
+    return received / elapsed
 
 
 def payloads(first: int, count: int) -> list[bytes]:
@@ -140,6 +215,16 @@ def timed(fn) -> float:  # type: ignore[no-untyped-def]
     return time.perf_counter() - start
 
 
+def median_rate(rows: int, fn: Callable[[int], object], runs: int) -> float:
+    """Median rows/s of ``runs`` calls ``fn(run_index)`` that each move ``rows`` rows."""
+    rates = []
+    for i in range(runs):
+        start = time.perf_counter()
+        fn(i)
+        rates.append(rows / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -147,10 +232,12 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer rows")
     parser.add_argument("--rows", type=int, default=0)
+    parser.add_argument("--runs", type=int, default=3, help="runs per case (median)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     rows = args.rows or (50_000 if args.quick else 1_000_000)
     channels = 4
+    runs = max(1, args.runs)
     domain = args.domain
     namespace = f"bspark_{uuid.uuid4().hex[:8]}"
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -180,7 +267,9 @@ def main() -> None:
             spark = local_session("bench-spark")
             base = {"topic": topic, "type": TYPE, "domain": str(domain), "namespace": namespace}
 
-            def stream(extra: dict[str, str]) -> None:
+            steady: dict[str, list[float]] = {}
+
+            def stream(extra: dict[str, str], label: str = "") -> None:
                 q = (
                     spark.readStream.format("dcps")
                     .options(**base, **extra)
@@ -193,21 +282,30 @@ def main() -> None:
                 q.awaitTermination()
                 got = sum(p["numInputRows"] for p in q.recentProgress)
                 assert got == rows, (got, rows)
+                busy = [p for p in q.recentProgress if p["numInputRows"]]
+                ms = sum(p["durationMs"]["triggerExecution"] for p in busy)
+                if label:
+                    steady.setdefault(label, []).append(rows * 1000 / max(1, ms))
 
             stream({})  # warm-up: workers, imports, DDS discovery in the workers
-            results["source -> noop (over DDS)"] = rows / timed(lambda: stream({}))
-            results["source -> noop (data_dir file)"] = rows / timed(
-                lambda: stream({"data_dir": f"{tmp}/store"})
+            dds, local = "source -> noop (over DDS)", "source -> noop (data_dir file)"
+            results[dds] = median_rate(rows, lambda _: stream({}, dds), runs)
+            results[local] = median_rate(
+                rows, lambda _: stream({"data_dir": f"{tmp}/store"}, local), runs
             )
-            results["batch read -> noop (over DDS)"] = rows / timed(
-                lambda: (
+            for label in (dds, local):  # without the query's start and stop
+                results[f"{label[:-1]}, micro-batch)"] = statistics.median(steady[label])
+            results["batch read -> noop (over DDS)"] = median_rate(
+                rows,
+                lambda _: (
                     spark.read.format("dcps")
                     .options(**base)
                     .load()
                     .write.format("noop")
                     .mode("overwrite")
                     .save()
-                )
+                ),
+                runs,
             )
             df = (
                 spark.read.format("dcps")
@@ -217,30 +315,38 @@ def main() -> None:
                 .cache()
             )
             df.count()
-            sink = {
-                **base,
-                "topic": "bench64_out",
-                "channels": str(channels),
-                "retainConsumed": "true",
-                "batchRows": "4096",
-            }
-            results["sink (write.format dcps, keyed, confirmed)"] = rows / timed(
-                lambda: df.write.format("dcps").options(**sink).mode("append").save()
-            )
-            results["group subscriber (plain dcps receive)"] = subscriber_rate(
-                domain, namespace, topic, rows
+
+            def sink(run: int) -> None:
+                options = {
+                    **base,
+                    "topic": f"bench64_out{run}",  # a new topic: keys of a run are not repeats
+                    "channels": str(channels),
+                    "retainConsumed": "true",
+                    "batchRows": "4096",
+                }
+                df.write.format("dcps").options(**options).mode("append").save()
+
+            results["sink (write.format dcps, keyed, confirmed)"] = median_rate(rows, sink, runs)
+            results["group subscriber (plain dcps receive)"] = statistics.median(
+                subscriber_rate(domain, namespace, topic, rows) for _ in range(runs)
             )
             spark.stop()
         finally:
             store.close()
-    print(f"{'case':<48}{'rows/s':>14}")
+    raw = results["raw binding write -> take (reference)"] = statistics.median(
+        raw_rate(domain, min(rows, 20_000)) for _ in range(runs)
+    )
+    print(f"{'case':<48}{'rows/s':>14}{'x raw':>8}")
     for name, rate in results.items():
-        print(f"{name:<48}{rate:>14,.0f}")
+        print(f"{name:<48}{rate:>14,.0f}{rate / raw:>8.1f}")
     print(f"{'Spark start-up (local[2], s)':<48}{startup:>14.1f}")
-    print(f"({rows:,} rows of a 64-byte type in {channels} channels)")
+    print(f"({rows:,} rows of a 64-byte type in {channels} channels; medians of {runs} runs)")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"rows": rows, "startup_s": startup, "rows_per_s": results}, indent=2)
+            json.dumps(
+                {"rows": rows, "runs": runs, "startup_s": startup, "rows_per_s": results},
+                indent=2,
+            )
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import threading
@@ -139,12 +140,19 @@ def stored(data: Path) -> dict[int, list[tuple[int, int]]]:
     """``{channel: [(offset, seq), ...]}`` of a store's file, read with plain SQLite."""
     db = sqlite3.connect(f"file:{(data / 'channels.db').resolve()}?mode=ro", uri=True)
     try:
-        rows = db.execute('SELECT channel, "offset", data FROM elements ORDER BY 1, 2').fetchall()
+        rows = db.execute(
+            "SELECT channel, first_offset, sizes, data FROM batches ORDER BY 1, 2"
+        ).fetchall()
     finally:
         db.close()
     out: dict[int, list[tuple[int, int]]] = {}
-    for channel, offset, data in rows:
-        out.setdefault(channel, []).append((offset, Msg.deserialize(data).seq))
+    for channel, first, sizes, data in rows:  # one row per batch (docs/store-format.md)
+        pos = 0
+        for i, (size,) in enumerate(struct.iter_unpack("<i", sizes)):
+            out.setdefault(channel, []).append(
+                (first + i, Msg.deserialize(data[pos : pos + size]).seq)
+            )
+            pos += size
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -14,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from dcps import BadParameterError, PreconditionNotMetError, UnsupportedError
-from dcps.channels import CommitStatus, Position
+from dcps.channels import CommitStatus, Position, Store
+from dcps.channels._batches import ElementRun, PackedPayloads
 from dcps.channels._log import ChannelLog, SyncMode, default_channel_count
+from dcps.channels._protocol import Reply
+from dcps.spark._access import StoreAccess
 
 PEERS = Path(__file__).parent / "peers"
 
@@ -138,6 +142,117 @@ class TestAppendFetch:
             assert log.find_timestamp("t", 0, 21) == 2
             assert log.find_timestamp("t", 0, 5) == 0
             assert log.find_timestamp("t", 0, 99) == 3
+
+
+def stored_batches(path: Path) -> list[tuple[int, int, int]]:
+    """``(channel, first_offset, count)`` of every row of the file's ``batches`` table."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute(
+            "SELECT channel, first_offset, count FROM batches ORDER BY channel, first_offset"
+        ).fetchall()
+    finally:
+        db.close()
+
+
+class TestStoredBatches:
+    def test_each_batch_is_one_stored_row(self, tmp_path: Path) -> None:
+        """An appended batch is one row of the batches table, whatever its size."""
+        path = tmp_path / "s.db"
+        with ChannelLog(path) as log:
+            log.ensure_topic("t", 2, retain_consumed=True)
+            log.append_many([("t", 0, [b"a", b"bb", b"ccc"]), ("t", 1, [b"z"])])
+            log.append("t", 0, [b"d", b"e"])
+        assert stored_batches(path) == [(0, 0, 3), (0, 3, 2), (1, 0, 1)]
+
+    def test_fetch_starts_and_ends_inside_batches(self, log: ChannelLog) -> None:
+        """Fetching from an offset inside a batch returns exactly the elements asked for."""
+        log.ensure_topic("t", 1, retain_consumed=True)
+        log.append("t", 0, [b"a", b"b", b"c", b"d"])
+        log.append("t", 0, [b"e", b"f"])
+        got = log.fetch("t", 0, 2, 3)
+        assert [(e.offset, e.data) for e in got] == [(2, b"c"), (3, b"d"), (4, b"e")]
+        run = log.fetch_run("t", 0, 1, 2)
+        assert (run.first, run.count, run.payloads()) == (1, 2, [b"b", b"c"])
+
+    def test_head_can_fall_inside_a_batch(self, tmp_path: Path) -> None:
+        """Releasing part of a batch moves the head into it; the rest stays readable."""
+        path = tmp_path / "s.db"
+        with ChannelLog(path) as log:
+            log.ensure_topic("t", 1)
+            log.create_group("t", "g")
+            log.append("t", 0, [b"a", b"b", b"c", b"d"])
+            log.commit("t", "g", 0, 1)
+            assert log.channel_state("t", 0).head == 2
+            assert [e.data for e in log.fetch("t", 0, 0, 10)] == [b"c", b"d"]
+            assert log.find_timestamp("t", 0, 0) == 2
+        assert stored_batches(path) == [(0, 0, 4)]
+        with ChannelLog(path) as log:
+            assert log.channel_state("t", 0).head == 2
+            assert [e.offset for e in log.fetch("t", 0, 0, 10)] == [2, 3]
+
+    def test_trim_deletes_a_batch_once_every_element_is_released(self, tmp_path: Path) -> None:
+        """A partially consumed batch stays stored until its last element is released."""
+        path = tmp_path / "s.db"
+        with ChannelLog(path) as log:
+            log.ensure_topic("t", 1)
+            log.create_group("t", "g")
+            log.append("t", 0, [b"a", b"b", b"c"])
+            log.append("t", 0, [b"d", b"e"])
+            log.commit("t", "g", 0, 3)
+            assert stored_batches(path) == [(0, 3, 2)]
+            assert [e.data for e in log.fetch("t", 0, 0, 10)] == [b"e"]
+            log.commit("t", "g", 0, 4)
+            assert stored_batches(path) == []
+            assert log.channel_state("t", 0).head == 5
+
+    def test_trim_counts_released_elements(self, log: ChannelLog) -> None:
+        """trim reports the elements released, including those of a batch kept in part."""
+        log.ensure_topic("t", 1)
+        log.append("t", 0, [b"a", b"b", b"c"])
+        assert log.trim("t") == 3
+        assert log.trim("t") == 0
+
+    def test_bulk_fetch_equals_per_element_fetch(self, log: ChannelLog) -> None:
+        """fetch_run returns the same offsets, timestamps and payloads as fetch, for any range."""
+        rng = random.Random(6)
+        log.ensure_topic("t", 1)
+        log.create_group("t", "g")
+        offset = 0
+        for _ in range(30):
+            n = rng.randint(1, 12)
+            log.append("t", 0, [b"x" * rng.randint(0, 9) + b"%d" % (offset + i) for i in range(n)])
+            offset += n
+        log.commit("t", "g", 0, 17)  # the head lands inside a batch
+        for start in [0, 17, 18, 19, *rng.sample(range(offset), 15)]:
+            for most in (1, 2, 7, 50, 1000):
+                elements = log.fetch("t", 0, start, most)
+                run = log.fetch_run("t", 0, start, most)
+                assert run.offsets().tolist() == [e.offset for e in elements]
+                assert run.timestamps().tolist() == [e.timestamp_ns for e in elements]
+                assert run.payloads() == [e.data for e in elements]
+                assert len(run.data) == sum(len(e.data) for e in elements)
+
+    def test_bulk_reply_survives_the_wire(self, log: ChannelLog) -> None:
+        """A run in a FETCH reply's bulk form, serialised by Cyclone's binding, comes back equal."""
+        log.ensure_topic("t", 1, retain_consumed=True)
+        log.append("t", 0, [b"one", b"two", b"three"])
+        log.append("t", 0, [b"four"])
+        run = log.fetch_run("t", 0, 1, 10)
+        wire = Reply(client="c", request_id=1, **run.reply_fields()).serialize()
+        back = ElementRun.from_reply(Reply.deserialize(wire))
+        assert back == run
+        assert back.payloads() == [b"two", b"three", b"four"]
+
+    def test_packed_sizes_must_match_the_blob(self, log: ChannelLog) -> None:
+        """A packed batch whose sizes do not add up to its blob is refused and nothing is stored."""
+        log.ensure_topic("t", 1)
+        with pytest.raises(BadParameterError, match="sizes add up to 5"):
+            log.append_packed([("t", 0, PackedPayloads([2, 3], b"abcd"))])
+        assert log.channel_state("t", 0).tail == -1
+        placed = log.append_packed([("t", 0, PackedPayloads([2, 2], b"abcd"))])
+        assert [(first, count) for first, count, _ in placed] == [(0, 2)]
+        assert [e.data for e in log.fetch("t", 0, 0, 5)] == [b"ab", b"cd"]
 
 
 class TestCommits:
@@ -333,3 +448,141 @@ class TestFileSafety:
         assert offsets == list(range(len(offsets)))
         assert len(elements) >= confirmed * 10
         assert all(e.data == b"%d" % e.offset for e in elements)
+
+
+V1_SCHEMA = """
+CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE topics (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+    channel_count INTEGER NOT NULL, retain_consumed INTEGER NOT NULL,
+    type_name TEXT NOT NULL DEFAULT '', created_ns INTEGER NOT NULL);
+CREATE TABLE channels (topic_id INTEGER NOT NULL REFERENCES topics(id), channel INTEGER NOT NULL,
+    head INTEGER NOT NULL, next_offset INTEGER NOT NULL, last_ts INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, channel)) WITHOUT ROWID;
+CREATE TABLE elements (topic_id INTEGER NOT NULL, channel INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL, ts INTEGER NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (topic_id, channel, "offset")) WITHOUT ROWID;
+CREATE INDEX elements_ts ON elements (topic_id, channel, ts);
+CREATE TABLE groups (topic_id INTEGER NOT NULL, name TEXT NOT NULL, created_ns INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, name)) WITHOUT ROWID;
+CREATE TABLE commits (topic_id INTEGER NOT NULL, grp TEXT NOT NULL, channel INTEGER NOT NULL,
+    committed INTEGER NOT NULL, explicit INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, grp, channel)) WITHOUT ROWID;
+INSERT INTO dcps_format VALUES ('magic', 'dcps-channel-store'), ('version', '1');
+INSERT INTO topics VALUES (1, 'old', 2, 0, 'T', 5);
+INSERT INTO channels VALUES (1, 0, 2, 7, 30), (1, 1, 0, 1, 40);
+INSERT INTO groups VALUES (1, 'g', 5);
+INSERT INTO commits VALUES (1, 'g', 0, 1, 1), (1, 'g', 1, -1, 0);
+"""
+# channel 0: offsets 0, 1 released (head 2); 2..3 at ts 10, 4 at ts 20, 5..6 at ts 30
+V1_ELEMENTS = [(0, 2, 10), (0, 3, 10), (0, 4, 20), (0, 5, 30), (0, 6, 30), (1, 0, 40)]
+
+
+def make_v1_store(path: Path) -> None:
+    """A version-1 store file as dcps 0.1 wrote it (one row per element)."""
+    db = sqlite3.connect(path)
+    db.executescript(V1_SCHEMA)
+    db.executemany(
+        "INSERT INTO elements VALUES (1, ?, ?, ?, ?)",
+        [(c, o, ts, b"e%d/%d" % (c, o)) for c, o, ts in V1_ELEMENTS],
+    )
+    db.commit()
+    db.close()
+
+
+class TestFormatVersions:
+    def test_version_1_file_is_migrated_in_place(self, tmp_path: Path) -> None:
+        """Opening a version-1 file regroups its elements into batches by timestamp runs."""
+        path = tmp_path / "s.db"
+        make_v1_store(path)
+        with ChannelLog(path, clock=Clock()) as log:
+            assert [(s.head, s.tail) for s in log.channel_states("old")] == [(2, 6), (0, 0)]
+            got = log.fetch("old", 0, 0, 10)
+            assert [(e.offset, e.timestamp_ns, e.data) for e in got] == [
+                (o, ts, b"e0/%d" % o) for c, o, ts in V1_ELEMENTS if c == 0
+            ]
+            assert log.find_timestamp("old", 0, 15) == 4
+            assert log.committed("old", "g", 0) == (1, True)
+            assert log.append("old", 0, [b"new"]) == [(7, 30)]
+        assert stored_batches(path)[:3] == [(0, 2, 2), (0, 4, 1), (0, 5, 2)]
+        db = sqlite3.connect(path)
+        try:
+            assert db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone() == (
+                "2",
+            )
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+            assert "elements" not in tables
+        finally:
+            db.close()
+
+    def test_direct_reader_refuses_a_version_1_file(self, tmp_path: Path) -> None:
+        """Reading a not yet migrated file directly (data_dir) fails naming its version."""
+        make_v1_store(tmp_path / "channels.db")
+        with pytest.raises(UnsupportedError, match="version 1"):
+            StoreAccess(data_dir=str(tmp_path))
+
+
+class TestDirectAccess:
+    def test_file_ranges_are_exact_or_fail(self, tmp_path: Path) -> None:
+        """A range partly released by retention fails; ranges inside what is stored are exact."""
+        with ChannelLog(tmp_path / "channels.db") as log:
+            log.ensure_topic("t", 1)
+            log.create_group("t", "g")
+            log.append("t", 0, [b"%d" % i for i in range(5)])
+            log.append("t", 0, [b"%d" % i for i in range(5, 8)])
+            log.commit("t", "g", 0, 2)
+        access = StoreAccess(data_dir=str(tmp_path))
+        try:
+            assert access.bounds("t") == {0: (3, 8)}
+            with pytest.raises(PreconditionNotMetError, match="no longer"):
+                access.fetch("t", 0, 2, 6)
+            run = access.fetch("t", 0, 3, 7)
+            assert run.payloads() == [b"3", b"4", b"5", b"6"]
+            assert access.fetch("t", 0, 0, 8, strict=False).offsets().tolist() == list(range(3, 8))
+        finally:
+            access.close()
+
+    def test_dds_fetch_equals_file_fetch(self, tmp_path: Path, domain_id: int, unique: str) -> None:
+        """Over DDS (bulk FETCH replies, several in flight) and from the file, ranges agree."""
+        with Store(tmp_path, domain_id=domain_id, namespace=unique, sync=SyncMode.NORMAL) as store:
+            store.log.ensure_topic("t", 1, retain_consumed=True)
+            for i in range(20):
+                store.log.append("t", 0, [b"%d-%d" % (i, j) for j in range(i % 5 + 1)])
+            tail = store.log.channel_state("t", 0).tail
+            dds = StoreAccess(domain_id=domain_id, namespace=unique)
+            dds.fetch_chunk = 4  # many requests per range
+            local = StoreAccess(data_dir=str(tmp_path))
+            try:
+                for start, end in ((0, tail + 1), (3, 17), (4, 5), (10, tail + 1)):
+                    a = dds.fetch("t", 0, start, end)
+                    b = local.fetch("t", 0, start, end)
+                    assert a.offsets().tolist() == b.offsets().tolist()
+                    assert a.timestamps().tolist() == b.timestamps().tolist()
+                    assert (a.sizes, a.data) == (b.sizes, b.data)
+                    expected = store.log.fetch("t", 0, start, end - start)
+                    assert a.payloads() == [e.data for e in expected]
+                with pytest.raises(PreconditionNotMetError):
+                    dds.fetch("t", 0, 0, tail + 2)
+                assert dds.fetch("t", 0, 0, tail + 9, strict=False).end == tail + 1
+            finally:
+                dds.close()
+                local.close()
+
+    def test_dds_ranges_released_in_part_fail(
+        self, tmp_path: Path, domain_id: int, unique: str
+    ) -> None:
+        """Over DDS a range retention released in part fails; a lenient read starts at the head."""
+        with Store(tmp_path, domain_id=domain_id, namespace=unique, sync=SyncMode.NORMAL) as store:
+            store.log.ensure_topic("t", 1)
+            store.log.create_group("t", "g")
+            store.log.append("t", 0, [b"%d" % i for i in range(10)])
+            store.log.commit("t", "g", 0, 3)
+            dds = StoreAccess(domain_id=domain_id, namespace=unique)
+            dds.fetch_chunk = 3
+            try:
+                with pytest.raises(PreconditionNotMetError, match="no longer"):
+                    dds.fetch("t", 0, 2, 8)
+                assert dds.fetch("t", 0, 4, 10).payloads() == [b"%d" % i for i in range(4, 10)]
+                lenient = dds.fetch("t", 0, 0, 10, strict=False)
+                assert lenient.offsets().tolist() == list(range(4, 10))
+            finally:
+                dds.close()

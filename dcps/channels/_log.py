@@ -2,8 +2,11 @@
 
 Every (topic, channel) holds elements at dense offsets from 0, each with the
 accept timestamp of the store's clock (nanoseconds since the Unix epoch, never
-decreasing within a channel). Subscriber groups keep one committed offset per
-channel. The file layout is documented in ``docs/store-format.md``.
+decreasing within a channel). Each accepted batch is stored as one row (its
+elements share the batch's timestamp); each channel keeps its head (first
+offset still available) explicitly, since retention can release part of a
+batch. Subscriber groups keep one committed offset per channel. The file
+layout is documented in ``docs/store-format.md``.
 
 The log is used by one thread at a time (the store's); it does no locking of
 its own beyond SQLite's.
@@ -16,7 +19,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -28,6 +31,7 @@ from idl._errors import (
     UnsupportedError,
 )
 
+from ._batches import ElementRun, PackedPayloads
 from ._position import CommitStatus
 
 __all__ = [
@@ -42,7 +46,9 @@ __all__ = [
 ]
 
 FORMAT_MAGIC = "dcps-channel-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Largest batch a version-1 file's elements are regrouped into when it is migrated.
+_MIGRATED_BATCH_MAX = 65536
 
 DEFAULT_PARTITION_COUNT = 257
 
@@ -99,7 +105,22 @@ class ChannelState:
         return self.tail - self.head + 1
 
 
-_SCHEMA = """
+# One row per stored batch (a rowid table: rows are large, see docs/store-format.md).
+_BATCHES = """
+CREATE TABLE batches (
+    topic_id INTEGER NOT NULL,
+    channel INTEGER NOT NULL,
+    first_offset INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    sizes BLOB NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (topic_id, channel, first_offset)
+);
+CREATE INDEX batches_ts ON batches (topic_id, channel, ts, first_offset);
+"""
+_SCHEMA = (
+    """
 CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE topics (
     id INTEGER PRIMARY KEY,
@@ -117,15 +138,6 @@ CREATE TABLE channels (
     last_ts INTEGER NOT NULL,
     PRIMARY KEY (topic_id, channel)
 ) WITHOUT ROWID;
-CREATE TABLE elements (
-    topic_id INTEGER NOT NULL,
-    channel INTEGER NOT NULL,
-    "offset" INTEGER NOT NULL,
-    ts INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (topic_id, channel, "offset")
-) WITHOUT ROWID;
-CREATE INDEX elements_ts ON elements (topic_id, channel, ts);
 CREATE TABLE groups (
     topic_id INTEGER NOT NULL,
     name TEXT NOT NULL,
@@ -141,6 +153,8 @@ CREATE TABLE commits (
     PRIMARY KEY (topic_id, grp, channel)
 ) WITHOUT ROWID;
 """
+    + _BATCHES
+)
 
 
 class ChannelLog:
@@ -162,8 +176,7 @@ class ChannelLog:
         self._clock = clock
         self._db: sqlite3.Connection | None = None
         existed = self.path.exists() and self.path.stat().st_size > 0
-        if existed:
-            self._check_existing()
+        version = self._check_existing() if existed else FORMAT_VERSION
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -176,6 +189,8 @@ class ChannelLog:
                     + f"INSERT INTO dcps_format VALUES ('version', '{FORMAT_VERSION}');"
                     + "COMMIT;"
                 )
+            elif version == 1:
+                _migrate_v1(db)
         except BaseException:
             db.close()
             raise
@@ -186,7 +201,8 @@ class ChannelLog:
 
     # -- opening -----------------------------------------------------------
 
-    def _check_existing(self) -> None:
+    def _check_existing(self) -> int:
+        """The format version of an existing file; refuse (untouched) what is not ours."""
         uri = f"file:{self.path.resolve()}?mode=ro"
         try:
             ro = sqlite3.connect(uri, uri=True)
@@ -200,7 +216,7 @@ class ChannelLog:
                     f"{self.path} is corrupt or not a SQLite file ({exc}); it was left untouched"
                 ) from exc
             if not tables:
-                return
+                return FORMAT_VERSION
             if "dcps_format" not in tables:
                 raise BadParameterError(
                     f"{self.path} is a SQLite file of something else (no dcps_format table); "
@@ -227,6 +243,7 @@ class ChannelLog:
                 )
             if version < 1:
                 raise BadParameterError(f"{self.path}: bad format version {version}")
+            return version
         finally:
             ro.close()
 
@@ -340,25 +357,34 @@ class ChannelLog:
 
         Returns, per batch, the ``(offset, timestamp_ns)`` of each element.
         """
+        placed = self.append_packed((t, c, PackedPayloads.of(p)) for t, c, p in batches)
+        return [[(first + i, ts) for i in range(count)] for first, count, ts in placed]
+
+    def append_packed(
+        self, batches: Iterable[tuple[str, int, PackedPayloads]]
+    ) -> list[tuple[int, int, int]]:
+        """Persist several packed batches in one transaction (all or none).
+
+        Each batch becomes one stored row. Returns ``(first_offset, count,
+        timestamp_ns)`` per batch (an empty batch stores nothing).
+        """
         db = self._conn
-        results: list[list[tuple[int, int]]] = []
-        rows: list[tuple[int, int, int, int, bytes]] = []
+        results: list[tuple[int, int, int]] = []
+        rows: list[tuple[int, int, int, int, int, bytes, bytes]] = []
         touched: dict[tuple[int, int], list[int]] = {}
-        plan = [(self._state(t, c), c, p) for t, c, p in batches]
+        plan = [(self._state(t, c), c, p, p.check()) for t, c, p in batches]
         now = self._clock()
-        for (tid, state), channel, payloads in plan:
+        for (tid, state), channel, packed, sizes in plan:
             st = touched.setdefault((tid, channel), list(state))
             ts = max(now, st[2])
-            out = []
-            for data in payloads:
-                off = st[1]
-                st[1] += 1
-                rows.append((tid, channel, off, ts, bytes(data)))
-                out.append((off, ts))
+            count = len(sizes) // 4
+            if count:
+                rows.append((tid, channel, st[1], count, ts, sizes, bytes(packed.blob)))
+            results.append((st[1], count, ts))
+            st[1] += count
             st[2] = ts
-            results.append(out)
         with self._tx():
-            db.executemany("INSERT INTO elements VALUES (?, ?, ?, ?, ?)", rows)
+            db.executemany("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             db.executemany(
                 "UPDATE channels SET next_offset = ?, last_ts = ?"
                 " WHERE topic_id = ? AND channel = ?",
@@ -369,7 +395,7 @@ class ChannelLog:
         return results
 
     def append_keyed(
-        self, topic: str, channel: int, payloads: Sequence[bytes], key: str
+        self, topic: str, channel: int, payloads: Sequence[bytes] | PackedPayloads, key: str
     ) -> tuple[list[tuple[int, int]], bool]:
         """Append one batch unless a batch with idempotence ``key`` was appended before.
 
@@ -379,6 +405,8 @@ class ChannelLog:
         are returned with ``duplicate`` True. (Used by the Spark sink.)
         """
         tid, state = self._state(topic, channel)
+        packed = payloads if isinstance(payloads, PackedPayloads) else PackedPayloads.of(payloads)
+        sizes = packed.check()
         db = self._conn
         db.execute(
             "CREATE TABLE IF NOT EXISTS publish_keys (topic_id INTEGER NOT NULL,"
@@ -395,11 +423,15 @@ class ChannelLog:
         st = list(state)
         ts = max(self._clock(), st[2])
         first = st[1]
-        rows = [(tid, channel, first + i, ts, bytes(d)) for i, d in enumerate(payloads)]
-        st[1] += len(rows)
+        count = len(sizes) // 4
+        st[1] += count
         st[2] = ts
         with self._tx():
-            db.executemany("INSERT INTO elements VALUES (?, ?, ?, ?, ?)", rows)
+            if count:
+                db.execute(
+                    "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (tid, channel, first, count, ts, sizes, bytes(packed.blob)),
+                )
             db.execute(
                 "UPDATE channels SET next_offset = ?, last_ts = ?"
                 " WHERE topic_id = ? AND channel = ?",
@@ -407,22 +439,41 @@ class ChannelLog:
             )
             db.execute(
                 "INSERT INTO publish_keys VALUES (?, ?, ?, ?, ?, ?)",
-                (tid, key, channel, first, len(rows), ts),
+                (tid, key, channel, first, count, ts),
             )
         state[:] = st
-        return [(first + i, ts) for i in range(len(rows))], False
+        return [(first + i, ts) for i in range(count)], False
 
     def fetch(self, topic: str, channel: int, offset: int, max_count: int) -> list[Element]:
         """Up to ``max_count`` elements from ``offset`` on (or from the head if later)."""
-        tid, _ = self._state(topic, channel)
+        run = self.fetch_run(topic, channel, offset, max_count)
+        stamps = run.timestamps().tolist()
+        return [Element(run.first + i, stamps[i], data) for i, data in enumerate(run.payloads())]
+
+    def fetch_run(self, topic: str, channel: int, offset: int, max_count: int) -> ElementRun:
+        """Up to ``max_count`` elements from ``offset`` on (or from the head if later), in bulk.
+
+        The result keeps the stored batches' form (sizes and data blobs, one
+        timestamp per batch); no Python object is built per element.
+        """
+        tid, st = self._state(topic, channel)
         if max_count < 1:
             raise BadParameterError(f"max_count must be >= 1, got {max_count}")
-        rows = self._conn.execute(
-            'SELECT "offset", ts, data FROM elements WHERE topic_id = ? AND channel = ?'
-            ' AND "offset" >= ? ORDER BY "offset" LIMIT ?',
-            (tid, channel, max(0, offset), max_count),
-        ).fetchall()
-        return [Element(o, t, bytes(d)) for o, t, d in rows]
+        start = max(offset, st[0])
+        if start >= st[1]:
+            return ElementRun(st[1])
+        cur = self._conn.execute(
+            "SELECT first_offset, count, ts, sizes, data FROM batches"
+            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset >= coalesce("
+            "(SELECT max(first_offset) FROM batches"
+            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset <= ?3), ?3)"
+            " ORDER BY first_offset",
+            (tid, channel, start),
+        )
+        try:
+            return ElementRun.from_rows(_rows(cur), start, max_count)
+        finally:
+            cur.close()
 
     def channel_state(self, topic: str, channel: int) -> ChannelState:
         """Head and tail of one channel."""
@@ -444,10 +495,11 @@ class ChannelLog:
         """
         tid, st = self._state(topic, channel)
         row = self._conn.execute(
-            'SELECT min("offset") FROM elements WHERE topic_id = ? AND channel = ? AND ts >= ?',
+            "SELECT first_offset FROM batches WHERE topic_id = ? AND channel = ? AND ts >= ?"
+            " ORDER BY ts, first_offset LIMIT 1",
             (tid, channel, timestamp_ns),
         ).fetchone()
-        return st[1] if row[0] is None else int(row[0])
+        return st[1] if row is None else max(int(row[0]), st[0])
 
     # -- groups and commits --------------------------------------------------
 
@@ -595,7 +647,11 @@ class ChannelLog:
     # -- retention -----------------------------------------------------------
 
     def trim(self, topic: str) -> int:
-        """Delete elements no one needs any more (see :meth:`_trim`); return how many."""
+        """Release elements no one needs any more (see :meth:`_trim`); return how many.
+
+        The head moves past every released element; a stored batch is deleted
+        once all of its elements are released.
+        """
         tid, _ = self._topic(topic)
         with self._tx():
             return self._trim(tid)
@@ -619,17 +675,76 @@ class ChannelLog:
                 ).fetchone()[0]
             if floor is None or floor < st[0]:
                 continue
-            cur = db.execute(
-                'DELETE FROM elements WHERE topic_id = ? AND channel = ? AND "offset" <= ?',
-                (tid, c, floor),
+            db.execute(
+                "DELETE FROM batches WHERE topic_id = ? AND channel = ? AND first_offset <= ?"
+                " AND first_offset + count - 1 <= ?",
+                (tid, c, floor, floor),
             )
-            deleted += cur.rowcount
+            deleted += floor + 1 - st[0]
             db.execute(
                 "UPDATE channels SET head = ? WHERE topic_id = ? AND channel = ?",
                 (floor + 1, tid, c),
             )
             st[0] = floor + 1
         return deleted
+
+
+def _rows(cur: sqlite3.Cursor) -> Iterator[tuple[int, int, int, bytes, bytes]]:
+    """A cursor's rows, fetched a few at a time (the caller stops early)."""
+    while True:
+        chunk = cur.fetchmany(16)
+        if not chunk:
+            return
+        yield from chunk
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """Rewrite a version-1 file (one row per element) as version 2, in one transaction.
+
+    Consecutive elements of a channel with one accept timestamp become one
+    stored batch (at most ``_MIGRATED_BATCH_MAX`` elements each).
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _BATCHES.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        cur = db.execute(
+            'SELECT topic_id, channel, "offset", ts, data FROM elements'
+            ' ORDER BY topic_id, channel, "offset"'
+        )
+        batch: list[tuple[int, int, int, int, bytes]] = []
+
+        def flush() -> None:
+            if batch:
+                tid, channel, first, ts, _ = batch[0]
+                payloads = [bytes(b[4]) for b in batch]
+                packed = PackedPayloads.of(payloads)
+                db.execute(
+                    "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (tid, channel, first, len(batch), ts, packed.check(), packed.blob),
+                )
+                batch.clear()
+
+        for row in cur:
+            if batch:
+                last = batch[-1]
+                if (
+                    row[0] != last[0]
+                    or row[1] != last[1]
+                    or row[2] != last[2] + 1
+                    or row[3] != last[3]
+                    or len(batch) >= _MIGRATED_BATCH_MAX
+                ):
+                    flush()
+            batch.append(row)
+        flush()
+        db.execute("DROP TABLE elements")
+        db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 class _Transaction:

@@ -32,6 +32,7 @@ from idl._errors import (
 )
 
 from ._assignment import assign_channels
+from ._batches import BULK_FETCH, PackedPayloads
 from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, SyncMode, default_channel_count
 from ._position import CommitStatus
 from ._protocol import (
@@ -54,9 +55,7 @@ from ._protocol import (
     drop_endpoint,
     error_code,
     live_announcements,
-    pack,
     reply_partition,
-    unpack,
 )
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, request_partition, share_conflict
 from ._topic import ChannelledTopic
@@ -332,20 +331,20 @@ class Store:
         if not good:
             return
         try:
-            payloads = [unpack(r) for r in good]
-            results = self.log.append_many(
-                (r.topic, r.channels[0], p) for r, p in zip(good, payloads, strict=True)
+            results = self.log.append_packed(
+                (r.topic, r.channels[0], PackedPayloads(r.sizes, r.blob)) for r in good
             )
         except Exception as exc:
             for request in good:
                 self._fail(request, exc)
             return
-        for request, placed in zip(good, results, strict=True):
-            first, stamp = placed[0] if placed else (0, 0)
-            self._reply(request, number=len(placed), offsets=[first], stamps=[stamp])
-        for request, placed in zip(good, results, strict=True):
-            if placed:
-                self._push(request, placed[0])
+        for request, (first, count, stamp) in zip(good, results, strict=True):
+            if not count:
+                first, stamp = 0, 0
+            self._reply(request, number=count, offsets=[first], stamps=[stamp])
+        for request, (first, count, stamp) in zip(good, results, strict=True):
+            if count:
+                self._push(request, (first, stamp))
         for topic in {r.topic for r in good}:
             info = self.log.topic(topic)
             if not info.retain_consumed and not self.log.groups(topic):
@@ -361,7 +360,10 @@ class Store:
                 raise BadParameterError("a publish request names exactly one channel")
             self._foreign(request.topic, request.channels)
             placed, duplicate = self.log.append_keyed(
-                request.topic, request.channels[0], unpack(request), request.text
+                request.topic,
+                request.channels[0],
+                PackedPayloads(request.sizes, request.blob),
+                request.text,
             )
         except Exception as exc:
             self._fail(request, exc)
@@ -397,19 +399,18 @@ class Store:
         )
 
     def _on_fetch(self, request: Request) -> None:
+        """Up to ``number`` elements of one channel from an offset.
+
+        Per-element form (``flag`` 0): ``offsets``, ``stamps`` and ``sizes``
+        per element, payloads in ``blob``. Bulk form (``flag`` BULK_FETCH): the
+        stored batches as they are, see ``ElementRun.reply_fields``.
+        """
         self._foreign(request.topic, request.channels)
         channel, offset = request.channels[0], request.offsets[0]
-        elements = self.log.fetch(request.topic, channel, offset, max(1, int(request.number)))
+        run = self.log.fetch_run(request.topic, channel, offset, max(1, int(request.number)))
         state = self.log.channel_state(request.topic, channel)
-        self._reply(
-            request,
-            channels=[channel],
-            offsets=[e.offset for e in elements],
-            stamps=[e.timestamp_ns for e in elements],
-            **pack([e.data for e in elements]),
-            heads=[state.head],
-            tails=[state.tail],
-        )
+        fields = run.reply_fields() if request.flag == BULK_FETCH else run.element_fields()
+        self._reply(request, channels=[channel], **fields, heads=[state.head], tails=[state.tail])
 
     def _on_state(self, request: Request) -> None:
         topic = request.topic

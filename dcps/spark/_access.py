@@ -1,5 +1,10 @@
 """Reading a channelled topic's stored elements: over DDS from the store, or from its file.
 
+Either way elements come in bulk, as :class:`~dcps.channels._batches.ElementRun`
+(the stored batches' sizes and payload blobs), never one Python object per
+element: over DDS with bulk-form FETCH requests, from the file with one
+SQLite row per stored batch (store format version 2).
+
 ``StoreAccess`` is what the Spark readers use on the driver (channel heads
 and tails) and in tasks (a channel's offset range). ``connect_store`` keeps
 one DDS connection per process and namespace, since Spark reuses its Python
@@ -12,29 +17,29 @@ import sqlite3
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import attrs
+from dcps.channels._batches import BULK_FETCH, ElementRun
+from dcps.channels._log import FORMAT_MAGIC, FORMAT_VERSION
+from dcps.channels._protocol import Endpoint, Op, Reply, StoreClient, pack, raise_for_reply
+from idl._errors import (
+    BadParameterError,
+    DcpsTimeoutError,
+    PreconditionNotMetError,
+    UnsupportedError,
+)
 
-from dcps.channels._log import FORMAT_MAGIC
-from dcps.channels._protocol import Endpoint, Op, StoreClient, pack, unpack
-from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+__all__ = ["StoreAccess", "connect_store"]
 
-__all__ = ["Chunk", "StoreAccess", "connect_store"]
-
-FETCH_CHUNK = 20000
-
-
-@attrs.frozen
-class Chunk:
-    """Elements of one channel: offsets, store timestamps (ns) and CDR payloads."""
-
-    channel: int
-    offsets: list[int]
-    stamps: list[int]
-    payloads: list[bytes]
+#: Elements per FETCH request: a reply of 64-byte elements is then ~1.4 MB (the
+#: store's reply writer keeps its last 64 replies per client).
+FETCH_CHUNK = 20_000
+#: FETCH requests one range read keeps in flight.
+FETCH_WINDOW = 3
 
 
 class StoreAccess:
@@ -56,6 +61,7 @@ class StoreAccess:
         self.domain_id = domain_id
         self.namespace = namespace
         self.data_dir = data_dir
+        self.fetch_chunk = FETCH_CHUNK
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._client: StoreClient | None = None
@@ -68,13 +74,20 @@ class StoreAccess:
                 f"file:{path.resolve()}?mode=ro", uri=True, check_same_thread=False
             )
             try:
-                magic = self._db.execute(
-                    "SELECT value FROM dcps_format WHERE key = 'magic'"
-                ).fetchone()
+                meta = dict(self._db.execute("SELECT key, value FROM dcps_format").fetchall())
             except sqlite3.DatabaseError as exc:
+                self.close()
                 raise BadParameterError(f"{path} is not a dcps store: {exc}") from exc
-            if not magic or magic[0] != FORMAT_MAGIC:
+            if meta.get("magic") != FORMAT_MAGIC:
+                self.close()
                 raise BadParameterError(f"{path} is not a dcps store")
+            if meta.get("version") != str(FORMAT_VERSION):
+                self.close()
+                raise UnsupportedError(
+                    f"{path} has store format version {meta.get('version')}; this dcps reads "
+                    f"version {FORMAT_VERSION} files directly (a version-1 file is migrated "
+                    "when a dcps store opens it; or read over DDS without data_dir)"
+                )
         else:
             self._endpoint = Endpoint(domain_id, namespace)
             self._client = StoreClient(self._endpoint, request_timeout=timeout)
@@ -132,75 +145,138 @@ class StoreAccess:
         if self._db is not None:
             tid, _ = self._topic_id(topic)
             row = self._db.execute(
-                'SELECT min("offset") FROM elements WHERE topic_id = ? AND channel = ? AND ts >= ?',
+                "SELECT first_offset FROM batches WHERE topic_id = ? AND channel = ? AND ts >= ?"
+                " ORDER BY ts, first_offset LIMIT 1",
                 (tid, channel, timestamp_ns),
             ).fetchone()
-            return end if row[0] is None else int(row[0])
+            head = self._head(tid, channel)
+            return end if row is None else max(int(row[0]), head)
         head = self.bounds(topic)[channel][0]
         lo, hi = head, end  # binary search over fetched timestamps (ts never decreases)
         while lo < hi:
             mid = (lo + hi) // 2
-            chunk = self.fetch(topic, channel, mid, mid + 1, strict=False)
-            if not chunk.offsets:
+            run = self.fetch(topic, channel, mid, mid + 1, strict=False)
+            if not run.count:
                 return end
-            if chunk.stamps[0] >= timestamp_ns:
+            if run.stamps[0] >= timestamp_ns:
                 hi = mid
             else:
                 lo = mid + 1
         return lo
 
+    def _head(self, tid: int, channel: int) -> int:
+        assert self._db is not None
+        row = self._db.execute(
+            "SELECT head FROM channels WHERE topic_id = ? AND channel = ?", (tid, channel)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
     # -- elements -----------------------------------------------------------
 
     def fetch(
         self, topic: str, channel: int, start: int, end: int, *, strict: bool = True
-    ) -> Chunk:
-        """Elements ``start .. end - 1`` of ``channel``.
+    ) -> ElementRun:
+        """Elements ``start .. end - 1`` of ``channel``, in bulk.
 
-        ``strict``: raise ``PreconditionNotMetError`` if any of them is no longer
-        stored (retention removed it), so a reader never silently skips data.
+        ``strict``: raise ``PreconditionNotMetError`` unless exactly that range
+        is returned (retention removed part of it), so a reader never silently
+        skips data. Otherwise the run may start later (at the head) or end
+        earlier (at the tail).
         """
-        offsets: list[int] = []
-        stamps: list[int] = []
-        payloads: list[bytes] = []
+        run = ElementRun(start)
         if end > start:
             if self._db is not None:
-                tid, _ = self._topic_id(topic)
-                rows = self._db.execute(
-                    "SELECT ts, data FROM elements WHERE topic_id = ? AND channel = ?"
-                    ' AND "offset" >= ? AND "offset" < ? ORDER BY "offset"',
-                    (tid, channel, start, end),
-                ).fetchall()
-                if len(rows) == end - start:  # offsets are dense: no need to fetch them
-                    offsets = list(range(start, end))
-                    stamps, payloads = (list(x) for x in zip(*rows, strict=True))
-                elif rows:  # the head moved past start: the stored offsets are the last ones
-                    offsets = list(range(end - len(rows), end))
-                    stamps, payloads = (list(x) for x in zip(*rows, strict=True))
+                run = self._fetch_file(topic, channel, start, end)
             else:
-                assert self._client is not None
-                pos = start
-                while pos < end:
-                    reply = self._client.call(
-                        Op.FETCH,
-                        topic=topic,
-                        channels=[channel],
-                        offsets=[pos],
-                        number=min(FETCH_CHUNK, end - pos),
-                    )
-                    got = list(reply.offsets)
-                    if not got:
-                        break
-                    keep = sum(1 for o in got if o < end)
-                    offsets += got[:keep]
-                    stamps += list(reply.stamps)[:keep]
-                    payloads += unpack(reply)[:keep]
-                    pos = got[-1] + 1
-        if strict and len(offsets) != end - start:
+                run = self._fetch_dds(topic, channel, start, end)
+        if strict and (run.count != end - start or (run.count and run.first != start)):
             raise PreconditionNotMetError(
                 f"topic {topic!r} channel {channel}: elements {start}..{end - 1} are no longer "
-                f"all stored (got {len(offsets)}); the store's retention removed them"
+                f"all stored (got {run.count}); the store's retention removed them"
             )
-        return Chunk(channel, offsets, stamps, payloads)
+        return run
+
+    def _fetch_file(self, topic: str, channel: int, start: int, end: int) -> ElementRun:
+        assert self._db is not None
+        tid, _ = self._topic_id(topic)
+        db = self._db
+        with self._lock:
+            db.execute("BEGIN")  # one snapshot for the head and the batches
+            try:
+                return self._read_batches(tid, channel, start, end)
+            finally:
+                db.execute("COMMIT")
+
+    def _read_batches(self, tid: int, channel: int, start: int, end: int) -> ElementRun:
+        assert self._db is not None
+        begin = max(start, self._head(tid, channel))
+        if begin >= end:
+            return ElementRun(begin)
+        cur = self._db.execute(
+            "SELECT first_offset, count, ts, sizes, data FROM batches"
+            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset < ?4"
+            " AND first_offset >= coalesce((SELECT max(first_offset) FROM batches"
+            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset <= ?3), ?3)"
+            " ORDER BY first_offset",
+            (tid, channel, begin, end),
+        )
+        try:
+            return ElementRun.from_rows(cur, begin, end - begin)
+        finally:
+            cur.close()
+
+    def _fetch_dds(self, topic: str, channel: int, start: int, end: int) -> ElementRun:
+        """Bulk FETCHes of ``fetch_chunk`` elements, up to ``FETCH_WINDOW`` in flight.
+
+        Offsets are dense, so the chunks of an exact range are known up front;
+        once a reply is short or starts elsewhere (the tail, or retention
+        moved the head), the rest is fetched one request at a time.
+        """
+        runs: list[ElementRun] = []
+        pending: deque[tuple[int, int, Future[Reply]]] = deque()
+        pos = expect = start
+        pipelined = True
+        while True:
+            while pipelined and pos < end and len(pending) < FETCH_WINDOW:
+                count = min(self.fetch_chunk, end - pos)
+                pending.append((pos, count, self._request_fetch(topic, channel, pos, count)))
+                pos += count
+            if pending:
+                at, count, fut = pending.popleft()
+                if not pipelined:
+                    continue  # a chunk asked for before the plan changed: not needed
+            elif expect < end and not pipelined:
+                at, count = expect, min(self.fetch_chunk, end - expect)
+                fut = self._request_fetch(topic, channel, at, count)
+            else:
+                break
+            run = ElementRun.from_reply(self._result(fut))
+            if not run.count or (runs and run.first != expect):
+                break  # the tail, or a gap (retention moved the head meanwhile)
+            runs.append(run)
+            expect = run.end
+            if run.first != at or run.count != count:
+                pipelined = False
+        return ElementRun.join(runs)
+
+    def _request_fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Reply]:
+        assert self._client is not None
+        return self._client.call_async(
+            Op.FETCH,
+            topic=topic,
+            channels=[channel],
+            offsets=[offset],
+            number=count,
+            flag=BULK_FETCH,
+        )
+
+    def _result(self, fut: Future[Reply]) -> Reply:
+        assert self._client is not None
+        try:
+            reply = fut.result(timeout=self._client.request_timeout + 1)
+        except TimeoutError as exc:
+            raise DcpsTimeoutError("the store did not answer FETCH in time") from exc
+        return raise_for_reply(reply)
 
     # -- publishing (the sink) ------------------------------------------------
 

@@ -25,7 +25,15 @@ from idl._schema import scalar_dtype
 
 from ._schema import arrow_row_schema, arrow_type_of, is_binary
 
-__all__ = ["cdr_dtype", "decode_batch", "encode_batch", "encode_rows", "row_to_sample"]
+__all__ = [
+    "cdr_dtype",
+    "decode_batch",
+    "decode_packed",
+    "decode_run",
+    "encode_batch",
+    "encode_rows",
+    "row_to_sample",
+]
 
 _XCDR1_LE = b"\x00\x01"
 _XCDR2_LE = (b"\x00\x07", b"\x00\x09", b"\x00\x0b")  # plain/delimited/PL CDR2 LE (final: 07)
@@ -232,24 +240,66 @@ def decode_batch(
     ``channels``/``offsets``/timestamps are per-element sequences (or a scalar
     channel); timestamps are ns since the Unix epoch (None: null column).
     """
+    sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
+    return decode_packed(
+        t,
+        sizes,
+        b"".join(payloads),
+        channels,
+        offsets,
+        store_ts_ns,
+        source_ts_ns,
+        envelope=envelope,
+        payloads=payloads,
+    )
+
+
+def decode_run(t: type, run: Any, channel: int) -> Any:
+    """A ``pyarrow.RecordBatch`` of one channel's :class:`~dcps.channels._batches.ElementRun`.
+
+    Fixed-size types are viewed straight from the run's payload blob (no copy
+    per element).
+    """
+    return decode_packed(t, run.element_sizes(), run.data, channel, run.offsets(), run.timestamps())
+
+
+def decode_packed(
+    t: type,
+    sizes: Any,
+    blob: bytes,
+    channels: Any,
+    offsets: Any,
+    store_ts_ns: Any = None,
+    source_ts_ns: Any = None,
+    *,
+    envelope: bool = True,
+    payloads: Sequence[bytes] | None = None,
+) -> Any:
+    """:func:`decode_batch` of payloads given as one blob plus the size of each."""
     import pyarrow as pa
 
     info = describe(t)
     schema = arrow_row_schema(t, envelope=envelope)
-    n = len(payloads)
+    sizes = np.asarray(sizes)
+    n = len(sizes)
     columns: dict[str, Any] = {}
     dtype = None
     if n:
-        first = payloads[0]
-        size = len(first)
-        version = 1 if first[:2] == _XCDR1_LE else 2 if first[:2] in _XCDR2_LE else 0
-        if version and set(map(len, payloads)) == {size}:
+        size = int(sizes[0])
+        head = blob[:2]
+        version = 1 if head == _XCDR1_LE else 2 if head in _XCDR2_LE else 0
+        if version and size > 0 and bool((sizes == size).all()):
             dtype = cdr_dtype(t, version, size)
+            if dtype is not None and len(blob) != n * size:
+                dtype = None
     if dtype is not None:
-        records = np.frombuffer(b"".join(payloads), dtype=dtype)["_body"]
+        records = np.frombuffer(blob, dtype=dtype)["_body"]
         for f in info.fields:
             columns[f.name] = _np_to_arrow(records[f.name], f)
     else:
+        if payloads is None:
+            ends = np.cumsum(sizes).tolist()
+            payloads = [blob[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
         samples = [t.deserialize(p) for p in payloads]  # type: ignore[attr-defined]
         for f in info.fields:
             values = [_py_value(getattr(s, f.name), f) for s in samples]

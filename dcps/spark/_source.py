@@ -33,7 +33,7 @@ from pyspark.sql.types import StructType
 from idl._errors import BadParameterError, PreconditionNotMetError
 
 from ._access import StoreAccess, connect_store
-from ._decode import decode_batch
+from ._decode import decode_run
 from ._options import SourceOptions
 from ._schema import spark_schema
 
@@ -121,13 +121,13 @@ def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) 
     pos = part.start
     while pos < part.end:
         top = min(part.end, pos + step)
-        chunk = access.fetch(opts.topic, part.channel, pos, top)
-        batch = decode_batch(t, chunk.payloads, part.channel, chunk.offsets, chunk.stamps)
+        run = access.fetch(opts.topic, part.channel, pos, top)
+        batch = decode_run(t, run, part.channel)
         if opts.start_ns is not None or opts.end_ns is not None:
             import numpy as np
             import pyarrow as pa
 
-            stamps = np.asarray(chunk.stamps, dtype=np.int64)
+            stamps = run.timestamps()
             mask = np.ones(len(stamps), dtype=bool)
             if opts.start_ns is not None:
                 mask &= stamps >= opts.start_ns
