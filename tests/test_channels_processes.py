@@ -6,13 +6,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from line_peer import LinePeer as Peer
+from line_peer import killed_at_exit
 from peers.channels_types import Msg, wait_until
 
 from dcps import BadParameterError
@@ -33,50 +34,6 @@ PEERS = Path(__file__).parent / "peers"
 TIMEOUT = 20.0
 
 
-class Peer:
-    """A child process whose stdout lines are collected by a thread."""
-
-    def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.endswith("\n"):  # a SIGKILL can cut the last line short: not a line
-                self.lines.append(line.strip())
-
-    def wait_line(self, predicate: Callable[[str], bool], timeout: float = TIMEOUT) -> None:
-        """Wait until some output line satisfies ``predicate``."""
-
-        def seen() -> bool:
-            if self.proc.poll() is not None and not any(predicate(x) for x in self.lines):
-                self._thread.join(1)
-                if not any(predicate(x) for x in self.lines):
-                    err = self.proc.stderr.read() if self.proc.stderr else ""
-                    raise AssertionError(f"peer exited ({self.proc.returncode}): {err}")
-            return any(predicate(x) for x in list(self.lines))
-
-        wait_until(seen, timeout)
-
-    def kill(self) -> None:
-        """SIGKILL the process and reap it."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self._thread.join(5)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
 @pytest.fixture
 def namespace(unique: str) -> str:
     """A store namespace private to this test."""
@@ -86,12 +43,8 @@ def namespace(unique: str) -> str:
 @pytest.fixture
 def peers() -> Iterator[list[Peer]]:
     """Child processes killed at the end of the test."""
-    started: list[Peer] = []
-    try:
+    with killed_at_exit() as started:
         yield started
-    finally:
-        for peer in started:
-            peer.kill()
 
 
 def start_store(peers: list[Peer], data: Path, domain_id: int, namespace: str) -> Peer:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import struct
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from line_peer import LinePeer as Peer
+from line_peer import killed_at_exit
 from peers.channels_types import Msg, wait_until
 
 from dcps import BadParameterError, DcpsTimeoutError
@@ -35,66 +35,6 @@ PEER = Path(__file__).parent / "peers" / "channels_split_peer.py"
 TIMEOUT = 30.0
 
 
-class Peer:
-    """A child process whose stdout lines are collected by a thread."""
-
-    def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.strip())
-
-    def wait_line(self, predicate: Callable[[str], bool], timeout: float = TIMEOUT) -> None:
-        """Wait until some output line satisfies ``predicate`` (fail if the peer exits first)."""
-
-        def seen() -> bool:
-            if any(predicate(x) for x in list(self.lines)):
-                return True
-            if self.proc.poll() is not None:
-                self._thread.join(1)
-                if not any(predicate(x) for x in self.lines):
-                    err = self.proc.stderr.read() if self.proc.stderr else ""
-                    raise AssertionError(f"peer exited ({self.proc.returncode}): {err}")
-            return False
-
-        wait_until(seen, timeout)
-
-    def send(self, line: str) -> None:
-        """Write one line to the peer's stdin."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def records(self, kind: str) -> list[list[int]]:
-        """The integer fields of every output line starting with ``kind``."""
-        return [
-            [int(x) for x in line.split()[1:]]
-            for line in list(self.lines)
-            if line.split()[:1] == [kind]
-        ]
-
-    def kill(self) -> None:
-        """SIGKILL the process and reap it."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self._thread.join(5)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-
-
 @pytest.fixture
 def namespace(unique: str) -> str:
     """A store namespace private to this test."""
@@ -104,12 +44,8 @@ def namespace(unique: str) -> str:
 @pytest.fixture
 def peers() -> Iterator[list[Peer]]:
     """Child processes killed at the end of the test."""
-    started: list[Peer] = []
-    try:
+    with killed_at_exit() as started:
         yield started
-    finally:
-        for peer in started:
-            peer.kill()
 
 
 def store_args(data: Path, domain_id: int, namespace: str, share: str) -> list[str]:
