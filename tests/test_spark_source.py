@@ -106,6 +106,16 @@ class TestBatchRead:
         local = source(spark, env, topic_name, data_dir=str(env["store"].data)).collect()
         assert sorted(r["seq"] for r in local) == list(range(100))
 
+    def test_empty_range_reads_no_rows(
+        self, spark: Any, env: dict[str, Any], topic_name: str
+    ) -> None:
+        """A range holding no element (start == end) reads zero rows instead of failing."""
+        publish(env["domain"], env["namespace"], topic_name, 1, 0, 10)
+        empty = source(
+            spark, env, topic_name, startingPositions='{"0": 5}', endingPositions='{"0": 5}'
+        )
+        assert empty.count() == 0
+
     def test_time_range(self, spark: Any, env: dict[str, Any], topic_name: str) -> None:
         """startTimestamp keeps only elements the store accepted at or after it."""
         publish(env["domain"], env["namespace"], topic_name, 1, 0, 50)
