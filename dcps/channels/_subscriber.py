@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import threading
 import time
@@ -703,6 +704,24 @@ class ChannelSubscriber(Generic[T]):
                 request.add_done_callback(self._consumed_committed)
         return out
 
+    def _collect_without_gc(self, n: int) -> list[Element[Any]]:
+        """:meth:`_collect` with the cyclic garbage collector paused while it runs.
+
+        A batch builds thousands of tracked objects (values, elements, positions)
+        that all outlive it; without the pause every 700 of them trigger a
+        collection that walks them again (measured: ~2 us per element, a third
+        of the delivery thread's time). The pause only defers collection: the
+        first allocation after it collects as usual. A collector that was
+        already disabled stays so.
+        """
+        if not gc.isenabled():
+            return self._collect(n)
+        gc.disable()
+        try:
+            return self._collect(n)
+        finally:
+            gc.enable()
+
     def _commit_consumed_locked(self) -> Future[Reply] | None:
         """Send the anonymous group's commit of what was delivered, unless one is in flight.
 
@@ -741,7 +760,7 @@ class ChannelSubscriber(Generic[T]):
             if fut.cancelled():
                 self._requests.popleft()
                 continue
-            elements = self._collect(1 if max_count is None else max_count)
+            elements = self._collect_without_gc(1 if max_count is None else max_count)
             if not elements and not self._complete_on_empty:
                 break
             self._requests.popleft()
