@@ -30,7 +30,7 @@ the limit at ~9.5-11 us (publishing ~3.5-4 us, the subscriber's delivery
 thread ~3.5-4 us with the garbage collector paused while it builds a batch,
 sending and confirming batches ~2 us, most of it the binding's generic CDR
 of the protocol messages, ~100-200 us each, a few per batch). Raw costs
-~44 us per message in one process, so the store path runs at ~3.3-4x raw;
+~44 us per message in one process, so the store path runs at ~3-4x raw;
 5x needs the client at <= ~8.8 us (compiled codecs for the protocol
 messages, cheaper per-element publish and Element construction).
 """
