@@ -24,14 +24,15 @@ sampled every 2 s during ``--rss-minutes`` of steady publishing (5000 msgs/s,
 64 B) to an anonymous subscriber and a committing two-member group: start,
 peak, end and growth.
 
-Where the time goes (see ``benchmarks/README.md``): with the hot path batched,
-a 64 B message costs ~10-13 us of CPU in this process (publishing ~4-5 us,
-the subscriber's delivery thread ~4-5 us, sending and confirming batches
-~2 us) and ~10-13 us in the store, nearly all of it per element (each is
-unpacked and inserted as its own SQLite row, and the request/reply/push
-messages go through the binding's generic CDR). Raw costs ~40-50 us per
-message in one process, so the store path runs at ~2-3x raw on two cores;
-the 5x target needs the store's per-element cost gone.
+Where the time goes (see ``benchmarks/README.md``): with the store keeping
+one row per batch, it costs ~5 us per 64 B message and the client process is
+the limit at ~9.5-11 us (publishing ~3.5-4 us, the subscriber's delivery
+thread ~3.5-4 us with the garbage collector paused while it builds a batch,
+sending and confirming batches ~2 us, most of it the binding's generic CDR
+of the protocol messages, ~100-200 us each, a few per batch). Raw costs
+~44 us per message in one process, so the store path runs at ~3-4x raw;
+5x needs the client at <= ~8.8 us (compiled codecs for the protocol
+messages, cheaper per-element publish and Element construction).
 """
 
 import argparse
