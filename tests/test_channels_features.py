@@ -382,9 +382,10 @@ class TestRepliesAfterStoreRestart:
         topic = ChannelledTopic(topic_name, Msg, channel_count=2, retain_consumed=True)
         data = tmp_path / "data"
         store = start_store(stores, data, kw)
-        # short request timeouts: an answer stalled for the dead store's lease (10 s) fails
-        pub = open_pub(opened, topic, order_by=OrderBy.fixed(0), timeout=timedelta(seconds=3), **kw)
-        member = open_sub(opened, topic, group="g", request_timeout=timedelta(seconds=3), **kw)
+        # request timeouts well under the dead store's lease (10 s): an answer stalled
+        # until the lease ends fails, with room left for a loaded machine
+        pub = open_pub(opened, topic, order_by=OrderBy.fixed(0), timeout=timedelta(seconds=5), **kw)
+        member = open_sub(opened, topic, group="g", request_timeout=timedelta(seconds=5), **kw)
         assert publish_all(pub, [Msg(0, i) for i in range(3)]) == [Position(0, i) for i in range(3)]
         assert receive_n(member, 3)[-1].commit().status is CommitStatus.COMMITTED
         store.kill()
