@@ -3,17 +3,47 @@
 A channelled topic is split into channels; the store sequences, persists and
 pushes each channel's elements; publishers batch into channels; subscribers
 receive them anonymously or as members of a subscriber group.
+
+The names are imported on first use (PEP 562): the Spark reader needs only the
+store format modules, not the DDS entities behind publishers and the store.
 """
 
-from ._assignment import assign_channels
-from ._flow import FlowControl
-from ._log import SyncMode, TopicInfo, default_channel_count
-from ._position import CommitResult, CommitStatus, Position
-from ._publisher import ChannelPublisher, OrderBy
-from ._shares import Share
-from ._store import Store, run_store
-from ._subscriber import ChannelOwnershipListener, ChannelSubscriber, Element
-from ._topic import ChannelledTopic
+from __future__ import annotations
+
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from ._assignment import assign_channels
+    from ._flow import FlowControl
+    from ._log import SyncMode, TopicInfo, default_channel_count
+    from ._position import CommitResult, CommitStatus, Position
+    from ._publisher import ChannelPublisher, OrderBy
+    from ._shares import Share
+    from ._store import Store, run_store
+    from ._subscriber import ChannelOwnershipListener, ChannelSubscriber, Element
+    from ._topic import ChannelledTopic
+
+# public name -> defining module, imported by __getattr__ on first access
+_LAZY: dict[str, str] = {
+    "ChannelOwnershipListener": "dcps.channels._subscriber",
+    "ChannelPublisher": "dcps.channels._publisher",
+    "ChannelSubscriber": "dcps.channels._subscriber",
+    "ChannelledTopic": "dcps.channels._topic",
+    "CommitResult": "dcps.channels._position",
+    "CommitStatus": "dcps.channels._position",
+    "Element": "dcps.channels._subscriber",
+    "FlowControl": "dcps.channels._flow",
+    "OrderBy": "dcps.channels._publisher",
+    "Position": "dcps.channels._position",
+    "Share": "dcps.channels._shares",
+    "Store": "dcps.channels._store",
+    "SyncMode": "dcps.channels._log",
+    "TopicInfo": "dcps.channels._log",
+    "assign_channels": "dcps.channels._assignment",
+    "default_channel_count": "dcps.channels._log",
+    "run_store": "dcps.channels._store",
+}
 
 __all__ = [
     "ChannelOwnershipListener",
@@ -34,3 +64,16 @@ __all__ = [
     "default_channel_count",
     "run_store",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dcps.channels' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

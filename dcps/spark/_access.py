@@ -21,17 +21,22 @@ from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dcps.channels._batches import BULK_FETCH, ElementRun
 from dcps.channels._log import FORMAT_MAGIC, FORMAT_VERSION
-from dcps.channels._protocol import Endpoint, Op, Reply, StoreClient, pack, raise_for_reply
 from idl._errors import (
     BadParameterError,
     DcpsTimeoutError,
     PreconditionNotMetError,
     UnsupportedError,
 )
+
+if TYPE_CHECKING:
+    from dcps.channels._protocol import Endpoint, Reply, StoreClient
+
+# dcps.channels._protocol (Cyclone DDS) is imported only on the DDS path, so a
+# Spark worker reading the store file directly does not load the DDS stack.
 
 __all__ = ["StoreAccess", "connect_store"]
 
@@ -89,6 +94,8 @@ class StoreAccess:
                     "when a dcps store opens it; or read over DDS without data_dir)"
                 )
         else:
+            from dcps.channels._protocol import Endpoint, StoreClient
+
             self._endpoint = Endpoint(domain_id, namespace)
             self._client = StoreClient(self._endpoint, request_timeout=timeout)
             try:
@@ -133,6 +140,8 @@ class StoreAccess:
                 (tid,),
             ).fetchall()
             return {int(c): (int(h), int(n)) for c, h, n in rows}
+        from dcps.channels._protocol import Op
+
         assert self._client is not None
         reply = self._client.call(Op.STATE, topic=topic)
         return {
@@ -260,6 +269,8 @@ class StoreAccess:
         return ElementRun.join(runs)
 
     def _request_fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Reply]:
+        from dcps.channels._protocol import Op
+
         assert self._client is not None
         return self._client.call_async(
             Op.FETCH,
@@ -271,6 +282,8 @@ class StoreAccess:
         )
 
     def _result(self, fut: Future[Reply]) -> Reply:
+        from dcps.channels._protocol import raise_for_reply
+
         assert self._client is not None
         try:
             reply = fut.result(timeout=self._client.request_timeout + 1)
@@ -288,6 +301,8 @@ class StoreAccess:
         """Create ``topic`` in the store if new (``channels`` 0: the store's default); its count."""
         if self._client is None:
             raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
+        from dcps.channels._protocol import Op
+
         reply = self._client.call(
             Op.ENSURE_TOPIC,
             topic=topic,
@@ -301,6 +316,8 @@ class StoreAccess:
         """Send one idempotent publish batch; returns the reply future."""
         if self._client is None:
             raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
+        from dcps.channels._protocol import Op, pack
+
         return self._client.call_async(
             Op.PUBLISH, topic=topic, channels=[channel], text=key, **pack(list(payloads))
         )
