@@ -32,6 +32,8 @@ Environment variables read by :meth:`NetworkConfig.from_env`:
     integer.
 ``DCPS_LEASE_DURATION``, ``DCPS_SPDP_INTERVAL``
     seconds (float).
+``DCPS_FRAGMENT_SIZE``
+    bytes (integer).
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ __all__ = ["NetworkConfig", "NetworkInterface", "Peer"]
 MAX_DOMAIN_ID = 232
 #: Highest participant index accepted (ports must also fit: 7411 + 250 * domain + 2 * index).
 MAX_PARTICIPANT_INDEX = 120
+# Cyclone's FragmentSize must leave room for RTPS headers in a UDP datagram
+MIN_FRAGMENT_SIZE = 1024
+MAX_FRAGMENT_SIZE = 64000
+CYCLONE_MAX_MESSAGE_SIZE = 14720  # Cyclone's default MaxMessageSize
 
 _HOSTNAME_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _IFNAME = re.compile(r"^[^\s/:,]{1,15}$")
@@ -281,6 +287,11 @@ class NetworkConfig:
     (participants per host when multicast is off).
     ``lease_duration``: how long others keep this participant without hearing
     from it (Cyclone's default is 10 s); ``spdp_interval``: how often it announces itself.
+    ``fragment_size``: the largest piece of a sample in one datagram, in bytes
+    (Cyclone's default is 1344, below a 1500-byte MTU). Large samples (the store's
+    fetch replies, big arrays) travel in far fewer datagrams with e.g. 60000 on
+    loopback or a clean LAN; above the MTU it relies on IP fragmentation, so
+    keep the default on lossy links. Every participant of a domain should agree.
 
     .. versionadded:: 0.1
     """
@@ -297,6 +308,7 @@ class NetworkConfig:
     spdp_interval: datetime.timedelta | None = attrs.field(
         default=None, converter=_to_spdp_interval
     )
+    fragment_size: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.multicast, bool):
@@ -313,6 +325,16 @@ class NetworkConfig:
         ):
             raise BadParameterError(
                 f"max_participant_index: {index!r} is not an integer in 0..{MAX_PARTICIPANT_INDEX}"
+            )
+        size = self.fragment_size
+        if size is not None and (
+            isinstance(size, bool)
+            or not isinstance(size, int)
+            or not MIN_FRAGMENT_SIZE <= size <= MAX_FRAGMENT_SIZE
+        ):
+            raise BadParameterError(
+                f"fragment_size: {size!r} is not a byte count in "
+                f"{MIN_FRAGMENT_SIZE}..{MAX_FRAGMENT_SIZE}"
             )
         for setting in ("lease_duration", "spdp_interval"):
             duration = getattr(self, setting)
@@ -389,6 +411,11 @@ class NetworkConfig:
         ):
             if var in env:
                 changes[field] = env[var] or None
+        if env.get("DCPS_FRAGMENT_SIZE"):
+            text = env["DCPS_FRAGMENT_SIZE"]
+            if not text.strip().isdigit():
+                raise BadParameterError(f"DCPS_FRAGMENT_SIZE: {text!r} is not a byte count")
+            changes["fragment_size"] = int(text)
         if env.get("DCPS_MAX_PARTICIPANT_INDEX"):
             text = env["DCPS_MAX_PARTICIPANT_INDEX"]
             if not text.strip().isdigit():
@@ -443,6 +470,11 @@ class NetworkConfig:
             general.append(f"<Interfaces>{''.join(rows)}</Interfaces>")
         allow = "default" if self.multicast else "false"
         general.append(f"<AllowMulticast>{allow}</AllowMulticast>")
+        if self.fragment_size is not None:
+            # a message must hold at least one fragment and its headers
+            message = max(self.fragment_size + 1024, CYCLONE_MAX_MESSAGE_SIZE)
+            general.append(f"<MaxMessageSize>{message}B</MaxMessageSize>")
+            general.append(f"<FragmentSize>{self.fragment_size}B</FragmentSize>")
         discovery: list[str] = []
         if self.peers:
             rows = [f"<Peer address={quoteattr(str(peer))}/>" for peer in self.peers]

@@ -9,13 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsParticipant
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.qos import Policy
 from netns import PeerProcess, local_peer
+from topic_types import Blob
+from waiting import eventually
 
 import dcps
+import qos
 from dcps._network import NetworkConfig, NetworkInterface, Peer
 
 NS = {"c": "https://cdds.io/config"}
@@ -185,6 +189,19 @@ class TestCycloneXml:
         assert _text(xml, "Discovery/LeaseDuration") == "2 s"
         assert _text(xml, "Discovery/SPDPInterval") == "0.5 s"
 
+    def test_fragment_size(self) -> None:
+        """fragment_size sets Cyclone's FragmentSize and a MaxMessageSize that holds it."""
+        xml = NetworkConfig(fragment_size=60000).to_cyclone_xml(0)
+        assert _text(xml, "General/FragmentSize") == "60000B"
+        assert _text(xml, "General/MaxMessageSize") == "61024B"
+        assert _find(NetworkConfig().to_cyclone_xml(0), "General/FragmentSize") == []
+
+    @pytest.mark.parametrize("size", [0, 100, 70000, 1.5, True, "60000"])
+    def test_bad_fragment_size_is_named(self, size: Any) -> None:
+        """A fragment size that is not a byte count in range is refused, naming the setting."""
+        with pytest.raises(dcps.BadParameterError, match="fragment_size"):
+            NetworkConfig(fragment_size=size)
+
 
 class TestFromFileAndEnv:
     def test_load_toml(self, tmp_path: Path) -> None:
@@ -231,6 +248,7 @@ class TestFromFileAndEnv:
                 "DCPS_DOMAIN_TAG": "t1",
                 "DCPS_PARTICIPANT_NAME": "node-1",
                 "DCPS_MAX_PARTICIPANT_INDEX": "7",
+                "DCPS_FRAGMENT_SIZE": "60000",
             }
         )
         assert config == NetworkConfig(
@@ -240,6 +258,7 @@ class TestFromFileAndEnv:
             domain_tag="t1",
             participant_name="node-1",
             max_participant_index=7,
+            fragment_size=60000,
         )
 
     def test_env_overrides_the_file(self, tmp_path: Path) -> None:
@@ -260,6 +279,7 @@ class TestFromFileAndEnv:
             ("DCPS_INTERFACES", "a b"),
             ("DCPS_MAX_PARTICIPANT_INDEX", "many"),
             ("DCPS_LEASE_DURATION", "soon"),
+            ("DCPS_FRAGMENT_SIZE", "big"),
         ],
     )
     def test_bad_variable_is_named(self, variable: str, value: str) -> None:
@@ -315,6 +335,22 @@ class TestApply:
             participant.close()
         again = dcps.DomainParticipant(own_domain, network=NetworkConfig(interfaces=["lo"]))
         again.close()
+
+    def test_large_samples_flow_with_large_fragments(
+        self, own_domain: int, topic_name: str
+    ) -> None:
+        """With fragment_size=60000 Cyclone accepts the domain and a 300 kB sample arrives whole."""
+        network = NetworkConfig(interfaces=["lo"], fragment_size=60000)
+        with dcps.DomainParticipant(own_domain, network=network) as participant:
+            topic = dcps.Topic(participant, topic_name, Blob)
+            reliable = [qos.Reliability.RELIABLE, qos.History.KEEP_ALL]
+            reader = dcps.DataReader(participant, topic, qos=qos.DataReaderQos(*reliable))
+            writer = dcps.DataWriter(participant, topic, qos=qos.DataWriterQos(*reliable))
+            writer.wait_for_readers()
+            payload = np.arange(300_000, dtype=np.uint8)
+            writer.write(Blob(1, payload))
+            (sample,) = eventually(lambda: reader.take())
+            assert np.array_equal(sample.data.payload, payload)
 
     def test_domain_can_be_applied_again_once_released(self, own_domain: int) -> None:
         """Releasing the handle frees the domain id for a new configuration."""
