@@ -551,6 +551,10 @@ class Store:
         else:
             group = self._group(request)
             unowned = set(self._check_owned(group, request.member, request.channels))
+        self._commit_and_reply(request, unowned)
+
+    def _commit_and_reply(self, request: Request, unowned: set[int]) -> None:
+        """Commit the request's positions except on ``unowned`` channels; answer the codes."""
         codes = []
         for channel, offset in zip(request.channels, request.offsets, strict=True):
             if channel in unowned:
@@ -783,14 +787,7 @@ class Store:
                 unowned = set(self._wait_for_ownership(request) or ())
             except _DeferredError:
                 return
-        codes = []
-        for channel, offset in zip(request.channels, request.offsets, strict=True):
-            if channel in unowned:
-                status = CommitStatus.UNOWNED
-            else:
-                status = self.log.commit(request.topic, request.group, channel, offset)
-            codes.append(COMMIT_CODES.index(status))
-        self._reply(request, channels=list(request.channels), codes=codes)
+        self._commit_and_reply(request, unowned)
 
     def _on_share_seek(self, request: Request) -> None:
         try:
