@@ -41,7 +41,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -71,6 +70,7 @@ from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 import idl
+from benchmarks._store_process import StoreProcess
 from dcps.channels import (
     ChannelledTopic,
     ChannelPublisher,
@@ -239,49 +239,6 @@ def paced(send: Any, rate: int, seconds: float) -> None:
 
 
 # -- through the store --------------------------------------------------------------
-
-
-class StoreProcess:
-    """``python -m dcps.channels.store`` on a temporary directory."""
-
-    def __init__(self, domain: int, namespace: str) -> None:
-        self.dir = tempfile.TemporaryDirectory(prefix="dcps-bench-")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "dcps.channels.store",
-                "--data",
-                self.dir.name,
-                "--domain",
-                str(domain),
-                "--namespace",
-                namespace,
-                "--sync",
-                "NORMAL",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("dcps store ready"):
-            raise RuntimeError(f"store did not start: {line!r}")
-
-    def rss_kib(self) -> int:
-        """The store process's resident set size (KiB), from ``/proc``."""
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise RuntimeError("no VmRSS in /proc status")
-
-    def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(30)
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        self.dir.cleanup()
 
 
 def next_batch(sub: ChannelSubscriber, n: int, stop: threading.Event) -> list:

@@ -50,8 +50,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -60,6 +58,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+
+from benchmarks._store_process import StoreProcess
 
 os.environ.setdefault(
     "CYCLONEDDS_URI",
@@ -183,37 +183,6 @@ def payloads(first: int, count: int) -> list[bytes]:
     return [data[i * size : (i + 1) * size] for i in range(count)]
 
 
-class StoreProcess:
-    """The store in its own process."""
-
-    def __init__(self, data: str, domain: int, namespace: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "dcps.channels.store",
-                "--data",
-                data,
-                "--domain",
-                str(domain),
-                "--namespace",
-                namespace,
-                "--sync",
-                "NORMAL",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("dcps store ready"):
-            raise RuntimeError(f"store did not start: {line!r}")
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
-
-
 def fill(domain: int, namespace: str, topic: str, channels: int, rows: int) -> float:
     """Store ``rows`` elements (keyed batches of 10k); return elements/s."""
     from dcps.channels._protocol import raise_for_reply
@@ -284,7 +253,7 @@ def main() -> None:
     )
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        store = StoreProcess(f"{tmp}/store", domain, namespace)
+        store = StoreProcess(domain, namespace, f"{tmp}/store")
         try:
             topic = "bench64"
             results["store fill (keyed batches of 10k)"] = fill(
