@@ -41,3 +41,9 @@ def unique() -> str:
 def topic_name(unique: str) -> str:
     """A topic name no other test uses."""
     return f"t_{unique}"
+
+
+@pytest.fixture
+def namespace(unique: str) -> str:
+    """A channel-store namespace (DDS partition prefix) no other test uses."""
+    return f"ns_{unique}"

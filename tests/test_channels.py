@@ -36,12 +36,6 @@ TIMEOUT = 10.0
 
 
 @pytest.fixture
-def namespace(unique: str) -> str:
-    """A store namespace private to this test."""
-    return f"ns_{unique}"
-
-
-@pytest.fixture
 def store(tmp_path: Path, domain_id: int, namespace: str) -> Iterator[Store]:
     """An embedded store on a temporary directory."""
     with Store(

@@ -34,12 +34,6 @@ TIMEOUT = 20.0
 
 
 @pytest.fixture
-def namespace(unique: str) -> str:
-    """A store namespace private to this test."""
-    return f"ns_{unique}"
-
-
-@pytest.fixture
 def kw(domain_id: int, namespace: str) -> dict[str, object]:
     """The domain and namespace every entity of the test uses."""
     return {"domain_id": domain_id, "namespace": namespace}

@@ -35,12 +35,6 @@ TIMEOUT = 20.0
 
 
 @pytest.fixture
-def namespace(unique: str) -> str:
-    """A store namespace private to this test."""
-    return f"ns_{unique}"
-
-
-@pytest.fixture
 def peers() -> Iterator[list[Peer]]:
     """Child processes killed at the end of the test."""
     with killed_at_exit() as started:
