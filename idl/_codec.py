@@ -126,8 +126,10 @@ class _Gen:
         ns: dict[str, Any] | None = None,
         counter: list[int] | None = None,
         base_align: int = 8,
+        bytes_fields: frozenset[str] = frozenset(),
     ) -> None:
         self.align_max = align_max
+        self.bytes_fields = bytes_fields
         self.ns: dict[str, Any] = (
             ns
             if ns is not None
@@ -140,6 +142,8 @@ class _Gen:
                 "_arr_bytes": _arr_bytes,
                 "_str_bytes": _str_bytes,
                 "_check_len": _check_len,
+                "_pack_list": struct.pack,
+                "_unpack_list": struct.unpack_from,
                 "np": np,
             }
         )
@@ -273,6 +277,8 @@ class _Gen:
                 leaf = node
             elem_code = _CODES.get((leaf.kind, leaf.bits)) if leaf is not None else None
             numeric = leaf is not None and leaf.kind in ("int", "uint", "octet", "float", "bool")
+            if k == "sequence" and numeric and elem_code is not None and f.python_type is list:
+                return self.plain_sequence(f, elem_code, expr)
             if leaf is None or elem_code is None or not numeric or f.python_type is not np.ndarray:
                 raise UnsupportedTypeError(f"{f.path}: {k} of {leaf.kind if leaf else '?'}")
             dtype = np.dtype(_DTYPES[elem_code])
@@ -312,6 +318,41 @@ class _Gen:
             self.base_align = 1
             return var
         raise UnsupportedTypeError(f"{f.path}: {k}")
+
+    def plain_sequence(self, f: FieldInfo, code: str, expr: str) -> str:
+        """A numeric sequence held as a Python ``list`` (or as ``bytes``, see ``bytes_fields``)."""
+        var = self.name("_v")
+        esize = struct.calcsize("<" + code)
+        ea = self.align(esize)
+        as_bytes = f.path in self.bytes_fields
+        if as_bytes and code != "B":
+            raise UnsupportedTypeError(f"{f.path}: only a sequence of octets can be bytes")
+        self.variable()
+        self.dynamic_pad(4)
+        if as_bytes:
+            self.ser.append(f"_b = {expr}; _n = len(_b)")
+        else:
+            self.ser.append(f"_n = _check_len({expr}, {f.bound!r}, {f.path!r})")
+            self.ser.append(f"_b = _pack_list('<%d{code}' % _n, *{expr}) if _n else b''")
+        self.ser.append("parts.append(_U32.pack(_n)); pos += 4")
+        self.ser.append("if _n:")
+        if ea > 4:
+            self.ser.append(f"    _pad = -pos & {ea - 1}")
+            self.ser.append("    if _pad:")
+            self.ser.append("        parts.append(_ZEROS[_pad]); pos += _pad")
+        self.ser.append("    parts.append(_b); pos += len(_b)")
+        self.de.append("_n = _U32.unpack_from(data, 4 + pos)[0]; pos += 4")
+        if ea > 4:
+            self.de.append(f"if _n: pos += -pos & {ea - 1}")
+        if as_bytes:
+            self.de.append(f"{var} = data[4 + pos:4 + pos + _n]")
+        else:
+            self.de.append(
+                f"{var} = list(_unpack_list('<%d{code}' % _n, data, 4 + pos)) if _n else []"
+            )
+        self.de.append(f"pos += _n * {esize}")
+        self.base_align = 1
+        return var
 
     def element_funcs(self, leaf: FieldInfo) -> tuple[str, str]:
         """Names of generated ``ser(o, parts, pos) -> pos`` / ``de(data, pos) -> (v, pos)``."""
@@ -374,14 +415,14 @@ class _Gen:
 class Codec:
     """Generated serialise/deserialise functions of one final struct type."""
 
-    def __init__(self, t: type) -> None:
+    def __init__(self, t: type, bytes_fields: frozenset[str] = frozenset()) -> None:
         info = describe(t)
         if info.extensibility != "final":
             raise UnsupportedTypeError(f"{info.typename} is {info.extensibility}")
         self.ser: dict[int, Any] = {}
         self.de: dict[int, Any] = {}
         for version, align_max, head in ((1, 8, b"\x00\x01\x00\x00"), (2, 4, b"\x00\x07\x00\x00")):
-            gen = _Gen(align_max)
+            gen = _Gen(align_max, bytes_fields=bytes_fields)
             gen.ns["_HEAD"] = head
             cls = gen.name("_T", t)
             args = [gen.field(f, f"o.{f.name}") for f in info.fields]
@@ -397,12 +438,17 @@ class Codec:
             self.de[version] = gen.ns["de"]
 
 
-def build_codec(t: type) -> Codec | None:
-    """The compiled codec of ``t``, or None when the binding's machines must be used."""
+def build_codec(t: type, bytes_fields: frozenset[str] = frozenset()) -> Codec | None:
+    """The compiled codec of ``t``, or None when the binding's machines must be used.
+
+    Numeric sequences are numpy arrays in ``idl.Struct`` types; in plain
+    binding types they are lists, and ``bytes_fields`` names top-level
+    ``sequence<octet>`` fields carried as Python ``bytes`` instead.
+    """
     if not _LE:
         return None
     try:
-        return Codec(t)
+        return Codec(t, bytes_fields)
     except UnsupportedTypeError:
         return None
     except IdlError:

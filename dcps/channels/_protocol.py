@@ -59,6 +59,7 @@ from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
+from idl._codec import build_codec
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -235,8 +236,45 @@ def _blob_as_bytes(cls: Any) -> None:
         machine.members_machines["blob"] = BytesMachine()  # type: ignore[no-untyped-call]
 
 
+def _compile(cls: Any) -> None:
+    """Give ``cls`` the compiled codec of ``idl._codec`` for whole samples.
+
+    The binding's per-field machines cost 30-60 us per message of these
+    types, several per batch in both the client and the store; the compiled
+    codec writes the same bytes (``tests/test_protocol_codec.py`` checks)
+    in a few microseconds. Anything unusual (a caller's buffer, another
+    endianness, key-only forms) still goes to the binding.
+    """
+    codec = build_codec(cls, frozenset({"blob"}))
+    if codec is None:  # a big-endian host: the binding's machines do it all
+        return
+    ser, de = codec.ser, codec.de
+    generic_serialize, generic_deserialize = cls.serialize, cls.deserialize.__func__
+
+    def serialize(
+        self: Any, buffer: Any = None, endianness: Any = None, use_version_2: bool | None = None
+    ) -> bytes:
+        if buffer is None and endianness is None:
+            return ser[2 if use_version_2 else 1](self)  # type: ignore[no-any-return]
+        return generic_serialize(self, buffer, endianness, use_version_2)  # type: ignore[no-any-return]
+
+    def deserialize(
+        klass: Any, data: Any, has_header: bool = True, use_version_2: bool | None = None
+    ) -> Any:
+        if has_header and use_version_2 is None and data.__class__ is bytes and len(data) >= 4:
+            if data[:2] == b"\x00\x01":  # CDR_LE
+                return de[1](data)
+            if data[:2] == b"\x00\x07":  # PLAIN_CDR2_LE
+                return de[2](data)
+        return generic_deserialize(klass, data, has_header, use_version_2)
+
+    cls.serialize = serialize
+    cls.deserialize = classmethod(deserialize)
+
+
 for _cls in (Request, Reply, LiveBatch):
     _blob_as_bytes(_cls)
+    _compile(_cls)
 
 
 def pack(payloads: list[bytes]) -> dict[str, Any]:
