@@ -288,10 +288,15 @@ class _Gen:
             if k == "array":
                 shp = tuple(shape)
                 nbytes = int(np.prod(shp)) * esize
+                a = self.name("_a")
                 self.fixed(
                     f"{nbytes}s",
                     esize,
-                    f"_arr_bytes({expr}, {dt}, {shp!r}, {f.path!r})",
+                    # an ndarray of the right dtype and shape (the common case) goes
+                    # straight to tobytes(); anything else is converted and checked
+                    f"({a}.tobytes() if ({a} := {expr}).__class__ is np.ndarray "
+                    f"and {a}.dtype is {dt} and {a}.shape == {shp!r} "
+                    f"else _arr_bytes({a}, {dt}, {shp!r}, {f.path!r}))",
                     var,
                     f"{var} = np.frombuffer({var}, {dt}).reshape({shp!r}).copy()",
                 )
@@ -427,9 +432,15 @@ class Codec:
             cls = gen.name("_T", t)
             args = [gen.field(f, f"o.{f.name}") for f in info.fields]
             gen.flush()
-            src = ["def ser(o):", "    parts = [_HEAD]; pos = 0"]
-            src += ["    " + line for line in gen.ser]
-            src += ["    return b''.join(parts)", "", "def de(data):", "    pos = 0"]
+            body = gen.ser
+            if len(body) == 2 and body[0].startswith("parts.append(") and body[1].startswith("pos"):
+                # fixed-size fields only: one pack call after the header
+                src = ["def ser(o):", f"    return _HEAD + {body[0][len('parts.append(') : -1]}"]
+            else:
+                src = ["def ser(o):", "    parts = [_HEAD]; pos = 0"]
+                src += ["    " + line for line in body]
+                src += ["    return b''.join(parts)"]
+            src += ["", "def de(data):", "    pos = 0"]
             src += ["    " + line for line in gen.de]
             src += [f"    return {cls}({', '.join(args)})"]
             code = "\n".join(src)

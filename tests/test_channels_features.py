@@ -4,6 +4,7 @@ and replies to running clients after a store restart."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from peers.channels_types import Msg, wait_until
 
-from dcps import AlreadyClosedError, PreconditionNotMetError
+from dcps import AlreadyClosedError, BadParameterError, PreconditionNotMetError
 from dcps.channels import (
     ChannelledTopic,
     ChannelOwnershipListener,
@@ -178,6 +179,29 @@ class TestElementCommit:
         with pytest.raises(PreconditionNotMetError):
             element.commit_async()
         assert element == Element(Msg(0, 0), Position(0, 4), element.timestamp)
+
+    def test_received_elements_are_values(
+        self, store: Store, kw: dict[str, object], topic: ChannelledTopic, opened: list
+    ) -> None:
+        """Received elements are immutable values that pickle without their subscriber."""
+        sub = open_sub(opened, topic, **kw)
+        publish_all(open_pub(opened, topic, order_by=OrderBy.fixed(1), **kw), [Msg(7, 0)])
+        (got,) = receive_n(sub, 1)
+        assert got.position == Position(1, 0)
+        assert got.channel == 1
+        assert got.value == Msg(7, 0)
+        with pytest.raises(AttributeError):
+            got.value = Msg(8, 0)  # type: ignore[misc]
+        copy = Element(got.value, got.position, got.timestamp)
+        assert copy == got
+        assert got != Element(got.value, Position(1, 1), got.timestamp)
+        back = pickle.loads(pickle.dumps(got))
+        assert back == got
+        with pytest.raises(PreconditionNotMetError):
+            back.commit()  # the subscriber stayed behind
+        assert "position=Position(channel=1, offset=0)" in repr(got)
+        with pytest.raises(BadParameterError):
+            Element(got.value, (1, 0), got.timestamp)  # type: ignore[arg-type]
 
 
 class TestUnownedCommits:

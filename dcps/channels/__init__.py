@@ -15,13 +15,14 @@ import typing as _typing
 
 if _typing.TYPE_CHECKING:
     from ._assignment import assign_channels
+    from ._element import Element
     from ._flow import FlowControl
     from ._log import SyncMode, TopicInfo, default_channel_count
     from ._position import CommitResult, CommitStatus, Position
     from ._publisher import ChannelPublisher, OrderBy
     from ._shares import Share
     from ._store import Store, run_store
-    from ._subscriber import ChannelOwnershipListener, ChannelSubscriber, Element
+    from ._subscriber import ChannelOwnershipListener, ChannelSubscriber
     from ._topic import ChannelledTopic
 
 # public name -> defining module, imported by __getattr__ on first access
@@ -32,7 +33,7 @@ _LAZY: dict[str, str] = {
     "ChannelledTopic": "dcps.channels._topic",
     "CommitResult": "dcps.channels._position",
     "CommitStatus": "dcps.channels._position",
-    "Element": "dcps.channels._subscriber",
+    "Element": "dcps.channels._element",
     "FlowControl": "dcps.channels._flow",
     "OrderBy": "dcps.channels._publisher",
     "Position": "dcps.channels._position",

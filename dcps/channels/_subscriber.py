@@ -26,6 +26,7 @@ from idl._errors import (
 )
 
 from ._batches import BULK_FETCH, ElementRun
+from ._element import Element
 from ._flow import FlowControl, ReceiveFlowControl
 from ._position import CommitResult, CommitStatus, Position
 from ._protocol import (
@@ -48,80 +49,13 @@ from ._protocol import (
 from ._publisher import _seconds, connect_topic
 from ._topic import ChannelledTopic
 
-__all__ = ["ChannelOwnershipListener", "ChannelSubscriber", "Element", "decoder_of"]
+__all__ = ["ChannelOwnershipListener", "ChannelSubscriber", "decoder_of"]
 
 _log = logging.getLogger("dcps.channels.subscriber")
 T = TypeVar("T")
 COMMIT_CODES = list(CommitStatus)
 FETCH_MAX = 512
 LIVE_KEPT = 64
-
-
-@attrs.frozen
-class Element(Generic[T]):
-    """A received element: its value, its position and the store's accept time.
-
-    :meth:`commit` and :meth:`commit_async` commit the element's position
-    through the subscriber that received it.
-    """
-
-    value: T
-    position: Position
-    timestamp: datetime
-    _subscriber: ChannelSubscriber[Any] | None = attrs.field(default=None, eq=False, repr=False)
-
-    @property
-    def channel(self) -> int:
-        """The channel the element came from."""
-        return self.position.channel
-
-    def _receiver(self) -> ChannelSubscriber[Any]:
-        if self._subscriber is None:
-            raise PreconditionNotMetError(
-                f"element at {self.position} was not received by a subscriber: nothing to commit "
-                "it through (use ChannelSubscriber.commit)"
-            )
-        return self._subscriber
-
-    def commit(self) -> CommitResult:
-        """Commit this element's position (and every earlier one of its channel).
-
-        Goes through the subscriber that received the element, with the same
-        results as :meth:`ChannelSubscriber.commit`.
-
-        .. versionadded:: 0.2
-        """
-        return self._receiver().commit(self.channel, self.position)
-
-    def commit_async(self) -> Future[CommitResult]:
-        """Commit this element's position asynchronously; the future holds its result.
-
-        .. versionadded:: 0.2
-        """
-        future: Future[CommitResult] = self._receiver().commit_async(self.channel, self.position)
-        return future
-
-
-_new_object = object.__new__
-_set_value = Element.__dict__["value"].__set__
-_set_position = Element.__dict__["position"].__set__
-_set_timestamp = Element.__dict__["timestamp"].__set__
-_set_subscriber = Element.__dict__["_subscriber"].__set__
-
-
-def _make_element(
-    value: Any, position: Position, timestamp: datetime, subscriber: ChannelSubscriber[Any]
-) -> Element[Any]:
-    """``Element(value, position, timestamp, subscriber)`` without the frozen-attrs detour.
-
-    (Built for every received element; a field added to Element must be set here too.)
-    """
-    element: Element[Any] = _new_object(Element)
-    _set_value(element, value)
-    _set_position(element, position)
-    _set_timestamp(element, timestamp)
-    _set_subscriber(element, subscriber)
-    return element
 
 
 _new_tuple = tuple.__new__
@@ -682,7 +616,7 @@ class ChannelSubscriber(Generic[T]):
                 ):
                     when = _from_ns(stamps)
                     out += [
-                        _make_element(values[i], _new_tuple(Position, (c, first + i)), when, self)
+                        _new_tuple(Element, (values[i], c, first + i, when, self))
                         for i in range(begin, stop)
                     ]
                     continue
@@ -699,8 +633,7 @@ class ChannelSubscriber(Generic[T]):
                         _log.exception("filter or converter failed on %s:%s: skipped", c, first + i)
                         continue
                     stamp = stamps if isinstance(stamps, int) else stamps[i]
-                    position = _new_tuple(Position, (c, first + i))
-                    out.append(_make_element(value, position, _from_ns(stamp), self))
+                    out.append(_new_tuple(Element, (value, c, first + i, _from_ns(stamp), self)))
             if len(out) >= n:
                 break
         if committed and self.anonymous:
