@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from datetime import datetime
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from idl._errors import BadParameterError, PreconditionNotMetError
@@ -46,28 +47,31 @@ class Element(tuple[Any, ...], Generic[T]):
             raise BadParameterError(f"position must be a Position, got {position!r}")
         return _new_tuple(cls, (value, position[0], position[1], timestamp, subscriber))
 
-    @property
-    def value(self) -> T:
-        """The element's value (a sample of the topic's type)."""
-        value: T = self[0]
-        return value
+    if TYPE_CHECKING:
+
+        @property
+        def value(self) -> T:
+            """The element's value (a sample of the topic's type)."""
+
+        @property
+        def channel(self) -> int:
+            """The channel the element came from."""
+
+        @property
+        def timestamp(self) -> datetime:
+            """When the store accepted the element (UTC, the store's clock)."""
+
+    else:  # C-level getters: read once or more for every received element
+        value = property(itemgetter(0), doc="The element's value (a sample of the topic's type).")
+        channel = property(itemgetter(1), doc="The channel the element came from.")
+        timestamp = property(
+            itemgetter(3), doc="When the store accepted the element (UTC, the store's clock)."
+        )
 
     @property
     def position(self) -> Position:
         """Where the element sits: ``Position(channel, offset)``."""
         return _new_tuple(Position, (self[1], self[2]))
-
-    @property
-    def channel(self) -> int:
-        """The channel the element came from."""
-        channel: int = self[1]
-        return channel
-
-    @property
-    def timestamp(self) -> datetime:
-        """When the store accepted the element (UTC, the store's clock)."""
-        timestamp: datetime = self[3]
-        return timestamp
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:

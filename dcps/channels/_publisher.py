@@ -164,6 +164,7 @@ class _Batch:
                 item(self)
 
 
+_new_object = object.__new__
 _FUTURE_STATE = frozenset(
     ("_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks")
 )
@@ -405,7 +406,12 @@ class ChannelPublisher(Generic[T]):
                 batch.size += len(data)
             else:
                 batch, index = self._enqueue_locked(channel, data)
-        return _ElementFuture(batch, index) if self.confirmed else _DONE
+        if not self.confirmed:
+            return _DONE
+        future = _new_object(_ElementFuture)  # _ElementFuture(batch, index) without a frame
+        future._batch = batch
+        future._index = index
+        return future
 
     def publish_many(self, samples: Iterable[T]) -> Future[list[Position] | None]:
         """Queue several samples at once; one future for all of them.
