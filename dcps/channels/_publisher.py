@@ -262,6 +262,12 @@ class ChannelPublisher(Generic[T]):
     ``max_in_flight`` batches await the store; beyond that :meth:`publish`
     blocks up to ``timeout`` and then raises :class:`~dcps.DcpsTimeoutError`.
     :attr:`flow_control` shows that window, to throttle before blocking.
+
+    The defaults suit both ends: at low rates ``linger`` bounds the latency;
+    at high rates batches grow while the in-flight window is full, up to
+    ``batch_count``, and each batch's fixed cost (a request, a reply and a
+    live sample, ~150-200 us of CPU over client and store) is shared by
+    more elements.
     """
 
     def __init__(
@@ -272,7 +278,7 @@ class ChannelPublisher(Generic[T]):
         namespace: str = "dcps",
         order_by: OrderBy | None = None,
         confirmed: bool = True,
-        batch_count: int = 256,
+        batch_count: int = 1024,
         batch_bytes: int = 1 << 20,
         linger: timedelta = timedelta(milliseconds=2),
         max_in_flight: int = 8,
