@@ -53,7 +53,22 @@ import attrs
 
 from idl._errors import BadParameterError, PreconditionNotMetError
 
-__all__ = ["NetworkConfig", "NetworkInterface", "Peer"]
+__all__ = ["ENV_SETTINGS", "NetworkConfig", "NetworkInterface", "Peer"]
+
+#: The environment variables :meth:`NetworkConfig.from_env` reads (see the module doc).
+ENV_SETTINGS = (
+    "DCPS_NETWORK_CONFIG",
+    "DCPS_INTERFACES",
+    "DCPS_MULTICAST_INTERFACES",
+    "DCPS_MULTICAST",
+    "DCPS_PEERS",
+    "DCPS_DOMAIN_TAG",
+    "DCPS_PARTICIPANT_NAME",
+    "DCPS_MAX_PARTICIPANT_INDEX",
+    "DCPS_LEASE_DURATION",
+    "DCPS_SPDP_INTERVAL",
+    "DCPS_FRAGMENT_SIZE",
+)
 
 #: Highest DDS domain id the default DDSI port mapping (7400 + 250 * id) allows.
 MAX_DOMAIN_ID = 232
@@ -434,6 +449,21 @@ class NetworkConfig:
 
     # -- checks and rendering -----------------------------------------------------------------
 
+    def check_peers(self) -> None:
+        """Raise :class:`BadParameterError` if a peer's host name does not resolve.
+
+        (Cyclone DDS aborts the whole process on a peer it cannot resolve.)
+        """
+        for peer in self.peers:
+            if _is_ip(peer.host):
+                continue
+            try:
+                socket.getaddrinfo(peer.host, None)
+            except (OSError, UnicodeError) as exc:
+                raise BadParameterError(
+                    f"peers: cannot resolve host name {peer.host!r} ({exc})"
+                ) from exc
+
     def check_interfaces(self) -> None:
         """Raise :class:`BadParameterError` if a named interface does not exist on this host."""
         present = {name for _, name in socket.if_nameindex()}
@@ -512,12 +542,14 @@ class NetworkConfig:
 
         Returns the ``cyclonedds.domain.Domain``: participants created afterwards
         in this process for ``domain_id`` use it, and deleting (or dropping) it
-        deletes them. Raises :class:`BadParameterError` for an unknown interface
-        or a configuration Cyclone rejects, and :class:`PreconditionNotMetError`
-        if this process already has domain ``domain_id`` (e.g. a participant
-        was created earlier without a network configuration).
+        deletes them. Raises :class:`BadParameterError` for an unknown interface,
+        a peer whose name does not resolve or a configuration Cyclone rejects,
+        and :class:`PreconditionNotMetError` if this process already has domain
+        ``domain_id`` (e.g. a participant was created earlier without a network
+        configuration).
         """
         self.check_interfaces()
+        self.check_peers()
         xml = self.to_cyclone_xml(domain_id)
         from cyclonedds.core import DDSException
         from cyclonedds.domain import Domain

@@ -21,20 +21,6 @@ if TYPE_CHECKING:
 MAX_DOMAIN_ID = 232
 
 
-_ENV_SETTINGS = (
-    "DCPS_NETWORK_CONFIG",
-    "DCPS_INTERFACES",
-    "DCPS_MULTICAST_INTERFACES",
-    "DCPS_MULTICAST",
-    "DCPS_PEERS",
-    "DCPS_DOMAIN_TAG",
-    "DCPS_PARTICIPANT_NAME",
-    "DCPS_MAX_PARTICIPANT_INDEX",
-    "DCPS_LEASE_DURATION",
-    "DCPS_SPDP_INTERVAL",
-)
-
-
 class _Domains:
     """The Cyclone domains this process configured: one configuration per domain id,
     shared by every participant that asks for the same one."""
@@ -70,10 +56,10 @@ _domains = _Domains()
 
 
 def _network_from_env() -> NetworkConfig | None:
-    if not any(name in os.environ for name in _ENV_SETTINGS):
-        return None
-    from dcps._network import NetworkConfig
+    from dcps._network import ENV_SETTINGS, NetworkConfig
 
+    if not any(name in os.environ for name in ENV_SETTINGS):
+        return None
     return NetworkConfig.from_env()
 
 

@@ -30,6 +30,7 @@ from dcps.channels import (
     Position,
     Store,
     SyncMode,
+    destroy_subscriber_group,
 )
 
 TIMEOUT = 10.0
@@ -429,6 +430,22 @@ class TestGroups:
         assert member.destroy_group()
         again = dds.sub(topic, group="g")
         assert again.last_committed() == {}
+
+    def test_destroy_group_without_joining_it(
+        self, dds: Entities, retained: ChannelledTopic, domain_id: int, namespace: str
+    ) -> None:
+        """destroy_subscriber_group() deletes a group by name; a new member starts at the head."""
+        member = dds.sub(retained, group="g")
+        publish_all(dds.pub(retained, order_by=OrderBy.fixed(0)), [Msg(0, i) for i in range(5)])
+        receive_n(member, 3)
+        assert member.commit(0, Position(0, 2)).status is CommitStatus.COMMITTED
+        member.close()
+        kw = {"domain_id": domain_id, "namespace": namespace}
+        assert destroy_subscriber_group(retained, "g", **kw)
+        assert not destroy_subscriber_group(retained, "g", **kw)  # gone already
+        again = dds.sub(retained, group="g")
+        assert again.last_committed() == {}
+        assert [e.value.seq for e in receive_n(again, 5)] == [0, 1, 2, 3, 4]
 
 
 class TestCommitAndSeek:

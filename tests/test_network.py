@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime
 import gc
+import os
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +18,14 @@ from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsParticipant
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.qos import Policy
 from netns import PeerProcess, local_peer
+from peers.channels_types import Msg
 from topic_types import Blob
 from waiting import eventually
 
 import dcps
 import qos
 from dcps._network import NetworkConfig, NetworkInterface, Peer
+from dcps.channels import ChannelledTopic, ChannelPublisher, ChannelSubscriber, Store
 
 NS = {"c": "https://cdds.io/config"}
 
@@ -351,6 +356,68 @@ class TestApply:
             writer.write(Blob(1, payload))
             (sample,) = eventually(lambda: reader.take())
             assert np.array_equal(sample.data.payload, payload)
+
+    def test_unresolvable_peer_is_refused_before_any_domain(self, own_domain: int) -> None:
+        """A peer host name that does not resolve raises BadParameterError naming it.
+
+        (Cyclone DDS itself aborts the process on such a peer, so this runs in a
+        child process: a regression shows as a crash there, not of the test run.)
+        """
+        code = (
+            "import dcps\n"
+            "from dcps._network import NetworkConfig\n"
+            "try:\n"
+            f"    NetworkConfig(peers=['nosuchhost.invalid']).apply({own_domain})\n"
+            "except dcps.BadParameterError as exc:\n"
+            "    print('refused:', exc)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert "refused: peers: cannot resolve host name 'nosuchhost.invalid'" in done.stdout
+
+    def test_fragment_size_alone_in_the_environment_applies(self, own_domain: int) -> None:
+        """DCPS_FRAGMENT_SIZE on its own configures the domain of a dcps participant."""
+        code = (
+            "import dcps\n"
+            f"with dcps.DomainParticipant({own_domain}) as dp:\n"
+            "    print('fragment', dp.network.fragment_size if dp.network else None)\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DCPS_")}
+        env["DCPS_FRAGMENT_SIZE"] = "60000"
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert "fragment 60000" in done.stdout
+
+    def test_channel_layer_takes_a_network_config(
+        self, own_domain: int, topic_name: str, tmp_path: Path
+    ) -> None:
+        """Store, publisher and subscriber accept ``network=``: elements flow, names show."""
+        network = NetworkConfig(interfaces=["lo"], participant_name="channel-node")
+        topic = ChannelledTopic(topic_name, Msg, channel_count=2)
+        kw: dict[str, Any] = {"domain_id": own_domain, "namespace": "netcfg", "network": network}
+        with (
+            Store(tmp_path / "store", **kw),
+            ChannelSubscriber(topic, **kw) as sub,
+            ChannelPublisher(topic, **kw) as pub,
+        ):
+            position = pub.publish(Msg(1, 5)).result(20)
+            (element,) = sub.receive(1).result(20)
+            assert (element.value, element.position) == (Msg(1, 5), position)
+            participant = DomainParticipant(own_domain)
+            reader = BuiltinDataReader(participant, BuiltinTopicDcpsParticipant)
+            names = [
+                s.qos[Policy.EntityName].name
+                for s in reader.take(N=64)
+                if Policy.EntityName in s.qos
+            ]
+            assert (
+                names.count("channel-node") >= 3
+            )  # the store's, the subscriber's, the publisher's
+            _release(participant)
 
     def test_domain_can_be_applied_again_once_released(self, own_domain: int) -> None:
         """Releasing the handle frees the domain id for a new configuration."""

@@ -22,7 +22,11 @@ if _typing.TYPE_CHECKING:
     from ._publisher import ChannelPublisher, OrderBy
     from ._shares import Share
     from ._store import Store, run_store
-    from ._subscriber import ChannelOwnershipListener, ChannelSubscriber
+    from ._subscriber import (
+        ChannelOwnershipListener,
+        ChannelSubscriber,
+        destroy_subscriber_group,
+    )
     from ._topic import ChannelledTopic
 
 # public name -> defining module, imported by __getattr__ on first access
@@ -43,6 +47,7 @@ _LAZY: dict[str, str] = {
     "TopicInfo": "dcps.channels._log",
     "assign_channels": "dcps.channels._assignment",
     "default_channel_count": "dcps.channels._log",
+    "destroy_subscriber_group": "dcps.channels._subscriber",
     "run_store": "dcps.channels._store",
 }
 
@@ -63,6 +68,7 @@ __all__ = [
     "TopicInfo",
     "assign_channels",
     "default_channel_count",
+    "destroy_subscriber_group",
     "run_store",
 ]
 

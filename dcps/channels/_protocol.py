@@ -97,6 +97,8 @@ __all__ = [
 
 
 if TYPE_CHECKING:  # what the IDL field types are to a type checker
+    from dcps._network import NetworkConfig
+
     Int32 = int
     Int64 = int
     Int32Seq = list[int]
@@ -414,19 +416,26 @@ def reply_partition(namespace: str, client: str) -> str:
 
 
 class Endpoint:
-    """A DomainParticipant with the channel-layer topics of one namespace."""
+    """A DomainParticipant with the channel-layer topics of one namespace.
 
-    def __init__(self, domain_id: int, namespace: str) -> None:
+    ``network`` (a :class:`dcps.NetworkConfig`) configures the domain as for
+    :class:`dcps.DomainParticipant`; without it the ``DCPS_*`` environment
+    settings do, if any is set.
+    """
+
+    def __init__(
+        self, domain_id: int, namespace: str, network: "NetworkConfig | None" = None
+    ) -> None:
         from dcps._participant import _domains, _network_from_env
 
         self.namespace = check_name("namespace", namespace)
-        # The DCPS_* network settings apply here as to dcps.DomainParticipant
-        # (interfaces, multicast, peers): one configuration per domain per process.
-        self._network = _network_from_env()
+        # one network configuration per domain per process, as for dcps.DomainParticipant
+        self._network = network if network is not None else _network_from_env()
         if self._network is not None:
             _domains.acquire(domain_id, self._network)
         self._domain_id = domain_id
-        self.participant = DomainParticipant(domain_id)
+        name_qos = self._network.participant_qos() if self._network is not None else None
+        self.participant = DomainParticipant(domain_id, qos=name_qos)
         dp = self.participant
         self.request_topic = Topic(dp, "dcps_channels_request", Request)
         self.reply_topic = Topic(dp, "dcps_channels_reply", Reply)

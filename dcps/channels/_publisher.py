@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
@@ -27,6 +27,9 @@ from ._flow import FlowControl, InFlightFlowControl
 from ._position import Position, trusted_position
 from ._protocol import Endpoint, Op, Reply, StoreClient, raise_for_reply
 from ._topic import ChannelledTopic
+
+if TYPE_CHECKING:
+    from dcps._network import NetworkConfig
 
 __all__ = ["ChannelPublisher", "OrderBy", "connect_topic", "encoder_of"]
 
@@ -45,7 +48,7 @@ class OrderBy:
     ``OrderBy.key()`` (the default) hashes the key fields' CDR bytes (CRC-32),
     so one key always lands in one channel and keeps its order; keyless types
     then use one channel per publisher. ``OrderBy.round_robin()`` spreads
-    samples over all channels (no ordering). ``OrderBy.channel(c)`` pins one.
+    samples over all channels (no ordering). ``OrderBy.fixed(c)`` pins one.
     """
 
     kind: str
@@ -276,6 +279,7 @@ class ChannelPublisher(Generic[T]):
         *,
         domain_id: int = 0,
         namespace: str = "dcps",
+        network: NetworkConfig | None = None,
         order_by: OrderBy | None = None,
         confirmed: bool = True,
         batch_count: int = 1024,
@@ -294,7 +298,7 @@ class ChannelPublisher(Generic[T]):
         self._batch_bytes = batch_bytes
         self._linger = _seconds(linger, "linger")
         self._timeout = _seconds(timeout, "timeout")
-        self._endpoint = Endpoint(domain_id, namespace)
+        self._endpoint = Endpoint(domain_id, namespace, network)
         self._client = StoreClient(self._endpoint, request_timeout=max(self._timeout, 1.0))
         try:
             self._client.connect(_seconds(connect_timeout, "connect_timeout"))

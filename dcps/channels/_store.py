@@ -19,7 +19,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 from cyclonedds.core import DDSException
@@ -59,6 +59,9 @@ from ._protocol import (
 )
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, request_partition, share_conflict
 from ._topic import ChannelledTopic
+
+if TYPE_CHECKING:
+    from dcps._network import NetworkConfig
 
 __all__ = ["STORE_FILE", "Store", "run_store"]
 
@@ -127,6 +130,7 @@ class Store:
         *,
         domain_id: int = 0,
         namespace: str = "dcps",
+        network: NetworkConfig | None = None,
         sync: SyncMode = SyncMode.FULL,
         topics: Iterable[ChannelledTopic] = (),
         partition_count: int = DEFAULT_PARTITION_COUNT,
@@ -150,7 +154,7 @@ class Store:
                 self._ensure(topic.name, topic.channel_count or 0, topic.retain_consumed, "")
             self.namespace = namespace
             self.incarnation = uuid.uuid4().hex
-            self._endpoint = Endpoint(domain_id, namespace)
+            self._endpoint = Endpoint(domain_id, namespace, network)
         except BaseException:
             self.log.close()
             raise

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
@@ -49,7 +49,15 @@ from ._protocol import (
 from ._publisher import _seconds, connect_topic
 from ._topic import ChannelledTopic
 
-__all__ = ["ChannelOwnershipListener", "ChannelSubscriber", "decoder_of"]
+if TYPE_CHECKING:
+    from dcps._network import NetworkConfig
+
+__all__ = [
+    "ChannelOwnershipListener",
+    "ChannelSubscriber",
+    "decoder_of",
+    "destroy_subscriber_group",
+]
 
 _log = logging.getLogger("dcps.channels.subscriber")
 T = TypeVar("T")
@@ -283,6 +291,7 @@ class ChannelSubscriber(Generic[T]):
         group: str | None = None,
         domain_id: int = 0,
         namespace: str = "dcps",
+        network: NetworkConfig | None = None,
         complete_on_empty: bool = False,
         filter: Callable[[Any], bool] | None = None,
         converter: Callable[[Any], Any] | None = None,
@@ -327,7 +336,7 @@ class ChannelSubscriber(Generic[T]):
         self._consumed: dict[int, int] = {}
         self._consumed_lock = threading.Lock()
         self._commit_in_flight = False
-        self._endpoint = Endpoint(domain_id, namespace)
+        self._endpoint = Endpoint(domain_id, namespace, network)
         self._client = StoreClient(
             self._endpoint, request_timeout=_seconds(request_timeout, "request_timeout")
         )
@@ -1055,3 +1064,34 @@ class ChannelSubscriber(Generic[T]):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def destroy_subscriber_group(
+    topic: ChannelledTopic,
+    group: str,
+    *,
+    domain_id: int = 0,
+    namespace: str = "dcps",
+    network: NetworkConfig | None = None,
+    connect_timeout: timedelta = timedelta(seconds=10),
+) -> bool:
+    """Delete subscriber group ``group`` of ``topic`` in the store, without joining it.
+
+    Seed 000's ``destroySubscriberGroup``: the group's commits are forgotten
+    and elements only it still held are released (unless the topic retains
+    consumed elements). Members still running lose their channels; a member's
+    next receive joins a new group of that name, starting at the head.
+    Returns False when there was no such group.
+
+    .. versionadded:: 0.3
+    """
+    check_name("group", group)
+    endpoint = Endpoint(domain_id, namespace, network)
+    client = StoreClient(endpoint)
+    try:
+        client.connect(_seconds(connect_timeout, "connect_timeout"))
+        reply = client.call(Op.DESTROY_GROUP, topic=topic.name, group=group)
+        return bool(reply.flag)
+    finally:
+        client.close()
+        endpoint.close()
