@@ -297,6 +297,15 @@ class TestAnonymousSubscriber:
         assert not sub.is_active
         with pytest.raises(AlreadyClosedError):
             sub.receive()
+        for call in (
+            lambda: sub.commit(0, Position(0, 0)),
+            lambda: sub.seek(0, Position(0, 0)),
+            sub.heads,
+            sub.remaining_messages,
+            sub.heartbeat,
+        ):
+            with pytest.raises(AlreadyClosedError):
+                call()
 
 
 class TestStitching:
@@ -364,8 +373,17 @@ class TestGroups:
     def test_more_members_than_channels(self, dds: Entities, topic_name: str) -> None:
         """With more members than channels the extra members own nothing."""
         topic = ChannelledTopic(topic_name + "_2", Msg, channel_count=2)
-        members = [dds.sub(topic, group="g") for _ in range(3)]
+        members = [dds.sub(topic, group="g", complete_on_empty=True) for _ in range(3)]
         wait_until(lambda: sorted(len(m.channels) for m in members) == [0, 1, 1])
+        publish_all(dds.pub(topic, order_by=OrderBy.round_robin()), [Msg(0, i) for i in range(6)])
+        (extra,) = [m for m in members if not m.channels]
+        owners = [m for m in members if m.channels]
+        got = [e.value.seq for m in owners for e in receive_n(m, 3)]
+        assert sorted(got) == [0, 1, 2, 3, 4, 5]
+        assert extra.receive(10).result(TIMEOUT) == []  # owns nothing, receives nothing
+        assert extra.remaining_messages() == 0
+        assert extra.head(0) is None
+        assert extra.last_committed(0) is None
 
     def test_ownership_listeners(self, dds: Entities, topic: ChannelledTopic) -> None:
         """Listeners hear channels assigned on join and revoked when another member joins."""
@@ -408,6 +426,24 @@ class TestGroups:
         wait_until(lambda: len(quiet.channels) == 2)
         pending.cancel()
         later.cancel()
+
+    def test_heartbeat_keeps_a_member_that_does_not_receive(
+        self, dds: Entities, topic: ChannelledTopic
+    ) -> None:
+        """heartbeat() alone keeps a member's channels past its timeout; silence loses them."""
+        beating = dds.sub(topic, group="g", timeout=timedelta(seconds=1))
+        quiet = dds.sub(topic, group="g", timeout=timedelta(seconds=1))
+        wait_until(lambda: len(beating.channels) == 2 and len(quiet.channels) == 2)
+        ticks = 0
+
+        def quiet_lost_and_beating_outlived_it() -> bool:
+            nonlocal ticks
+            beating.heartbeat()
+            ticks += 1 if not quiet.channels else 0
+            return ticks >= 15  # kept beating ~1.5 s (> timeout) after the silent one left
+
+        wait_until(quiet_lost_and_beating_outlived_it, poll=0.1)
+        assert beating.channels == [0, 1, 2, 3]
 
     def test_members_resume_from_the_last_commit(
         self, dds: Entities, topic: ChannelledTopic
