@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -300,6 +302,43 @@ class TestSplitStores:
             rows = dict(stored(dirs[1])[c])
             assert all(rows.get(o) == seq for seq, (cc, o) in confirmed.items() if cc == c)
         assert set(stored(dirs[0])) == {0, 2}
+
+    def test_one_publisher_keeps_flowing_to_the_running_store(
+        self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str, peers: list[Peer]
+    ) -> None:
+        """A stopped store fills only its own in-flight window: the other store's channels flow."""
+        dirs = [tmp_path / "s0", tmp_path / "s1"]
+        victim = start_stores(peers, dirs, domain_id, namespace, ["0/2", "1/2"])[1]
+        topic = ChannelledTopic(topic_name, Msg, channel_count=4)
+        kw = {"domain_id": domain_id, "namespace": namespace, "max_in_flight": 1}
+        timeout = timedelta(seconds=8)
+        # a batch per publish, sent by publish itself, and default batching, sent by the
+        # linger thread: both paths must skip the stopped store's full window
+        eager = ChannelPublisher(topic, batch_count=1, timeout=timeout, **kw)
+        lingering = ChannelPublisher(topic, timeout=timeout, **kw)
+        try:
+            by_store: dict[int, list[Msg]] = {0: [], 1: []}
+            for k in range(64):
+                by_store[eager.channel_of(Msg(k, 0)) % 2].append(Msg(k, 0))
+            for pub in (eager, lingering):  # both stores answer
+                assert pub.publish(by_store[0][0]).result(TIMEOUT) is not None
+                assert pub.publish(by_store[1][0]).result(TIMEOUT) is not None
+            victim.kill()
+            stuck = [pub.publish(by_store[1][1]) for pub in (eager, lingering)]  # windows full
+            stuck.append(lingering.publish(by_store[1][2]))  # due, but its window is full
+            started = time.monotonic()
+            flowing = [pub.publish(by_store[0][1]) for pub in (eager, lingering)]
+            positions = [f.result(TIMEOUT) for f in flowing]
+            # without a window per store these waited for the stuck requests to time out
+            assert time.monotonic() - started < timeout.total_seconds() / 2
+            assert all(p is not None and p.channel % 2 == 0 for p in positions)
+            for future in stuck:
+                with pytest.raises(DcpsTimeoutError):
+                    future.result(TIMEOUT)
+        finally:
+            for pub in (eager, lingering):
+                with contextlib.suppress(DcpsTimeoutError):
+                    pub.close()
 
 
 class TestOwnershipOnEveryStore:

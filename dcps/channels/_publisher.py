@@ -262,8 +262,9 @@ class ChannelPublisher(Generic[T]):
     first sample. :meth:`publish` returns a future: in confirmed mode it
     completes with the element's :class:`Position` once the store persisted
     it; unconfirmed, it completes at once with ``None``. At most
-    ``max_in_flight`` batches await the store; beyond that :meth:`publish`
-    blocks up to ``timeout`` and then raises :class:`~dcps.DcpsTimeoutError`.
+    ``max_in_flight`` batches await the store (each store, when several split
+    the channels); beyond that :meth:`publish` of a full batch blocks up to
+    ``timeout`` and then raises :class:`~dcps.DcpsTimeoutError`.
     :attr:`flow_control` shows that window, to throttle before blocking.
 
     The defaults suit both ends: at low rates ``linger`` bounds the latency;
@@ -321,14 +322,17 @@ class ChannelPublisher(Generic[T]):
         self._key_memo: dict[Any, int] = {}
         self._own_channel = zlib.crc32(self._client.client_id.encode()) % self.channel_count
         self._lock = threading.Lock()
-        self._slots = threading.Semaphore(max_in_flight)
+        # one in-flight window per store (share): with several stores, one that is
+        # down fills only its own window, and the others' channels keep flowing
+        stores = max(1, self._client.store_count)
+        self._slots = [threading.Semaphore(max_in_flight) for _ in range(stores)]
         self._pending: dict[int, _Batch] = {}
         self._in_flight: set[Future[Reply]] = set()
         # in-flight bookkeeping has its own lock: confirmations (on the client's
         # reply thread) must never wait for a publish/flush holding self._lock
         self._idle = threading.Condition(threading.Lock())
         self._flow = InFlightFlowControl(
-            max_in_flight, self._idle, self._in_flight, self._flush_now
+            max_in_flight * stores, self._idle, self._in_flight, self._flush_now
         )
         self._flusher: threading.Thread | None = None
         self._closed = False
@@ -463,7 +467,7 @@ class ChannelPublisher(Generic[T]):
             batch = self._pending[channel] = _Batch(channel, time.monotonic())
         payloads = batch.payloads
         full = len(payloads) + 1 >= self._batch_count or batch.size + len(data) >= self._batch_bytes
-        if full and not self._slots.acquire(timeout=self._timeout):
+        if full and not self._slot(channel).acquire(timeout=self._timeout):
             if not payloads:
                 del self._pending[channel]
             raise DcpsTimeoutError(
@@ -479,6 +483,10 @@ class ChannelPublisher(Generic[T]):
             self._wake.set()
         return batch, index
 
+    def _slot(self, channel: int) -> threading.Semaphore:
+        """The in-flight window of the store serving ``channel`` (``c % count``, _shares.py)."""
+        return self._slots[channel % len(self._slots)]
+
     def _send_locked(self, channel: int) -> None:
         """Send the channel's batch; the caller holds the lock and one in-flight slot."""
         batch = self._pending.pop(channel)
@@ -491,7 +499,7 @@ class ChannelPublisher(Generic[T]):
                 blob=b"".join(batch.payloads),
             )
         except BaseException as exc:
-            self._slots.release()
+            self._slot(channel).release()
             batch.resolve(0, exc)
             raise
         finally:
@@ -501,7 +509,7 @@ class ChannelPublisher(Generic[T]):
         reply.add_done_callback(lambda r: self._confirmed(r, batch))
 
     def _confirmed(self, reply_future: Future[Reply], batch: _Batch) -> None:
-        self._slots.release()
+        self._slot(batch.channel).release()
         try:
             reply = raise_for_reply(reply_future.result())
         except BaseException as exc:
@@ -530,20 +538,23 @@ class ChannelPublisher(Generic[T]):
 
     def _send_stale(self, *, force: bool, deadline: float | None = None) -> bool:
         """Send due (or, forced, all) batches; False if a due batch found no free slot."""
+        blocked = False
         with self._lock:
             now = time.monotonic()
             for channel, batch in list(self._pending.items()):
                 if not force and now - batch.started < self._linger:
                     continue
+                slot = self._slot(channel)
                 if deadline is None:
-                    if not self._slots.acquire(blocking=False):
-                        return False
-                elif not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    if not slot.acquire(blocking=False):
+                        blocked = True  # its store's window is full; others may not be
+                        continue
+                elif not slot.acquire(timeout=max(0.0, deadline - time.monotonic())):
                     raise DcpsTimeoutError(
                         f"flushing {self.topic.name!r} timed out waiting for the store"
                     )
                 self._send_locked(channel)
-        return True
+        return not blocked
 
     def flush(self, timeout: timedelta | None = None) -> None:
         """Send every queued batch and wait until the store answered all of them."""
@@ -565,8 +576,9 @@ class ChannelPublisher(Generic[T]):
         """This publisher's flow control (seed 000's ``getFlowControl()``).
 
         Its backlog is the batches sent to the store and not confirmed yet;
-        it is excessive at ``max_in_flight`` of them, when the store falls
-        behind and the next full batch would make :meth:`publish` block.
+        it is excessive at ``max_in_flight`` of them (times the number of
+        stores splitting the channels), when the store falls behind and the
+        next full batch would make :meth:`publish` block.
         ``drain_backlog()`` waits for confirmations, ``check_backlog(fn)``
         calls ``fn`` once they came, ``flush()`` sends queued batches now
         without waiting for them (unlike :meth:`flush`).
