@@ -1,17 +1,16 @@
-"""Throughput of plain and channelled topics: two hosts (network namespaces) vs one host.
+"""Throughput and latency of plain and channelled topics: hosts (network namespaces) vs one host.
 
 Run as root (namespaces need CAP_NET_ADMIN)::
 
-    python -m benchmarks.bench_multihost [--count 20000] [--size 64] [--pings 500]
+    python -m benchmarks.bench_multihost [--count 20000] [--size 64] [--pings 500] [--repeat 3]
     python -m benchmarks.bench_multihost --what channels --channel-count 20000
 
-Both cases run the same two processes (a source and a sink on dcps entities, or
-on the raw ``cyclonedds`` binding with ``--api raw``; reliable KEEP_ALL, network
-set by ``NetworkConfig``): once both on this
-host over loopback, once each in its own namespace joined by a veth bridge.
-Throughput is what the sink counts from first to last sample of a burst; latency
-is the round trip of a ping answered by the sink (one-way is about half).
-Without namespace rights only the loopback case runs.
+Both plain cases run the same two processes (a source and a sink on dcps entities,
+or on the raw ``cyclonedds`` binding with ``--api raw``; reliable KEEP_ALL, network
+set by ``NetworkConfig``): once both on this host over loopback, once each in its own
+namespace joined by a veth bridge. Throughput is what the sink counts from first to
+last sample of a burst; latency is the round trip of a ping answered by the sink
+(one-way is about half). Without namespace rights only the loopback cases run.
 
 Channelled topics (``--what channels``, also part of the default ``both``) run three
 processes of ``tests/peers/channels_host.py``: a store (SQLite synchronous=NORMAL),
@@ -20,7 +19,17 @@ over loopback. Two hosts: store and publisher on one, the subscriber on the othe
 (the live tail crosses the LAN). Three hosts: the store alone on one host, as
 deployed, so both the publish and the live tail cross it. Throughput is what the
 subscriber receives per second, from the publish of the first element of a burst
-to the receipt of the last (all processes share the machine's monotonic clock).
+to the receipt of the last. Latency is one-way, publish to receipt, of elements
+published at a steady ``--channel-rate`` (1000/s) by a publisher with a 1 ms linger,
+each stamped with ``time.time_ns()``: network namespaces share the machine's clocks
+(``ip netns`` makes no time namespace), so stamps compare across "hosts". "accept p50"
+is the part up to the store's accept timestamp (its ``time.time_ns()``): the rest is
+the store's push of the live tail to the subscriber and the subscriber's delivery.
+
+``--repeat N`` runs everything N times in turn and prints the median of each figure,
+and the median of each run's ratio to the one-host case of the same run (the machine
+is shared, so only figures of the same run compare well). The load average is printed
+before and after.
 """
 
 from __future__ import annotations
@@ -41,8 +50,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import netns
 
 #: Arguments for ``python -m benchmarks --quick`` (a smoke run of a few seconds).
-QUICK_ARGS = ["--count", "500", "--pings", "20", "--channel-count", "1000", "--channel-runs", "1"]
+QUICK_ARGS = [
+    "--count", "500", "--pings", "20", "--channel-count", "1000", "--channel-runs", "1",
+    "--channel-pings", "200",
+]  # fmt: skip
 
+ONE_HOST_CHANNELS = "channels: one host (loopback)"
 CHANNELS_PEER = Path(__file__).resolve().parent.parent / "tests" / "peers" / "channels_host.py"
 
 
@@ -119,9 +132,10 @@ def _local_channels_peer(config: dict[str, Any], workdir: Path) -> Any:
 
 
 def _measure_channels(
-    store: Any, source: Any, sink: Any, count: int, size: int, runs: int
-) -> float:
-    """Median elements/s the sink receives from ``runs`` bursts of ``count`` (after a warm-up)."""
+    store: Any, source: Any, sink: Any, count: int, size: int, runs: int, pings: int, rate: float
+) -> dict[str, float]:
+    """Median elements/s the sink receives from ``runs`` bursts of ``count`` (after a warm-up),
+    then one-way latency percentiles of ``pings`` elements paced at ``rate`` per second."""
     for process in (store, sink, source):
         event = process.expect(lambda e: e.get("ev") in ("ready", "crash"), 30, "ready")
         if event["ev"] == "crash":
@@ -139,12 +153,33 @@ def _measure_channels(
         # publish of the first element to receipt of the last: the processes share the
         # machine's monotonic clock, namespaces or not
         rates.append(event["count"] / (event["t"] - start["t"]))
-    return statistics.median(rates[1:])
+    result = {"samples/s": statistics.median(rates[1:])}
+    if pings:
+        warmup = max(50, pings // 10)  # the paced publisher is created (and connects) first
+        mark = sink.mark()
+        sink.send(op="latency", count=warmup + pings, skip=warmup)
+        sink.expect(lambda e: e.get("ev") == "expecting", 30, "expecting", since=mark)
+        source.send(op="pace", count=warmup + pings, rate=rate, size=max(size, 20))
+        timeout = 60 + 2 * (warmup + pings) / rate
+        latency = sink.expect(lambda e: e.get("ev") == "latency", timeout, "latency", since=mark)
+        result.update({f"{q} us": latency[f"{q}_us"] for q in ("p50", "p90", "p99", "accept_p50")})
+    return result
 
 
-def run_channels(count: int, size: int, domain: int, runs: int = 3) -> dict[str, dict[str, float]]:
-    """Channelled-topic throughput on one host, two hosts and three hosts (see module doc)."""
+def run_channels(
+    count: int,
+    size: int,
+    domain: int,
+    runs: int = 3,
+    pings: int = 2000,
+    rate: float = 1000.0,
+) -> dict[str, dict[str, float]]:
+    """Channelled-topic throughput and one-way latency on one, two and three hosts.
+
+    See the module doc; ``pings`` = 0 skips the latency part.
+    """
     results: dict[str, dict[str, float]] = {}
+    measure = {"count": count, "size": size, "runs": runs, "pings": pings, "rate": rate}
 
     def base(case: str) -> dict[str, Any]:
         return {
@@ -166,8 +201,7 @@ def run_channels(count: int, size: int, domain: int, runs: int = 3) -> dict[str,
         ]
         try:
             store, source, sink = processes
-            rate = _measure_channels(store, source, sink, count, size, runs)
-            results["channels: one host (loopback)"] = {"samples/s": rate}
+            results[ONE_HOST_CHANNELS] = _measure_channels(store, source, sink, **measure)
         finally:
             for process in reversed(processes):
                 process.close()
@@ -189,10 +223,41 @@ def run_channels(count: int, size: int, domain: int, runs: int = 3) -> dict[str,
             store = start(store_host, role="store", data=str(lan.workdir / "store"))
             sink = start(sink_host, role="bench_sink")
             source = start(source_host, role="bench_source")
-            rate = _measure_channels(store, source, sink, count, size, runs)
             label = "two hosts (store+pub | sub)" if hosts == 2 else "three hosts (store|pub|sub)"
-            results[f"channels: {label}"] = {"samples/s": rate}
+            results[f"channels: {label}"] = _measure_channels(store, source, sink, **measure)
     return results
+
+
+def _medians(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Per case and metric, the median over the runs that have it."""
+    cases = list(dict.fromkeys(case for run in runs for case in run))
+    return {
+        case: {
+            metric: statistics.median(run[case][metric] for run in runs if case in run)
+            for metric in next(run[case] for run in runs if case in run)
+        }
+        for case in cases
+    }
+
+
+def _ratios(
+    runs: list[dict[str, dict[str, float]]], metric: str, one_host: dict[str, str]
+) -> dict[str, float]:
+    """Per case, the median over runs of ``metric`` divided by the same run's one-host case.
+
+    ``one_host`` maps each case to the name of its one-host case.
+    """
+    ratios: dict[str, list[float]] = {}
+    for run in runs:
+        for case, values in run.items():
+            reference = run.get(one_host[case])
+            if reference and metric in values and reference.get(metric):
+                ratios.setdefault(case, []).append(values[metric] / reference[metric])
+    return {case: statistics.median(values) for case, values in ratios.items()}
+
+
+def _load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -223,29 +288,82 @@ def main(argv: list[str] | None = None) -> None:
         default=3,
         help="measured channelled bursts per case (the median is shown)",
     )
+    parser.add_argument(
+        "--channel-pings",
+        type=int,
+        default=2000,
+        help="stamped elements for the channelled one-way latency (0: skip it)",
+    )
+    parser.add_argument(
+        "--channel-rate",
+        type=float,
+        default=1000.0,
+        help="elements per second for the channelled latency",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run everything this many times; print medians"
+    )
     args = parser.parse_args(argv)
-    if args.what in ("plain", "both"):
-        results: dict[str, dict[str, float]] = {}
-        for api in ["dcps", "raw"] if args.api == "both" else [args.api]:
-            results.update(run(args.count, args.size, args.pings, args.domain, api))
+    print(f"load average at start: {_load()}", flush=True)
+    plain_runs: list[dict[str, dict[str, float]]] = []
+    channel_runs: list[dict[str, dict[str, float]]] = []
+    for index in range(args.repeat):
+        if args.what in ("plain", "both"):
+            results: dict[str, dict[str, float]] = {}
+            for api in ["dcps", "raw"] if args.api == "both" else [args.api]:
+                results.update(run(args.count, args.size, args.pings, args.domain, api))
+            plain_runs.append(results)
+        if args.what in ("channels", "both"):
+            channel_runs.append(
+                run_channels(
+                    args.channel_count,
+                    args.size,
+                    args.domain,
+                    args.channel_runs,
+                    args.channel_pings,
+                    args.channel_rate,
+                )
+            )
+        print(f"run {index + 1}/{args.repeat} done, load average {_load()}", flush=True)
+    of = f"median of {args.repeat} runs" if args.repeat > 1 else "one run"
+    if plain_runs:
         metrics = ["samples/s", "MB/s", "rtt p50 us", "rtt p90 us"]
         print(
             f"plain topic, reliable KEEP_ALL, {args.size}-byte payload, {args.count} samples,"
-            f" {args.pings} pings"
+            f" {args.pings} pings; {of}; x1 = samples/s vs one host, same api, same run"
         )
-        print(f"{'case':28}" + "".join(f"{m:>14}" for m in metrics))
-        for case, values in results.items():
-            print(f"{case:28}" + "".join(f"{values[m]:>14,.1f}" for m in metrics))
-    if args.what in ("channels", "both"):
-        channelled = run_channels(args.channel_count, args.size, args.domain, args.channel_runs)
+        print(f"{'case':28}" + "".join(f"{m:>14}" for m in metrics) + f"{'x1':>7}")
+        one_host = {case: f"{case.split(':')[0]}: one host (loopback)" for case in plain_runs[0]}
+        ratios = _ratios(plain_runs, "samples/s", one_host)
+        for case, values in _medians(plain_runs).items():
+            print(
+                f"{case:28}"
+                + "".join(f"{values[m]:>14,.1f}" for m in metrics)
+                + f"{ratios.get(case, float('nan')):>7.2f}"
+            )
+    if channel_runs:
+        metrics = ["samples/s", "p50 us", "p90 us", "p99 us", "accept_p50 us"]
+        metrics = [m for m in metrics if m in channel_runs[0][ONE_HOST_CHANNELS]]
         print(
             f"channelled topic, 4 channels, confirmed round-robin publisher, anonymous"
-            f" subscriber, {args.size}-byte text, median of {args.channel_runs} bursts of"
-            f" {args.channel_count} elements"
+            f" subscriber, {args.size}-byte text; samples/s: median of {args.channel_runs}"
+            f" bursts of {args.channel_count}; one-way latency: {args.channel_pings} elements"
+            f" at {args.channel_rate:g}/s, 1 ms linger; {of}; x1 = vs one host, same run"
         )
-        print(f"{'case':40}{'samples/s':>14}")
-        for case, values in channelled.items():
-            print(f"{case:40}{values['samples/s']:>14,.1f}")
+        print(
+            f"{'case':40}" + "".join(f"{m:>14}" for m in metrics) + f"{'x1 rate':>9}{'x1 p50':>8}"
+        )
+        one_host = {case: ONE_HOST_CHANNELS for case in channel_runs[0]}
+        rate_ratios = _ratios(channel_runs, "samples/s", one_host)
+        p50_ratios = _ratios(channel_runs, "p50 us", one_host)
+        for case, values in _medians(channel_runs).items():
+            print(
+                f"{case:40}"
+                + "".join(f"{values[m]:>14,.1f}" for m in metrics)
+                + f"{rate_ratios.get(case, float('nan')):>9.2f}"
+                + f"{p50_ratios.get(case, float('nan')):>8.2f}"
+            )
+    print(f"load average at end: {_load()}")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,11 @@ JSON lines (stdin commands, stdout events) through :class:`PeerProcess`.
 ``conftest.py`` means nothing inside a namespace).
 
 Running this file as a script is the DDS peer program the multi-host tests and
-the benchmark start in the namespaces (raw ``cyclonedds`` binding, network set
-up with :class:`dcps._network.NetworkConfig`)::
+the benchmark start in the namespaces, its network set up with
+:class:`dcps._network.NetworkConfig`. Its roles run on dcps entities by default
+(``"api": "dcps"``: ``dcps.DomainParticipant``, ``DataWriter``, ``DataReader``);
+``"api": "raw"`` runs them on the raw ``cyclonedds`` binding instead, which the
+benchmark uses as its reference::
 
     python tests/netns.py '{"role": "writer", "domain": 3, "topic": "t", "network": {...}}'
 """
@@ -365,7 +368,8 @@ def local_peer(config: dict[str, Any], workdir: Path) -> PeerProcess:
 
 
 # --------------------------------------------------------------------------------------------
-# The DDS peer program (runs inside a namespace; raw cyclonedds binding).
+# The DDS peer program (runs inside a namespace; dcps entities by default, the raw
+# cyclonedds binding with "api": "raw").
 
 
 def _emit(**event: Any) -> None:
@@ -402,7 +406,8 @@ def main(config: dict[str, Any]) -> None:
     Common keys: ``domain``, ``topic``, ``network`` (a NetworkConfig mapping),
     ``lease`` (writer liveliness lease, s), ``reliable``, ``transient_local``, ``depth``,
     ``autodispose``; ``api`` is ``dcps`` (dcps entities, the default for writer and
-    reader) or ``raw`` (the cyclonedds binding; always for the benchmark roles).
+    reader) or ``raw`` (the cyclonedds binding, the default for the benchmark roles
+    sink and source; the benchmark names the api it measures).
     """
     from dataclasses import dataclass
 

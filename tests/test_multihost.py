@@ -1,7 +1,9 @@
 """Plain DDS topics between hosts: namespaces on a bridge, one DDS process per host.
 
-Each host runs the peer program of ``netns.py`` (raw ``cyclonedds`` binding, its
-network set by ``NetworkConfig``) and reports what its reader sees as JSON events.
+Each host runs the peer program of ``netns.py`` in its ``writer`` or ``reader`` role,
+on dcps entities (``dcps.DataWriter``/``dcps.DataReader`` with the participant's
+network set by ``NetworkConfig``; ``_ready`` checks it), and reports what its writer
+matches and its reader sees as JSON events.
 """
 
 from __future__ import annotations
@@ -89,13 +91,14 @@ class TestMulticastDiscovery:
             a, "writer", domain_id, topic_name, network=_network(a, domain_tag="line-1")
         )
         _ready(near, far, writer)
-        writer.expect(_is("pub_matched", count=1), 15, "writer matched")
+        # any match count: a writer that matched far as well is caught below, not here
+        writer.expect(lambda e: e.get("ev") == "pub_matched" and e["count"] >= 1, 15, "matched")
         writer.send(op="write", key=7, value=70)
         near.expect(_is("sample", key=7, value=70), 10, "sample on the same tag")
         events = far.drain()
         assert not [e for e in events if e.get("ev") == "sample"]
         assert not [e for e in events if e == {"ev": "participant", "name": "host-a"}]
-        assert writer.drain()[-1] != {"ev": "pub_matched", "count": 2}
+        assert {"ev": "pub_matched", "count": 2} not in writer.drain()
 
 
 class TestUnicastPeers:

@@ -28,6 +28,8 @@ pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 PEER = Path(__file__).resolve().parent / "peers" / "channels_host.py"
 CHANNELS = 4
+#: The first sequence number of a second publisher (the first one counts from 0).
+OTHER_SEQS = 1_000_000
 #: Participant lease (s): a cut-off participant is forgotten after it.
 LEASE = 3.0
 #: Discovery timing: a host that comes back is found again within 0.5 s.
@@ -226,32 +228,50 @@ def _start_cluster(lan: Lan, base: dict[str, Any]) -> tuple[PeerProcess, ...]:
 
 
 class TestStoreAsAService:
-    def test_store_publisher_and_group_on_three_hosts(
+    def test_store_publishers_and_group_on_three_hosts(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
     ) -> None:
-        """Confirmed elements published on host b reach the group on b and c once each."""
+        """Confirmed elements of publishers on hosts b and c reach the group on b and c once."""
         lan = make_lan(3)
+        c = lan.hosts[2]
         base = {
             "domain": domain_id,
             "namespace": f"ns_{unique}",
             "topic": topic_name,
             "channels": CHANNELS,
         }
-        _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
-        members = [member_b, member_c]
-        publisher.send(op="stream", rate=300)
-        _wait(lambda: _progress(publisher) >= 400, 30, "400 confirmed", *processes)
-        confirmed, failed = _stop(publisher)
-        assert failed == []
+        store, publisher_b, member_b, member_c = _start_cluster(lan, base)
+        # the second publisher numbers its elements from 1 000 000: both sets stay apart
+        publisher_c = _start(c, "publisher", base, first_seq=OTHER_SEQS)
+        publisher_c.expect(_is("ready"), 30, "ready")
+        publishers, members = [publisher_b, publisher_c], [member_b, member_c]
+        processes = (store, *publishers, *members)
+        for publisher in publishers:
+            publisher.send(op="stream", rate=200)
+        _wait(
+            lambda: all(_progress(p) >= 300 for p in publishers),
+            30,
+            "300 confirmed from each publisher",
+            *processes,
+        )
+        confirmed_b, failed_b = _stop(publisher_b)
+        confirmed_c, failed_c = _stop(publisher_c)
+        assert failed_b == []
+        assert failed_c == []
+        assert all(seq < OTHER_SEQS for seq in confirmed_b)
+        assert all(seq >= OTHER_SEQS for seq in confirmed_c)
+        confirmed = {**confirmed_b, **confirmed_c}
+        assert len(set(confirmed.values())) == len(confirmed), "two elements at one position"
         _wait(
             lambda: _received_seqs(*members) >= set(confirmed),
             20,
-            "every confirmed element received",
+            "every confirmed element of both publishers received",
             *processes,
         )
 
         got = {id(m): _got(m) for m in members}
-        assert sorted(s for m in members for _, _, s in got[id(m)]) == sorted(confirmed)
+        processed = sorted(s for m in members for _, _, s in got[id(m)])
+        assert processed == sorted(confirmed), "an element lost, duplicated or unconfirmed"
         for member in members:  # each member only saw its own channels
             assert {c for c, _, _ in got[id(member)]} == set(_owned(member))
         for m in members:

@@ -17,10 +17,11 @@ Roles (``CONFIG["role"]``):
 ``publisher``
     A confirmed :class:`~dcps.channels.ChannelPublisher` (round robin; ``timeout``
     seconds for flow control and confirmations, default 20). Command
-    ``{"op": "stream", "rate": R}`` publishes ``Msg(seq % 16, seq)`` for seq = 0, 1, ...
-    at R per second until ``{"op": "stop"}``, which flushes and emits ``published``
-    with ``sent`` (how many), ``confirmed`` (``[seq, channel, offset]`` each) and
-    ``failed`` (``[seq, error]``).
+    ``{"op": "stream", "rate": R}`` publishes ``Msg(seq % 16, seq)`` for seq = F, F + 1,
+    ... (F is ``CONFIG["first_seq"]``, default 0, so several publishers can number their
+    elements apart) at R per second until ``{"op": "stop"}``, which flushes and emits
+    ``published`` with ``sent`` (how many), ``confirmed`` (``[seq, channel, offset]``
+    each) and ``failed`` (``[seq, error]``).
 ``member``
     A :class:`~dcps.channels.ChannelSubscriber` in group ``CONFIG["group"]``. It receives
     up to ``batch`` elements at a time, emits ``got`` (``[channel, offset, seq]`` each),
@@ -33,7 +34,17 @@ Roles (``CONFIG["role"]``):
     N elements (S-byte text), emitting ``burst_start`` first; the sink, told
     ``{"op": "expect", "count": N}``, emits ``throughput`` once it received N elements
     (count, seconds from its first to its last element; the event's ``t`` is the
-    monotonic time of the last one).
+    monotonic time of the last one). Latency pair: ``{"op": "pace", "count": N, "rate":
+    R, "size": S}`` makes the source publish N elements at R per second through a second
+    publisher with a 1 ms linger, each stamped with ``time.time_ns()`` at publish (the
+    first 20 characters of its text); the sink, told ``{"op": "latency", "count": N,
+    "skip": K}``, emits ``latency`` once it received N elements: one-way latency
+    percentiles (``p50_us``, ``p90_us``, ``p99_us``, ``max_us``) from publish to
+    receipt, and ``accept_p50_us``, from publish to the store's accept timestamp
+    (``Element.timestamp``, the store's ``time.time_ns()``), over all but the first K (a
+    warm-up). Network namespaces share the machine's clocks (CLOCK_REALTIME, and
+    CLOCK_MONOTONIC too: ``ip netns`` makes no time namespace), so the stamps of
+    processes on different test hosts compare.
 """
 
 import json
@@ -124,11 +135,13 @@ def run_publisher(
 
     sent = [0]
 
+    first_seq = config.get("first_seq", 0)
+
     def stream(publisher: Any, rate: float) -> None:
-        seq, start = 0, time.monotonic()
+        seq, start = first_seq, time.monotonic()
         last_progress = start
         while streaming.is_set():
-            due = start + seq / rate
+            due = start + (seq - first_seq) / rate
             delay = due - time.monotonic()
             if delay > 0:
                 time.sleep(min(delay, 0.05))
@@ -141,11 +154,11 @@ def run_publisher(
             else:
                 future.add_done_callback(lambda f, seq=seq: record(seq, f))
             seq += 1
-            sent[0] = seq
+            sent[0] = seq - first_seq
             if time.monotonic() - last_progress > 0.5:
                 last_progress = time.monotonic()
                 with lock:
-                    emit(ev="progress", sent=seq, confirmed=len(confirmed), failed=len(failed))
+                    emit(ev="progress", sent=sent[0], confirmed=len(confirmed), failed=len(failed))
 
     with ChannelPublisher[Msg](
         topic,
@@ -269,28 +282,50 @@ def run_bench(
     kw: dict[str, Any] = {"domain_id": config["domain"], "namespace": config["namespace"]}
     if config["role"] == "bench_source":
         with ChannelPublisher[Msg](topic, order_by=OrderBy.round_robin(), **kw) as publisher:
+            paced: Any = None
             emit(ev="ready", role="bench_source")
-            while not stop.is_set():
-                command = _next(commands, 0.1)
-                if command is None or command["op"] != "burst":
-                    continue
-                text = "x" * command.get("size", 0)
-                emit(ev="burst_start")
-                start = time.perf_counter()
-                for seq in range(command["count"]):
-                    publisher.publish(Msg(seq % 64, seq, text))
-                publisher.flush(timedelta(seconds=120))
-                emit(ev="burst_done", seconds=time.perf_counter() - start)
+            try:
+                while not stop.is_set():
+                    command = _next(commands, 0.1)
+                    if command is None:
+                        continue
+                    if command["op"] == "burst":
+                        text = "x" * command.get("size", 0)
+                        emit(ev="burst_start")
+                        start = time.perf_counter()
+                        for seq in range(command["count"]):
+                            publisher.publish(Msg(seq % 64, seq, text))
+                        publisher.flush(timedelta(seconds=120))
+                        emit(ev="burst_done", seconds=time.perf_counter() - start)
+                    elif command["op"] == "pace":
+                        if paced is None:  # at ~1000/s the linger, not a full batch, sends
+                            paced = ChannelPublisher[Msg](
+                                topic,
+                                order_by=OrderBy.round_robin(),
+                                linger=timedelta(milliseconds=1),
+                                **kw,
+                            )
+                        _pace(paced, command)
+            finally:
+                if paced is not None:
+                    paced.close()
         return
     with ChannelSubscriber[Msg](topic, **kw) as subscriber:
         emit(ev="ready", role="bench_sink")
         expected, count, first = 0, 0, 0.0
+        latencies: list[int] | None = None
+        accepted: list[int] = []
+        skip = 0
         pending = None
         while not stop.is_set():
             command = _next(commands, 0.0)
             if command is not None and command["op"] == "expect":
-                expected, count = command["count"], 0
+                expected, count, latencies = command["count"], 0, None
                 emit(ev="expecting", count=expected)  # send the burst only after this
+            elif command is not None and command["op"] == "latency":
+                expected, count, latencies, accepted = command["count"], 0, [], []
+                skip = command.get("skip", 0)
+                emit(ev="expecting", count=expected)
             if pending is None:
                 pending = subscriber.receive(1024)
             try:
@@ -298,12 +333,53 @@ def run_bench(
             except TimeoutError:
                 continue
             pending = None
+            if latencies is not None:
+                now = time.time_ns()
+                for element in elements:
+                    stamp = element.value.text[:20]
+                    if stamp.isdigit():
+                        latencies.append(now - int(stamp))
+                        accept = round(element.timestamp.timestamp() * 1e6) * 1000
+                        accepted.append(accept - int(stamp))
             if elements and count == 0:
                 first = time.perf_counter()
             count += len(elements)
             if expected and count >= expected:
-                emit(ev="throughput", count=count, seconds=time.perf_counter() - first)
-                expected, count = 0, 0
+                if latencies is None:
+                    emit(ev="throughput", count=count, seconds=time.perf_counter() - first)
+                else:
+                    emit(
+                        ev="latency",
+                        count=len(latencies) - skip,
+                        accept_p50_us=_percentiles(accepted[skip:])["p50_us"],
+                        **_percentiles(latencies[skip:]),
+                    )
+                expected, count, latencies = 0, 0, None
+
+
+def _pace(publisher: Any, command: dict[str, Any]) -> None:
+    """Publish ``count`` stamped elements at ``rate`` per second (a steady schedule)."""
+    count, rate = command["count"], command["rate"]
+    padding = "x" * max(0, command.get("size", 0) - 20)
+    emit(ev="pace_start")
+    start = time.monotonic()
+    for seq in range(count):
+        delay = start + seq / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        publisher.publish(Msg(seq % 64, seq, f"{time.time_ns():020d}{padding}"))
+    publisher.flush(timedelta(seconds=60))
+    emit(ev="pace_done", seconds=time.monotonic() - start)
+
+
+def _percentiles(nanoseconds: list[int]) -> dict[str, float]:
+    """p50/p90/p99/max in microseconds (nearest rank) of a non-empty list."""
+    ordered = sorted(nanoseconds)
+
+    def rank(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(len(ordered) * q))] / 1000
+
+    return {"p50_us": rank(0.5), "p90_us": rank(0.9), "p99_us": rank(0.99), "max_us": rank(1.0)}
 
 
 def main() -> None:
