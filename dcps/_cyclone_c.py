@@ -302,6 +302,22 @@ STATUSINFO_DISPOSE = 1
 CdrRow = tuple[bytes | None, tuple[Any, ...], int]
 
 
+class _Scratch:
+    """A per-thread buffer that serialised samples are copied through."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def get(self, size: int) -> Any:
+        buffer = getattr(self._local, "buffer", None)
+        if buffer is None or len(buffer) < size:
+            buffer = self._local.buffer = ct.create_string_buffer(max(size, 4096))
+        return buffer
+
+
+_scratch = _Scratch()
+
+
 def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
     """Take up to ``max_samples`` samples with their DDSI status info, or a negative return code.
 
@@ -317,8 +333,9 @@ def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
     out: list[CdrRow] = []
     try:
         rows = np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
-        size_of, to_ser = _lib.ddsi_serdata_size, _lib.ddsi_serdata_to_ser
+        size_of, to_ser, string_at = _lib.ddsi_serdata_size, _lib.ddsi_serdata_to_ser, ct.string_at
         from_address = _SerdataHead.from_address
+        scratch = _scratch.get(0)
         for i in range(n):
             row = rows[i]
             if not row[3]:
@@ -332,9 +349,10 @@ def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
                     "SubscriptionKeys readers cannot tell write_dispose samples apart"
                 )
             size = size_of(pointer)
-            data = ct.create_string_buffer(size)
-            to_ser(pointer, 0, size, data)
-            out.append((data.raw, row, head.statusinfo))
+            if size > len(scratch):
+                scratch = _scratch.get(size)
+            to_ser(pointer, 0, size, scratch)
+            out.append((string_at(scratch, size), row, head.statusinfo))
     finally:
         unref = _lib.ddsi_serdata_unref
         for i in range(n):

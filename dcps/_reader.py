@@ -129,6 +129,14 @@ class DataReader(Entity, Generic[T]):
             if checked_qos[q.SubscriptionKeys].use_key_list
             else None
         )
+        # A keyed reader with its own bounds (KEEP_LAST, resource limits) moves
+        # samples out of Cyclone (KEEP_ALL, unlimited) as they arrive, so what
+        # Cyclone holds between reads stays small and rejections are reported
+        # when they happen. Correctness does not depend on it: every access
+        # drains first. Without bounds, Cyclone holding the samples until the
+        # next access costs the same memory, and a Python listener per sample
+        # costs tens of microseconds of CPU (see benchmarks/README.md).
+        self._drains_eagerly = self._keyed is not None and self._keyed.bounded
         try:
             with cyclone_call(f"create DataReader on {topic._describe()}"):
                 self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
@@ -164,10 +172,7 @@ class DataReader(Entity, Generic[T]):
 
     def _needs_data_hook(self) -> bool:
         """Whether dcps itself must hear of every arriving sample (else no Python runs then)."""
-        # SubscriptionKeys readers drain eagerly, so Cyclone's cache stays small
-        # between reads (KEEP_ALL without limits there). Correctness does not
-        # depend on it: every access drains first.
-        return self._keyed is not None or self._autopurge.active or bool(self._wakeups)
+        return self._drains_eagerly or self._autopurge.active or bool(self._wakeups)
 
     def _cyclone_listener(self) -> Any:
         # A Python on_data_available runs on Cyclone's receive thread for every

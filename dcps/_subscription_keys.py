@@ -2,9 +2,10 @@
 
 Cyclone DDS keys a reader's instances by the topic's keys and has no
 SubscriptionKeys (an OpenSplice extension). A reader with that policy
-therefore takes everything from its Cyclone reader (as data arrives, and
-before every access) and keeps its own instances, keyed by the reader's key
-list, with OpenSplice's rules:
+therefore takes everything from its Cyclone reader before every access (and,
+if its history or resource limits bound what it keeps, as data arrives) and
+keeps its own instances, keyed by the reader's key list, with OpenSplice's
+rules:
 
 - one writer instance can feed several reader instances and vice versa;
 - taking all samples of a reader instance removes it: the next sample with
@@ -112,6 +113,13 @@ class KeyedCache(Generic[T]):
         self._max_per_instance = _limit(limits.max_samples_per_instance)
         self._max_instances = _limit(limits.max_instances)
         self._max_samples = _limit(limits.max_samples)
+        #: Whether history or limits bound what the reader keeps (KEEP_ALL, no limits: no).
+        self.bounded = not (
+            self._depth is None
+            and self._max_per_instance is None
+            and self._max_instances is None
+            and self._max_samples is None
+        )
         self._instances: dict[tuple[Any, ...], _Instance[T]] = {}
         # Handles only grow and a re-created instance gets a new one, so this
         # dict's insertion order is handle order.
@@ -134,14 +142,32 @@ class KeyedCache(Generic[T]):
         """
         batch.sort(key=_timestamp)
         added = False
+        key_of, instances, unbounded = self._key_of, self._instances, not self.bounded
+        alive = InstanceState.ALIVE
         with self.lock:
             for data, timestamp, publication, disposes in batch:
-                added |= self._add(data, timestamp, publication, disposes)
+                key = key_of(data)
+                instance = instances.get(key)
+                if unbounded and instance is not None and instance.state is alive and not disposes:
+                    # the common case, inline: a live instance, nothing to check
+                    generation = instance.disposed_generation_count
+                    instance.entries.append(_Entry(data, timestamp, publication, generation))
+                    instance.key_sample = data
+                    self._count += 1
+                    added = True
+                else:
+                    added |= self._add(key, instance, data, timestamp, publication, disposes)
         return added
 
-    def _add(self, data: T, timestamp: int, publication: int, disposes: bool) -> bool:
-        key = self._key_of(data)
-        instance = self._instances.get(key)
+    def _add(
+        self,
+        key: tuple[Any, ...],
+        instance: _Instance[T] | None,
+        data: T,
+        timestamp: int,
+        publication: int,
+        disposes: bool,
+    ) -> bool:
         if instance is None:
             if self._max_instances is not None and len(self._instances) >= self._max_instances:
                 self._reject(SampleRejectedReason.REJECTED_BY_INSTANCES_LIMIT, 0)
