@@ -1,6 +1,6 @@
 """Reader kinds compared: raw binding, plain dcps, SubscriptionKeys and content-filtered readers.
 
-Run: ``python -m benchmarks.bench_readers [--samples N] [--runs R]``.
+Run: ``python -m benchmarks.bench_readers [--samples N] [--runs R] [--domain D]``.
 
 A writer process (the raw ``cyclonedds`` binding, the same for every case)
 writes N small keyed samples as fast as reliable KEEP_ALL allows; this process
@@ -10,9 +10,10 @@ reads them with one reader of the kind under test. Two cases:
   writer process is the bottleneck here, so the rates say little about readers.
 - **prefilled** (reader-bound): the reader takes nothing until the writer has
   written all N and every sample is acknowledged, then the take loop is timed.
-  Alongside, the reader process's CPU time (all threads: Cyclone's receive
-  thread, listeners, the take loop) from reader creation to the last sample,
-  per sample. A SubscriptionKeys reader moves samples out of Cyclone in its
+  Alongside, CPU time per sample: of the take loop on its thread, and of the
+  whole reader process (all threads: Cyclone's receive thread, listeners, the
+  take loop) from reader creation to the last sample. CPU time is steadier
+  than wall time on a loaded machine. A SubscriptionKeys reader moves samples out of Cyclone in its
   data-available listener as they arrive, so its take loop finds them already
   decoded: its CPU per sample, not its take-loop rate, is the fair comparison.
   SubscriptionKeys readers run twice: KEEP_ALL without limits (drained on
@@ -80,9 +81,9 @@ def _raw_qos() -> Qos:
     return Qos(Policy.Reliability.Reliable(10**10), Policy.History.KeepAll)
 
 
-def writer_main(topic: str, count: int) -> None:
+def writer_main(topic: str, count: int, domain: int) -> None:
     """Child process: wait for one reader, write ``count`` samples, wait for acks."""
-    participant = RawParticipant(DOMAIN)
+    participant = RawParticipant(domain)
     writer = RawWriter(participant, RawTopic(participant, topic, RawVehicle), qos=_raw_qos())
     while not writer.get_matched_subscriptions():
         time.sleep(0.01)
@@ -95,16 +96,26 @@ def writer_main(topic: str, count: int) -> None:
     sys.stdin.readline()
 
 
-def _run(kind: str, count: int, prefilled: bool = False) -> tuple[float, float]:
+def _run(
+    kind: str, count: int, prefilled: bool = False, domain: int = DOMAIN
+) -> tuple[float, float, float]:
     topic = f"bench_{uuid.uuid4().hex[:8]}"
     child = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.bench_readers", "--writer", topic, str(count)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_readers",
+            "--writer",
+            topic,
+            str(count),
+            str(domain),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        return _read(kind, topic, count, child, prefilled)
+        return _read(kind, topic, count, child, prefilled, domain)
     finally:
         assert child.stdin is not None
         child.stdin.close()
@@ -112,16 +123,22 @@ def _run(kind: str, count: int, prefilled: bool = False) -> tuple[float, float]:
 
 
 def _read(
-    kind: str, topic: str, count: int, child: "subprocess.Popen[str]", prefilled: bool
-) -> tuple[float, float]:
-    """(samples/s over the timed take loop, reader-process CPU microseconds per sample)."""
+    kind: str,
+    topic: str,
+    count: int,
+    child: "subprocess.Popen[str]",
+    prefilled: bool,
+    domain: int,
+) -> tuple[float, float, float]:
+    """(samples/s over the timed take loop, its CPU microseconds per sample on this
+    thread, reader-process CPU microseconds per sample)."""
     expected = count if kind != "filtered" else sum(1 for i in range(count) if i % 50 > 25)
     if kind == "raw":
-        participant = RawParticipant(DOMAIN)
+        participant = RawParticipant(domain)
         reader = RawReader(participant, RawTopic(participant, topic, RawVehicle), qos=_raw_qos())
         take = lambda: reader.take(N=1000)  # noqa: E731
     else:
-        participant = dcps.DomainParticipant(DOMAIN)
+        participant = dcps.DomainParticipant(domain)
         t = dcps.Topic(participant, topic, Vehicle)
         rq = qos.DataReaderQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL)
         if kind.startswith("keyed"):
@@ -138,22 +155,23 @@ def _read(
         assert child.stdout is not None
         if child.stdout.readline().strip() != "done":  # written and acknowledged
             raise RuntimeError(f"{kind}: the writer process failed")
-    got, first = 0, None
+    got, first, loop_cpu = 0, None, 0.0
     deadline = time.monotonic() + 120
     while got < expected and time.monotonic() < deadline:
         batch = take()
         if first is None and (batch or prefilled):
-            first = time.perf_counter()
+            first, loop_cpu = time.perf_counter(), time.thread_time()
         got += len(batch)
         if not batch:
             time.sleep(0.0005)
     elapsed = time.perf_counter() - (first or time.perf_counter())
+    loop_us = (time.thread_time() - loop_cpu) / max(got, 1) * 1e6
     cpu_us = (time.process_time() - cpu_start) / max(got, 1) * 1e6
     if kind != "raw":
         participant.close()
     if got != expected:
         raise RuntimeError(f"{kind}: received {got} of {expected}")
-    return (expected / elapsed if elapsed > 0 else float("inf")), cpu_us
+    return (expected / elapsed if elapsed > 0 else float("inf")), loop_us, cpu_us
 
 
 def _table(title: str, column: str, values: dict[str, float], higher_is_better: bool) -> None:
@@ -178,23 +196,27 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--samples", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--writer", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--domain", type=int, default=DOMAIN)
+    parser.add_argument("--writer", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.writer:
-        writer_main(args.writer[0], int(args.writer[1]))
+        writer_main(args.writer[0], int(args.writer[1]), int(args.writer[2]))
         return
     kinds = ["raw", "plain", "keyed", "keyed-bounded", "filtered"]
     cases = [("streaming", False), ("prefilled", True)]
     rates: dict[tuple[str, str], list[float]] = {}
     cpus: dict[tuple[str, str], list[float]] = {}
+    loops: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.runs):
         for case, prefilled in cases:
             for kind in kinds:
-                rate, cpu = _run(kind, args.samples, prefilled)
+                rate, loop, cpu = _run(kind, args.samples, prefilled, args.domain)
+                loops.setdefault((case, kind), []).append(loop)
                 rates.setdefault((case, kind), []).append(rate)
                 cpus.setdefault((case, kind), []).append(cpu)
     med_rate = {k: statistics.median(v) for k, v in rates.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    med_loop = {k: statistics.median(v) for k, v in loops.items()}
     load = os.getloadavg()
     print(
         f"reader kinds, {args.samples} samples, median of {args.runs}, "
@@ -211,6 +233,12 @@ def main(argv: list[str] | None = None) -> None:
         "samples/s",
         {k: med_rate[("prefilled", k)] for k in kinds},
         True,
+    )
+    _table(
+        "prefilled: take loop CPU per sample on the taking thread, ratio = speed",
+        "CPU us/sample",
+        {k: med_loop[("prefilled", k)] for k in kinds},
+        False,
     )
     _table(
         "prefilled: reader process CPU per sample (receive + listener + take), ratio = speed",
