@@ -156,10 +156,12 @@ def _read(
         if child.stdout.readline().strip() != "done":  # written and acknowledged
             raise RuntimeError(f"{kind}: the writer process failed")
     got, first, loop_cpu = 0, None, 0.0
+    if prefilled:  # the first take, which may find everything, counts too
+        first, loop_cpu = time.perf_counter(), time.thread_time()
     deadline = time.monotonic() + 120
     while got < expected and time.monotonic() < deadline:
         batch = take()
-        if first is None and (batch or prefilled):
+        if first is None and batch:
             first, loop_cpu = time.perf_counter(), time.thread_time()
         got += len(batch)
         if not batch:

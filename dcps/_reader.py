@@ -40,6 +40,10 @@ LENGTH_UNLIMITED = 1_000_000
 #: Samples a SubscriptionKeys reader moves out of Cyclone per call.
 _DRAIN_CHUNK = 256
 
+#: A SubscriptionKeys reader that drains as data arrives does so every this many
+#: arrivals (one take per sample would cost more than the samples' decoding).
+_EAGER_DRAIN = 32
+
 
 _MASKS: dict[tuple[int, int, int], int] = {}
 
@@ -130,13 +134,14 @@ class DataReader(Entity, Generic[T]):
             else None
         )
         # A keyed reader with its own bounds (KEEP_LAST, resource limits) moves
-        # samples out of Cyclone (KEEP_ALL, unlimited) as they arrive, so what
-        # Cyclone holds between reads stays small and rejections are reported
-        # when they happen. Correctness does not depend on it: every access
-        # drains first. Without bounds, Cyclone holding the samples until the
-        # next access costs the same memory, and a Python listener per sample
-        # costs tens of microseconds of CPU (see benchmarks/README.md).
+        # samples out of Cyclone (KEEP_ALL, unlimited) as they arrive, every
+        # _EAGER_DRAIN of them, so what Cyclone holds between reads stays small
+        # and rejections are reported soon. Correctness does not depend on it:
+        # every access drains first. Without bounds, Cyclone holding samples
+        # until the next access costs the same memory as dcps holding them, and
+        # a Python listener per sample costs CPU (see benchmarks/README.md).
         self._drains_eagerly = self._keyed is not None and self._keyed.bounded
+        self._arrived = 0  # data-available notifications since the last drain
         try:
             with cyclone_call(f"create DataReader on {topic._describe()}"):
                 self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
@@ -186,7 +191,9 @@ class DataReader(Entity, Generic[T]):
 
     def _on_data(self) -> None:
         if self._keyed is not None:
-            self._drain()
+            self._arrived += 1
+            if self._arrived >= _EAGER_DRAIN or self._autopurge.active:
+                self._drain()
             if self._autopurge.active:
                 self._keyed.observe_purge(self._autopurge)
         elif self._autopurge.active:
@@ -217,6 +224,7 @@ class DataReader(Entity, Generic[T]):
         with keyed.lock:
             if self.closed:
                 return
+            self._arrived = 0
             added = False
             while True:
                 raw = take_cdr(self._cyclone._ref, ANY_STATE, _DRAIN_CHUNK)
