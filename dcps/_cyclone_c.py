@@ -321,10 +321,10 @@ _scratch = _Scratch()
 def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
     """Take up to ``max_samples`` samples with their DDSI status info, or a negative return code.
 
-    Only valid samples carry bytes. The serdata header layout is checked on each
-    valid sample (its timestamp must be the SampleInfo's source timestamp), so a
-    Cyclone whose ``struct ddsi_serdata`` differs fails loudly instead of
-    misreading the status info.
+    Only valid samples carry bytes. The serdata header layout is checked on the
+    first valid sample of each call (its timestamp must be the SampleInfo's
+    source timestamp), so a Cyclone whose ``struct ddsi_serdata`` differs fails
+    loudly instead of misreading the status info.
     """
     buf, infos = _buffers.get(max_samples)
     n = _lib.dds_takecdr(ref, buf, max_samples, infos, mask)
@@ -336,6 +336,7 @@ def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
         size_of, to_ser, string_at = _lib.ddsi_serdata_size, _lib.ddsi_serdata_to_ser, ct.string_at
         from_address = _SerdataHead.from_address
         scratch = _scratch.get(0)
+        checked = False
         for i in range(n):
             row = rows[i]
             if not row[3]:
@@ -343,11 +344,13 @@ def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
                 continue
             pointer = buf[i]
             head = from_address(pointer)
-            if head.timestamp != row[4]:
-                raise UnsupportedError(
-                    "this Cyclone DDS build lays out struct ddsi_serdata differently: "
-                    "SubscriptionKeys readers cannot tell write_dispose samples apart"
-                )
+            if not checked:
+                if head.timestamp != row[4]:
+                    raise UnsupportedError(
+                        "this Cyclone DDS build lays out struct ddsi_serdata differently: "
+                        "SubscriptionKeys readers cannot tell write_dispose samples apart"
+                    )
+                checked = True
             size = size_of(pointer)
             if size > len(scratch):
                 scratch = _scratch.get(size)

@@ -264,7 +264,8 @@ class KeyedCache(Generic[T]):
                 if not (mask & (_NEW if instance.new else _NOT_NEW) and mask & instance.state):
                     continue
                 entries = instance.entries
-                if want_read and want_unread and predicate is None:
+                prefix = want_read and want_unread and predicate is None
+                if prefix:
                     chosen = entries[:room]
                 else:
                     chosen = [
@@ -282,6 +283,9 @@ class KeyedCache(Generic[T]):
                         self._count -= len(entries)
                         instance.entries = []
                         self._remove(instance)  # taking everything removes the instance
+                    elif prefix:
+                        instance.entries = entries[len(chosen) :]
+                        self._count -= len(chosen)
                     else:
                         gone = {id(e) for e in chosen}
                         instance.entries = [e for e in entries if id(e) not in gone]
