@@ -12,6 +12,10 @@ callbacks, and with them acknowledgements or the lock itself (a deadlock).
   sample's READ/NOT_READ state (for next-instance iteration).
 - ``instance_key``: the serialised key of an instance handle, even when the
   reader holds no sample of it.
+- ``take_cdr``: take samples as Cyclone's serdata, which carries the per-sample
+  DDSI status info: whether a valid sample came from ``write_dispose``. The
+  SampleInfo cannot say that: its instance state is the instance's state at
+  the time of the take, which a later dispose without data changes too.
 """
 
 from __future__ import annotations
@@ -24,12 +28,21 @@ import numpy as np
 from cyclonedds.internal import dds_c_t, load_cyclonedds
 
 from dcps._retcode import error_for
+from idl._errors import UnsupportedError
 
 _lib = load_cyclonedds()
 _lib.dds_peek_mask.restype = ct.c_int32
 _lib.dds_return_loan.restype = ct.c_int32
 _lib.dds_instance_get_key.restype = ct.c_int32
 _lib.dds_assert_liveliness.restype = ct.c_int32
+_lib.dds_takecdr.restype = ct.c_int32
+_lib.dds_takecdr.argtypes = [ct.c_int32, ct.c_void_p, ct.c_uint32, ct.c_void_p, ct.c_uint32]
+_lib.ddsi_serdata_size.restype = ct.c_uint32
+_lib.ddsi_serdata_size.argtypes = [ct.c_void_p]
+_lib.ddsi_serdata_to_ser.restype = None
+_lib.ddsi_serdata_to_ser.argtypes = [ct.c_void_p, ct.c_size_t, ct.c_size_t, ct.c_void_p]
+_lib.ddsi_serdata_unref.restype = None
+_lib.ddsi_serdata_unref.argtypes = [ct.c_void_p]
 
 
 class _SampleContainer(ct.Structure):
@@ -265,4 +278,86 @@ def _as_one_read(first: list[Row], rest: list[Row]) -> list[Row]:
         sample_rank = count[handle] - seen[handle]
         generation_rank = latest[handle] - (info[7] + info[8])
         out.append((data, (*info[:9], sample_rank, generation_rank, info[11])))
+    return out
+
+
+class _SerdataHead(ct.Structure):
+    """The leading fields of ``struct ddsi_serdata`` (``dds/ddsi/ddsi_serdata.h``)."""
+
+    _fields_ = [
+        ("ops", ct.c_void_p),
+        ("hash", ct.c_uint32),
+        ("refc", ct.c_uint32),
+        ("kind", ct.c_int),
+        ("type", ct.c_void_p),
+        ("timestamp", ct.c_int64),
+        ("statusinfo", ct.c_uint32),
+    ]
+
+
+#: DDSI status info bit set on a sample written with ``dds_writedispose``.
+STATUSINFO_DISPOSE = 1
+
+#: (CDR bytes or None for an invalid sample, dds_sample_info_t row, DDSI status info)
+CdrRow = tuple[bytes | None, tuple[Any, ...], int]
+
+
+class _Scratch:
+    """A per-thread buffer that serialised samples are copied through."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def get(self, size: int) -> Any:
+        buffer = getattr(self._local, "buffer", None)
+        if buffer is None or len(buffer) < size:
+            buffer = self._local.buffer = ct.create_string_buffer(max(size, 4096))
+        return buffer
+
+
+_scratch = _Scratch()
+
+
+def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
+    """Take up to ``max_samples`` samples with their DDSI status info, or a negative return code.
+
+    Only valid samples carry bytes. The serdata header layout is checked on the
+    first valid sample of each call (its timestamp must be the SampleInfo's
+    source timestamp), so a Cyclone whose ``struct ddsi_serdata`` differs fails
+    loudly instead of misreading the status info.
+    """
+    buf, infos = _buffers.get(max_samples)
+    n = _lib.dds_takecdr(ref, buf, max_samples, infos, mask)
+    if n <= 0:
+        return [] if n == 0 else int(n)
+    out: list[CdrRow] = []
+    try:
+        rows = np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
+        size_of, to_ser, string_at = _lib.ddsi_serdata_size, _lib.ddsi_serdata_to_ser, ct.string_at
+        from_address = _SerdataHead.from_address
+        scratch = _scratch.get(0)
+        checked = False
+        for i in range(n):
+            row = rows[i]
+            if not row[3]:
+                out.append((None, row, 0))
+                continue
+            pointer = buf[i]
+            head = from_address(pointer)
+            if not checked:
+                if head.timestamp != row[4]:
+                    raise UnsupportedError(
+                        "this Cyclone DDS build lays out struct ddsi_serdata differently: "
+                        "SubscriptionKeys readers cannot tell write_dispose samples apart"
+                    )
+                checked = True
+            size = size_of(pointer)
+            if size > len(scratch):
+                scratch = _scratch.get(size)
+            to_ser(pointer, 0, size, scratch)
+            out.append((string_at(scratch, size), row, head.statusinfo))
+    finally:
+        unref = _lib.ddsi_serdata_unref
+        for i in range(n):
+            unref(buf[i])
     return out

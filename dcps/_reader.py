@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -15,9 +16,9 @@ import idl
 import qos as q
 from dcps import _status as st
 from dcps._autopurge import AutoPurge
-from dcps._cyclone_c import ReaderBuffer, instance_key, peek_infos
+from dcps._cyclone_c import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._entity import Entity
-from dcps._listener import Listener, build_cyclone_listener
+from dcps._listener import Listener, _overridden, build_cyclone_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
 from dcps._qos_bridge import resolve_qos
@@ -35,6 +36,13 @@ T = TypeVar("T")
 
 #: Read or take everything available (the binding caps one call at this many samples).
 LENGTH_UNLIMITED = 1_000_000
+
+#: Samples a SubscriptionKeys reader moves out of Cyclone per call.
+_DRAIN_CHUNK = 256
+
+#: A SubscriptionKeys reader that drains as data arrives does so every this many
+#: arrivals (one take per sample would cost more than the samples' decoding).
+_EAGER_DRAIN = 32
 
 
 _MASKS: dict[tuple[int, int, int], int] = {}
@@ -125,6 +133,15 @@ class DataReader(Entity, Generic[T]):
             if checked_qos[q.SubscriptionKeys].use_key_list
             else None
         )
+        # A keyed reader with its own bounds (KEEP_LAST, resource limits) moves
+        # samples out of Cyclone (KEEP_ALL, unlimited) as they arrive, every
+        # _EAGER_DRAIN of them, so what Cyclone holds between reads stays small
+        # and rejections are reported soon. Correctness does not depend on it:
+        # every access drains first. Without bounds, Cyclone holding samples
+        # until the next access costs the same memory as dcps holding them, and
+        # a Python listener per sample costs CPU (see benchmarks/README.md).
+        self._drains_eagerly = self._keyed is not None and self._keyed.bounded
+        self._arrived = 0  # data-available notifications since the last drain
         try:
             with cyclone_call(f"create DataReader on {topic._describe()}"):
                 self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
@@ -160,8 +177,7 @@ class DataReader(Entity, Generic[T]):
 
     def _needs_data_hook(self) -> bool:
         """Whether dcps itself must hear of every arriving sample (else no Python runs then)."""
-        # (SubscriptionKeys readers drain on access and in WaitSet.wait instead.)
-        return self._autopurge.active or bool(self._wakeups)
+        return self._drains_eagerly or self._autopurge.active or bool(self._wakeups)
 
     def _cyclone_listener(self) -> Any:
         # A Python on_data_available runs on Cyclone's receive thread for every
@@ -175,7 +191,9 @@ class DataReader(Entity, Generic[T]):
 
     def _on_data(self) -> None:
         if self._keyed is not None:
-            self._drain()
+            self._arrived += 1
+            if self._arrived >= _EAGER_DRAIN or self._autopurge.active:
+                self._drain()
             if self._autopurge.active:
                 self._keyed.observe_purge(self._autopurge)
         elif self._autopurge.active:
@@ -200,20 +218,44 @@ class DataReader(Entity, Generic[T]):
 
     def _drain(self) -> None:
         """Move everything Cyclone holds into the SubscriptionKeys cache."""
-        assert self._keyed is not None
-        with self._keyed.lock:
+        keyed = self._keyed
+        assert keyed is not None
+        deserialize = self._type.deserialize  # type: ignore[attr-defined]
+        with keyed.lock:
             if self.closed:
                 return
-            raw = self._buffer.take(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED, None)
-            if isinstance(raw, int):
-                raise error_for(raw, f"take on {self._describe()}")
-            deserialize = self._type.deserialize  # type: ignore[attr-defined]
-            batch = [
-                (deserialize(data) if row[3] else None, SampleInfo._from_row(row))
-                for data, row in raw
-            ]
-            if self._keyed.add_batch(batch):  # type: ignore[arg-type]  # invalid: None
+            self._arrived = 0
+            added = False
+            while True:
+                raw = take_cdr(self._cyclone._ref, ANY_STATE, _DRAIN_CHUNK)
+                if isinstance(raw, int):
+                    if self.closed:  # deleted under a listener callback
+                        return
+                    raise error_for(raw, f"take on {self._describe()}")
+                batch = [
+                    (deserialize(data), row[4], row[6], bool(status & STATUSINFO_DISPOSE))
+                    for data, row, status in raw
+                    if data is not None  # unregister, dispose without data, writer death
+                ]
+                added |= keyed.add_batch(batch)
+                if len(raw) < _DRAIN_CHUNK:
+                    break
+            if added:
                 self._refresh_conditions()
+            rejected = keyed.rejected_changed
+        if rejected:
+            self._report_rejections()
+
+    def _report_rejections(self) -> None:
+        """Call the listener's ``on_sample_rejected`` for a keyed reader's rejections."""
+        listener = self._listener
+        if listener is None or not _overridden(listener, "on_sample_rejected"):
+            return
+        assert self._keyed is not None
+        try:
+            listener.on_sample_rejected(self, self._keyed.rejected_status())
+        except Exception:
+            logging.getLogger("dcps.listener").exception("listener on_sample_rejected raised")
 
     def _refresh_conditions(self) -> None:
         for child in list(self._children):
@@ -563,5 +605,13 @@ class DataReader(Entity, Generic[T]):
 
     @property
     def sample_rejected_status(self) -> st.SampleRejectedStatus:
-        """Samples rejected by this reader's resource limits."""
+        """Samples rejected by this reader's resource limits.
+
+        On a SubscriptionKeys reader, dcps applies the limits per reader instance
+        after taking the sample from Cyclone: a rejected sample is not sent again.
+        """
+        if self._keyed is not None:
+            self._check_open()
+            self._drain()
+            return self._keyed.rejected_status()
         return self._status("get_sample_rejected_status", st.SampleRejectedStatus)

@@ -2,8 +2,10 @@
 
 Cyclone DDS keys a reader's instances by the topic's keys and has no
 SubscriptionKeys (an OpenSplice extension). A reader with that policy
-therefore drains its Cyclone reader as data arrives and keeps its own
-instances, keyed by the reader's key list, with OpenSplice's rules:
+therefore takes everything from its Cyclone reader before every access (and,
+if its history or resource limits bound what it keeps, as data arrives) and
+keeps its own instances, keyed by the reader's key list, with OpenSplice's
+rules:
 
 - one writer instance can feed several reader instances and vice versa;
 - taking all samples of a reader instance removes it: the next sample with
@@ -13,20 +15,21 @@ instances, keyed by the reader's key list, with OpenSplice's rules:
 - a ``write_dispose`` (a full, valid sample) disposes the reader instance; a
   later valid sample revives it (NEW, disposed generation count + 1).
 
-Cyclone reports per sample only the instance state at the time it is taken,
-so a valid sample is taken for a ``write_dispose`` when its topic instance is
-disposed and no later sample of that topic instance revived it. dcps drains
-on every data-available notification, so a plain ``dispose`` that arrives
-while the previous sample of that topic instance is still undrained would be
-read as a ``write_dispose`` of that sample: a narrow race Cyclone's API gives
-no way to close.
+Whether a valid sample is a ``write_dispose`` is read from the sample itself
+(the DISPOSE bit of its DDSI status info, see ``_cyclone_c.take_cdr``), never
+from the instance state Cyclone reports at take time: Cyclone folds a later
+dispose or unregister without data into the state of an unread sample, and
+that must not dispose the reader instance.
 
 Samples taken from Cyclone together are filed in source-timestamp order
 (Cyclone hands them over grouped by topic instance, not in arrival order).
 
 History (KEEP_LAST depth, or KEEP_ALL) and ResourceLimits apply per reader
 instance; samples beyond the limits are dropped oldest-first (KEEP_LAST) or
-rejected (KEEP_ALL, counted in ``rejected``).
+rejected (KEEP_ALL). Rejections are reported like a plain reader's, through
+``sample_rejected_status`` and ``on_sample_rejected``; unlike a plain reader,
+a rejected sample is lost for good (dcps already took it from Cyclone, so
+reliability does not send it again).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import attrs
 import idl
 import qos as q
 from dcps._sample import InstanceState, Sample, SampleInfo, SampleState, ViewState
+from dcps._status import SampleRejectedReason, SampleRejectedStatus
 from idl._errors import BadParameterError
 
 T = TypeVar("T")
@@ -67,13 +71,15 @@ def check_key_list(data_type: type, key_list: Iterable[str]) -> Callable[[Any], 
     return getter if len(paths) > 1 else (lambda sample: (getter(sample),))
 
 
-@attrs.define
 class _Entry(Generic[T]):
-    data: T
-    source_timestamp_ns: int
-    publication_handle: int
-    disposed_generation_count: int
-    read: bool = False
+    __slots__ = ("data", "disposed_generation_count", "publication_handle", "read", "timestamp")
+
+    def __init__(self, data: T, timestamp: int, publication_handle: int, generation: int) -> None:
+        self.data = data
+        self.timestamp = timestamp
+        self.publication_handle = publication_handle
+        self.disposed_generation_count = generation
+        self.read = False
 
 
 @attrs.define
@@ -87,6 +93,15 @@ class _Instance(Generic[T]):
     entries: list[_Entry[T]] = attrs.field(factory=list)
 
 
+#: A sample to file: (data, source timestamp ns, publication handle, is a write_dispose)
+Arrival = tuple[T, int, int, bool]
+
+_READ = int(SampleState.READ)
+_NOT_READ = int(SampleState.NOT_READ)
+_NEW = int(ViewState.NEW)
+_NOT_NEW = int(ViewState.NOT_NEW)
+
+
 class KeyedCache(Generic[T]):
     """A reader's samples, grouped into instances by the reader's own key list."""
 
@@ -98,44 +113,64 @@ class KeyedCache(Generic[T]):
         self._max_per_instance = _limit(limits.max_samples_per_instance)
         self._max_instances = _limit(limits.max_instances)
         self._max_samples = _limit(limits.max_samples)
+        #: Whether history or limits bound what the reader keeps (KEEP_ALL, no limits: no).
+        self.bounded = not (
+            self._depth is None
+            and self._max_per_instance is None
+            and self._max_instances is None
+            and self._max_samples is None
+        )
         self._instances: dict[tuple[Any, ...], _Instance[T]] = {}
+        # Handles only grow and a re-created instance gets a new one, so this
+        # dict's insertion order is handle order.
         self._by_handle: dict[int, _Instance[T]] = {}
         self._next_handle = 1
         self._count = 0
         self.rejected = 0
+        self._rejected_change = 0
+        self._rejected_reason = SampleRejectedReason.NOT_REJECTED
+        self._rejected_handle = 0
         self.lock = threading.RLock()
 
     # -- arrival ------------------------------------------------------------
-    def add_batch(self, batch: list[tuple[T, Any]]) -> bool:
-        """File a batch taken from Cyclone (data, SampleInfo); True if anything was added.
+    def add_batch(self, batch: list[Arrival[T]]) -> bool:
+        """File valid samples taken from Cyclone together; True if anything was added.
 
         Cyclone returns a batch grouped by topic instance; one reader instance may
         gather several of those, so the batch is filed in source-timestamp order
         (stable: a writer's own samples keep their order).
         """
-        batch = sorted(batch, key=lambda item: item[1].source_timestamp_ns)
-        last_valid: dict[int, int] = {}
-        for index, (_, info) in enumerate(batch):
-            if info.valid_data:
-                last_valid[info.instance_handle] = index
+        batch.sort(key=_timestamp)
         added = False
+        key_of, instances, unbounded = self._key_of, self._instances, not self.bounded
+        alive = InstanceState.ALIVE
         with self.lock:
-            for index, (data, info) in enumerate(batch):
-                if not info.valid_data:
-                    continue  # unregister, dispose without data, writer death: skipped
-                disposes = (
-                    last_valid[info.instance_handle] == index
-                    and info.instance_state == InstanceState.NOT_ALIVE_DISPOSED
-                )
-                added |= self._add(data, info, disposes)
+            for data, timestamp, publication, disposes in batch:
+                key = key_of(data)
+                instance = instances.get(key)
+                if unbounded and instance is not None and instance.state is alive and not disposes:
+                    # the common case, inline: a live instance, nothing to check
+                    generation = instance.disposed_generation_count
+                    instance.entries.append(_Entry(data, timestamp, publication, generation))
+                    instance.key_sample = data
+                    self._count += 1
+                    added = True
+                else:
+                    added |= self._add(key, instance, data, timestamp, publication, disposes)
         return added
 
-    def _add(self, data: T, info: Any, disposes: bool) -> bool:
-        key = self._key_of(data)
-        instance = self._instances.get(key)
+    def _add(
+        self,
+        key: tuple[Any, ...],
+        instance: _Instance[T] | None,
+        data: T,
+        timestamp: int,
+        publication: int,
+        disposes: bool,
+    ) -> bool:
         if instance is None:
             if self._max_instances is not None and len(self._instances) >= self._max_instances:
-                self.rejected += 1
+                self._reject(SampleRejectedReason.REJECTED_BY_INSTANCES_LIMIT, 0)
                 return False
             instance = _Instance(self._next_handle, key, data)
             self._next_handle += 1
@@ -148,26 +183,43 @@ class KeyedCache(Generic[T]):
         entries = instance.entries
         if self._depth is not None and len(entries) >= self._depth:
             self._drop_oldest(instance)
-        elif (self._max_per_instance is not None and len(entries) >= self._max_per_instance) or (
-            self._max_samples is not None and self._count >= self._max_samples
-        ):
-            self.rejected += 1
-            if not entries:
-                self._remove(instance)
-            return False
-        entries.append(
-            _Entry(
-                data,
-                info.source_timestamp_ns,
-                info.publication_handle,
-                instance.disposed_generation_count,
-            )
-        )
+        else:
+            reason = None
+            if self._max_per_instance is not None and len(entries) >= self._max_per_instance:
+                reason = SampleRejectedReason.REJECTED_BY_SAMPLES_PER_INSTANCE_LIMIT
+            elif self._max_samples is not None and self._count >= self._max_samples:
+                reason = SampleRejectedReason.REJECTED_BY_SAMPLES_LIMIT
+            if reason is not None:
+                if not entries:
+                    self._remove(instance)
+                self._reject(reason, instance.handle if entries else 0)
+                return False
+        entries.append(_Entry(data, timestamp, publication, instance.disposed_generation_count))
         self._count += 1
         instance.key_sample = data
         if disposes:
             instance.state = InstanceState.NOT_ALIVE_DISPOSED
         return True
+
+    def _reject(self, reason: SampleRejectedReason, handle: int) -> None:
+        self.rejected += 1
+        self._rejected_change += 1
+        self._rejected_reason = reason
+        self._rejected_handle = handle
+
+    def rejected_status(self) -> SampleRejectedStatus:
+        """Rejections so far (reading it resets the change count, as for a plain reader)."""
+        with self.lock:
+            status = SampleRejectedStatus(
+                self.rejected, self._rejected_change, self._rejected_reason, self._rejected_handle
+            )
+            self._rejected_change = 0
+            return status
+
+    @property
+    def rejected_changed(self) -> bool:
+        """Whether samples were rejected since the status was last read."""
+        return self._rejected_change > 0
 
     def _drop_oldest(self, instance: _Instance[T]) -> None:
         instance.entries.pop(0)
@@ -192,39 +244,52 @@ class KeyedCache(Generic[T]):
         ``instance_handle`` limits to one instance; ``after_handle`` to the first
         instance with a larger handle that has matching samples.
         """
+        mask = int(mask)
+        want_read, want_unread = bool(mask & _READ), bool(mask & _NOT_READ)
         with self.lock:
             if instance_handle is not None:
                 found = self._by_handle.get(instance_handle)
                 if found is None:
                     raise BadParameterError(f"no instance with handle {instance_handle}")
                 candidates = [found]
+            elif after_handle is not None:
+                candidates = [i for i in self._by_handle.values() if i.handle > after_handle]
             else:
-                candidates = sorted(self._by_handle.values(), key=lambda i: i.handle)
-                if after_handle is not None:
-                    candidates = [i for i in candidates if i.handle > after_handle]
+                candidates = list(self._by_handle.values())
             out: list[Sample[T]] = []
             for instance in candidates:
-                if len(out) >= max_samples:
+                room = max_samples - len(out)
+                if room <= 0:
                     break
-                if not (_view(instance) & mask and int(instance.state) & mask):
+                if not (mask & (_NEW if instance.new else _NOT_NEW) and mask & instance.state):
                     continue
-                chosen = [
-                    e
-                    for e in instance.entries
-                    if (SampleState.READ if e.read else SampleState.NOT_READ) & mask
-                    and (predicate is None or predicate(e.data))
-                ]
-                chosen = chosen[: max_samples - len(out)]
+                entries = instance.entries
+                prefix = want_read and want_unread and predicate is None
+                if prefix:
+                    chosen = entries[:room]
+                else:
+                    chosen = [
+                        e
+                        for e in entries
+                        if (want_read if e.read else want_unread)
+                        and (predicate is None or predicate(e.data))
+                    ][:room]
                 if not chosen:
                     continue
-                out += self._infos(instance, chosen)
+                self._infos(instance, chosen, out)
                 instance.new = False
                 if take:
-                    kept = [e for e in instance.entries if not any(e is c for c in chosen)]
-                    self._count -= len(instance.entries) - len(kept)
-                    instance.entries = kept
-                    if not kept:
+                    if len(chosen) == len(entries):
+                        self._count -= len(entries)
+                        instance.entries = []
                         self._remove(instance)  # taking everything removes the instance
+                    elif prefix:
+                        instance.entries = entries[len(chosen) :]
+                        self._count -= len(chosen)
+                    else:
+                        gone = {id(e) for e in chosen}
+                        instance.entries = [e for e in entries if id(e) not in gone]
+                        self._count -= len(chosen)
                 else:
                     for entry in chosen:
                         entry.read = True
@@ -232,41 +297,50 @@ class KeyedCache(Generic[T]):
                     break
             return out
 
-    def _infos(self, instance: _Instance[T], chosen: list[_Entry[T]]) -> list[Sample[T]]:
-        view = _view(instance)
+    def _infos(self, instance: _Instance[T], chosen: list[_Entry[T]], out: list[Sample[T]]) -> None:
+        view = ViewState.NEW if instance.new else ViewState.NOT_NEW
+        state = instance.state
+        handle = instance.handle
         latest = chosen[-1].disposed_generation_count
         now = instance.disposed_generation_count
-        n = len(chosen)
-        return [
-            Sample(
-                e.data,
-                SampleInfo(
-                    SampleState.READ if e.read else SampleState.NOT_READ,
-                    view,
-                    instance.state,
-                    True,
-                    e.source_timestamp_ns,
-                    instance.handle,
-                    e.publication_handle,
-                    e.disposed_generation_count,
-                    0,
-                    n - 1 - i,
-                    latest - e.disposed_generation_count,
-                    now - e.disposed_generation_count,
-                ),
+        rank = len(chosen)
+        read, not_read = SampleState.READ, SampleState.NOT_READ
+        append = out.append
+        for e in chosen:
+            rank -= 1
+            generation = e.disposed_generation_count
+            append(
+                Sample(
+                    e.data,
+                    SampleInfo(
+                        read if e.read else not_read,
+                        view,
+                        state,
+                        True,
+                        e.timestamp,
+                        handle,
+                        e.publication_handle,
+                        generation,
+                        0,
+                        rank,
+                        latest - generation,
+                        now - generation,
+                    ),
+                )
             )
-            for i, e in enumerate(chosen)
-        ]
 
     def matches(self, mask: int, predicate: Callable[[T], bool] | None = None) -> bool:
         """Whether any sample matches (for conditions)."""
+        mask = int(mask)
+        want_read, want_unread = bool(mask & _READ), bool(mask & _NOT_READ)
         with self.lock:
             for instance in self._instances.values():
-                if not (_view(instance) & mask and int(instance.state) & mask):
+                if not (mask & (_NEW if instance.new else _NOT_NEW) and mask & instance.state):
                     continue
                 for e in instance.entries:
-                    state = SampleState.READ if e.read else SampleState.NOT_READ
-                    if state & mask and (predicate is None or predicate(e.data)):
+                    if (want_read if e.read else want_unread) and (
+                        predicate is None or predicate(e.data)
+                    ):
                         return True
             return False
 
@@ -300,11 +374,11 @@ class KeyedCache(Generic[T]):
     def handles(self) -> list[int]:
         """Handles of the instances the reader holds."""
         with self.lock:
-            return sorted(self._by_handle)
+            return list(self._by_handle)
 
 
-def _view(instance: _Instance[Any]) -> ViewState:
-    return ViewState.NEW if instance.new else ViewState.NOT_NEW
+def _timestamp(arrival: Arrival[Any]) -> int:
+    return arrival[1]
 
 
 def _limit(value: int) -> int | None:

@@ -57,6 +57,27 @@ class TestPubSubQuick:
                 assert r["p99_us"] >= r["p50_us"]
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+class TestReadersQuick:
+    def test_quick_run_reports_every_reader_kind_in_both_cases(self, domain_id: int) -> None:
+        """A --quick readers run completes and prints a positive figure for each reader kind."""
+        result = run_benchmarks("readers", "--quick", "--", "--domain", str(domain_id), timeout=170)
+        assert result.returncode == 0, result.stdout + result.stderr
+        lines = result.stdout.splitlines()
+        for title in ("streaming", "prefilled: take loop CPU", "prefilled: reader process CPU"):
+            start = next(i for i, line in enumerate(lines) if line.startswith(title))
+            rows = lines[start + 2 : start + 7]
+            assert [row.split("  ")[0] for row in rows] == [
+                "raw cyclonedds",
+                "dcps plain",
+                "dcps SubscriptionKeys",
+                "dcps SubscriptionKeys+limits",
+                "dcps content-filtered*",
+            ], result.stdout
+            assert all(float(row.split()[-3].replace(",", "")) > 0 for row in rows), result.stdout
+
+
 class TestRunner:
     def test_list_names_every_benchmark(self) -> None:
         """--list shows each bench_*.py module by its short name."""

@@ -14,6 +14,9 @@ from waiting import eventually
 import dcps
 import qos
 
+ALIVE = dcps.InstanceState.ALIVE
+DISPOSED = dcps.InstanceState.NOT_ALIVE_DISPOSED
+
 
 @pytest.fixture
 def participant(domain_id: int) -> Iterator[dcps.DomainParticipant]:
@@ -75,32 +78,32 @@ class TestPlainReader:
 
     def test_autopurge_nowriter_removes_samples_after_the_delay(self, participant, topic) -> None:
         """With autopurge_nowriter_samples_delay, samples of a writer-less instance disappear."""
-        reader = dcps.DataReader(
-            participant,
-            topic,
-            qos=reader_qos({"reliable": True, "keep_all": True}).with_(
-                qos.ReaderDataLifecycle(
-                    autopurge_nowriter_samples_delay=timedelta(milliseconds=200)
-                )
-            ),
-        )
+
+        def purging(delay: timedelta) -> dcps.DataReader[Reading]:
+            return dcps.DataReader(
+                participant,
+                topic,
+                qos=reader_qos({"reliable": True, "keep_all": True}).with_(
+                    qos.ReaderDataLifecycle(autopurge_nowriter_samples_delay=delay)
+                ),
+            )
+
+        reader = purging(timedelta(milliseconds=200))
+        slow = purging(timedelta(hours=1))  # its delay cannot run out during the test
         keep = dcps.DataReader(
             participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
         )
         writer = dcps.DataWriter(
             participant, topic, qos=writer_qos({"reliable": True, "keep_instances": True})
         )
-        writer.wait_for_readers(2)
+        writer.wait_for_readers(3)
         writer.write(Reading(1, 1.0, ""))
         writer.write(Reading(2, 2.0, ""))
         writer.unregister_instance(Reading(1, 0.0, ""))
         writer.wait_for_acknowledgments(10)
-        assert {s.data.sensor for s in reader.read()} == {1, 2}  # not yet: the delay runs
         eventually(lambda: {s.data.sensor for s in reader.read()} == {2}, what="purge of sensor 1")
-        assert {s.data.sensor for s in keep.read()} == {
-            1,
-            2,
-        }  # a reader without the policy keeps it
+        assert {s.data.sensor for s in slow.read()} == {1, 2}  # not before its delay
+        assert {s.data.sensor for s in keep.read()} == {1, 2}  # nor without the policy
 
     def test_autopurge_disposed_removes_samples_after_the_delay(self, participant, topic) -> None:
         """With autopurge_disposed_samples_delay, samples of a disposed instance disappear."""
@@ -120,6 +123,31 @@ class TestPlainReader:
         writer.dispose(Reading(2, 0.0, ""))
         writer.wait_for_acknowledgments(10)
         eventually(lambda: {s.data.sensor for s in reader.read()} == {1}, what="purge of sensor 2")
+
+    def test_rebirth_cancels_the_disposed_purge(self, participant, topic) -> None:
+        """A disposed instance written again before its purge keeps its new sample."""
+        reader = dcps.DataReader(
+            participant,
+            topic,
+            qos=reader_qos({"reliable": True, "keep_all": True}).with_(
+                qos.ReaderDataLifecycle(autopurge_disposed_samples_delay=timedelta(seconds=1))
+            ),
+        )
+        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
+        writer.wait_for_readers()
+        writer.write(Reading(1, 1.0, ""))
+        writer.dispose(Reading(1, 0.0, ""))
+        eventually(
+            lambda: any(s.info.instance_state == DISPOSED for s in reader.read()),
+            what="sensor 1 disposed",
+        )
+        writer.write(Reading(1, 2.0, ""))  # reborn
+        writer.write(Reading(2, 1.0, ""))
+        writer.dispose(Reading(2, 0.0, ""))  # disposed after sensor 1: purged after it
+        writer.wait_for_acknowledgments(10)
+        eventually(lambda: 2 not in {s.data.sensor for s in reader.read()}, what="purge of 2")
+        reborn = [s for s in reader.read() if s.valid_data and s.data.value == 2.0]
+        assert [(s.data.sensor, s.info.instance_state) for s in reborn] == [(1, ALIVE)]
 
 
 class TestSubscriptionKeysReader:
@@ -170,3 +198,22 @@ class TestSubscriptionKeysReader:
             )
         )
         eventually(lambda: {s.data.label for s in reader.read()} == {"keep"}, what="purge")
+
+    def test_rebirth_cancels_the_disposed_purge(self, participant, topic) -> None:
+        """A reader instance written again after write_dispose keeps its new sample."""
+        reader = self.keyed(
+            participant, topic, autopurge_disposed_samples_delay=timedelta(seconds=1)
+        )
+        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
+        writer.wait_for_readers()
+        reader.wait_for_writers()
+        writer.write_dispose(Reading(1, 1.0, "back"))
+        eventually(
+            lambda: any(s.info.instance_state == DISPOSED for s in reader.read()),
+            what="'back' disposed",
+        )
+        writer.write(Reading(1, 2.0, "back"))  # reborn
+        writer.write_dispose(Reading(2, 1.0, "gone"))  # disposed later: purged later
+        eventually(lambda: "gone" not in {s.data.label for s in reader.read()}, what="purge")
+        reborn = [s for s in reader.read() if s.data.value == 2.0]
+        assert [(s.data.label, s.info.instance_state) for s in reborn] == [("back", ALIVE)]

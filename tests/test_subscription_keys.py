@@ -7,14 +7,28 @@ from collections.abc import Iterator
 
 import pytest
 from peer import Peer
-from qos_spec import reader_qos
+from qos_spec import reader_qos, writer_qos
 from topic_types import Blob, Reading
 from waiting import eventually
 
 import dcps
+import idl
 import qos
+from dcps._cyclone_c import STATUSINFO_DISPOSE, take_cdr
 
 pytestmark = pytest.mark.multiprocess
+
+
+class Where(idl.Struct, typename="skeys_tests::Where"):
+    region: idl.bounded_str[16]
+    zone: idl.int32
+
+
+class Car(idl.Struct, typename="skeys_tests::Car"):
+    id: idl.key[idl.int32]
+    where: Where
+    speed: idl.float64
+
 
 ALIVE = dcps.InstanceState.ALIVE
 DISPOSED = dcps.InstanceState.NOT_ALIVE_DISPOSED
@@ -47,8 +61,10 @@ def writer(domain_id: int, topic_name: str) -> Iterator[Peer]:
         peer.close()
 
 
-def by_label(reader: dcps.DataReader[Reading]) -> dcps.DataReader[Reading]:
-    return reader
+def plain_reader(
+    participant: dcps.DomainParticipant, topic: dcps.Topic[Reading]
+) -> dcps.DataReader[Reading]:
+    return dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True, "keep_all": True}))
 
 
 def settled(reader: dcps.DataReader[Reading], count: int) -> list[dcps.Sample[Reading]]:
@@ -183,6 +199,172 @@ class TestLifecycleRules:
         assert ranks == [(1.0, 1), (2.0, 1), (3.0, 0)]
 
 
+class TestEventsBeforeAnyRead:
+    """The lifecycle event arrives before the application reads anything at all."""
+
+    def test_dispose_without_data_leaves_the_instance_alive(
+        self, participant, topic, writer
+    ) -> None:
+        """write then dispose, then the first read: the reader instance is ALIVE."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        plain = plain_reader(participant, topic)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed, plain)
+        writer.call("write", sensor=1, value=1.0, label="a")
+        writer.call("dispose", sensor=1, label="a")
+        eventually(lambda: [s for s in plain.read() if s.info.instance_state == DISPOSED])
+        samples = eventually(lambda: keyed.read())
+        assert [(s.data.label, s.valid_data, s.info.instance_state) for s in samples] == [
+            ("a", True, ALIVE)
+        ]
+
+    def test_unregister_leaves_the_instance_alive(self, participant, topic, writer) -> None:
+        """write then unregister (autodisposing), then the first read: ALIVE."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        plain = plain_reader(participant, topic)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed, plain)
+        writer.call("write", sensor=2, value=1.0, label="b")
+        writer.call("unregister", sensor=2, label="b")
+        eventually(lambda: [s for s in plain.read() if s.info.instance_state != ALIVE])
+        samples = eventually(lambda: keyed.read())
+        assert [(s.data.label, s.valid_data, s.info.instance_state) for s in samples] == [
+            ("b", True, ALIVE)
+        ]
+
+    def test_killed_writer_leaves_the_instance_alive(self, participant, topic, writer) -> None:
+        """write, the writer process is killed, then the first read: ALIVE."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        plain = plain_reader(participant, topic)
+        writer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, keyed, plain)
+        writer.call("write", sensor=3, value=1.0, label="c")
+        eventually(lambda: plain.read())
+        writer.kill()
+        eventually(
+            lambda: [s for s in plain.read() if s.info.instance_state != ALIVE],
+            what="writer death noticed",
+        )
+        samples = keyed.read()
+        assert [(s.data.label, s.valid_data, s.info.instance_state) for s in samples] == [
+            ("c", True, ALIVE)
+        ]
+
+    def test_write_dispose_between_writes_counts_one_disposed_generation(
+        self, participant, topic, writer
+    ) -> None:
+        """write, write_dispose, write, then the first read: one disposed generation, DDS states."""
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label"))
+        plain = plain_reader(participant, topic)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed, plain)
+        writer.call("write", sensor=1, value=1.0, label="a")
+        writer.call("write_dispose", sensor=1, value=2.0, label="a")
+        writer.call("write", sensor=1, value=3.0, label="a")
+        eventually(lambda: len(plain.read()) == 3)
+        samples = eventually(lambda: (s := keyed.read()) and len(s) == 3 and s)
+        assert [
+            (
+                s.data.value,
+                s.info.sample_state,
+                s.info.view_state,
+                s.info.instance_state,
+                s.info.disposed_generation_count,
+                s.info.sample_rank,
+                s.info.generation_rank,
+                s.info.absolute_generation_rank,
+            )
+            for s in samples
+        ] == [
+            (1.0, dcps.SampleState.NOT_READ, dcps.ViewState.NEW, ALIVE, 0, 2, 1, 1),
+            (2.0, dcps.SampleState.NOT_READ, dcps.ViewState.NEW, ALIVE, 0, 1, 1, 1),
+            (3.0, dcps.SampleState.NOT_READ, dcps.ViewState.NEW, ALIVE, 1, 0, 0, 0),
+        ]
+
+    def test_each_sample_says_whether_it_was_written_with_dispose(
+        self, participant, topic, writer
+    ) -> None:
+        """Taken as serdata, only the write_dispose sample carries DISPOSE, whatever came after."""
+        watch = plain_reader(participant, topic)
+        probe = plain_reader(participant, topic)  # never read before the take below
+        writer.start_writer({"reliable": True, "keep_all": True}, watch, probe)
+        writer.call("write", sensor=1, value=1.0, label="a")
+        writer.call("write_dispose", sensor=1, value=2.0, label="a")
+        writer.call("write", sensor=2, value=1.0, label="b")
+        writer.call("dispose", sensor=2, label="b")
+        eventually(
+            lambda: (
+                {s.data.sensor for s in watch.read() if s.info.instance_state == DISPOSED} == {1, 2}
+            )
+        )
+        rows = take_cdr(probe._cyclone._ref, 0xFFFF, 16)
+        assert not isinstance(rows, int)
+        marks = [
+            (Reading.deserialize(data).value, row[2], bool(status & STATUSINFO_DISPOSE))
+            for data, row, status in rows
+            if data is not None
+        ]
+        # Every instance state says DISPOSED; only the write_dispose sample carries the bit.
+        assert sorted(marks) == [
+            (1.0, int(DISPOSED), False),
+            (1.0, int(DISPOSED), False),
+            (2.0, int(DISPOSED), True),
+        ]
+
+
+class TestResourceLimits:
+    def test_samples_per_instance_rejections_reach_status_and_listener(
+        self, participant, topic, writer
+    ) -> None:
+        """A third sample for a reader instance limited to two is rejected and reported."""
+        seen: list[dcps.SampleRejectedStatus] = []
+
+        class Rejections(dcps.Listener):
+            def on_sample_rejected(self, reader, status) -> None:
+                seen.append(status)
+
+        keyed = dcps.DataReader(
+            participant,
+            topic,
+            qos=keyed_qos("label").with_(qos.ResourceLimits(max_samples_per_instance=2)),
+            listener=Rejections(),
+        )
+        plain = plain_reader(participant, topic)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed, plain)
+        for sensor in range(3):
+            writer.call("write", sensor=sensor, value=1.0, label="a")
+        eventually(lambda: len(plain.read()) == 3)
+        assert [s.data.sensor for s in eventually(lambda: keyed.read())] == [0, 1]
+        status = eventually(lambda: seen)[0]
+        assert status.total_count == 1
+        assert status.total_count_change == 1
+        assert (
+            status.last_reason == dcps.SampleRejectedReason.REJECTED_BY_SAMPLES_PER_INSTANCE_LIMIT
+        )
+        assert status.last_instance_handle == keyed.lookup_instance(Reading(0, 0.0, "a"))
+        after = keyed.sample_rejected_status  # the listener call reset the change count
+        assert (after.total_count, after.total_count_change) == (1, 0)
+
+    def test_instances_limit_rejections_reach_the_status(self, participant, topic, writer) -> None:
+        """With max_instances=1 a sample for a second reader instance is rejected and counted."""
+        keyed = dcps.DataReader(
+            participant,
+            topic,
+            qos=keyed_qos("label").with_(qos.ResourceLimits(max_instances=1)),
+        )
+        plain = plain_reader(participant, topic)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed, plain)
+        writer.call("write", sensor=1, value=1.0, label="a")
+        writer.call("write", sensor=2, value=1.0, label="b")
+        writer.call("write", sensor=3, value=1.0, label="a")
+        eventually(lambda: len(plain.read()) == 3)
+        assert [
+            s.data.sensor for s in eventually(lambda: len(keyed.read()) == 2 and keyed.read())
+        ] == [1, 3]
+        status = keyed.sample_rejected_status
+        assert status.total_count == 1
+        assert status.total_count_change == 1
+        assert status.last_reason == dcps.SampleRejectedReason.REJECTED_BY_INSTANCES_LIMIT
+        assert status.last_instance_handle == 0
+        assert keyed.sample_rejected_status.total_count_change == 0
+
+
 class TestReaderOperations:
     def test_history_depth_applies_per_reader_instance(self, participant, topic, writer) -> None:
         """KEEP_LAST 2 keeps the last two samples of each reader instance, across writers."""
@@ -234,6 +416,51 @@ class TestReaderOperations:
             return ""
 
         assert asyncio.run(asyncio.wait_for(first(), 10)) == "low"
+
+    def test_query_condition_wakes_a_wait_set_on_a_plain_reader_too(
+        self, participant, topic, writer
+    ) -> None:
+        """The same query condition on a plain reader wakes its wait set and selects the same."""
+        plain = plain_reader(participant, topic)
+        query = dcps.QueryCondition(
+            plain, "value > %0", ["5"], sample_states=dcps.SampleState.NOT_READ
+        )
+        ws = dcps.WaitSet(participant)
+        ws.attach(query)
+        writer.start_writer({"reliable": True, "keep_all": True}, plain)
+        writer.call("write", sensor=1, value=1.0, label="low")
+        writer.call("write", sensor=2, value=9.0, label="high")
+        assert ws.wait(10) == [query]
+        assert [s.data.label for s in plain.take(condition=query)] == ["high"]
+        query.set_parameters(["0"])
+        assert ws.wait(10) == [query]
+        assert [s.data.label for s in plain.read(condition=query)] == ["low"]
+
+    def test_dotted_path_keys_group_by_nested_fields(self, participant, unique) -> None:
+        """Keys where.region + where.zone group cars by their nested position fields."""
+        cars = dcps.Topic(participant, f"cars_{unique}", Car)
+        keyed = dcps.DataReader(
+            participant,
+            cars,
+            qos=reader_qos({"reliable": True, "keep_all": True}).with_(
+                qos.SubscriptionKeys.of("where.region", "where.zone")
+            ),
+        )
+        writer = dcps.DataWriter(
+            participant, cars, qos=writer_qos({"reliable": True, "keep_all": True})
+        )
+        writer.wait_for_readers()
+        keyed.wait_for_writers()
+        for car, (region, zone) in enumerate((("n", 1), ("n", 1), ("n", 2), ("s", 1))):
+            writer.write(Car(car, Where(region, zone), 1.0))
+        samples = settled(keyed, 4)
+        groups = {}
+        for s in samples:
+            groups.setdefault(s.info.instance_handle, []).append(s.data.id)
+        assert sorted(groups.values()) == [[0, 1], [2], [3]]
+        handle = keyed.lookup_instance(Car(99, Where("n", 2), 0.0))
+        assert groups[handle] == [2]
+        assert keyed.key_value(handle).where == Where("n", 2)
 
 
 class TestPolicyChecks:
