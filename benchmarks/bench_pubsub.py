@@ -570,7 +570,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for impl in impls:
             for role in ("reader", "writer"):
-                procs[impl, role] = _Process(impl, role, args.domain, prefix, args.profile, env)
+                # One prefix per implementation: both declare bench::Small alike, so
+                # with shared topic names a raw writer also fed the dcps reader.
+                procs[impl, role] = _Process(
+                    impl, role, args.domain, f"{prefix}_{impl}", args.profile, env
+                )
         sizes: dict[str, int] = {}
         for proc in procs.values():
             sizes = proc.expect("ready", timeout=90)["sizes"]

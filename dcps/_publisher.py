@@ -12,7 +12,7 @@ import qos as q
 from dcps._cyclone_c import wait_for_acks
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
-from dcps._qos_bridge import apply_qos, resolve_qos
+from dcps._qos_bridge import apply_qos, check_supported, resolve_qos
 from dcps._retcode import cyclone_call
 from dcps._time import duration_ns
 from idl._errors import BadParameterError, DcpsTimeoutError
@@ -77,6 +77,7 @@ class _Group(Entity):
             raise BadParameterError(f"{self._kind} takes a {type(self._qos).__name__}")
         qos.check()
         q.check_change(self._qos, qos)
+        check_supported(qos, self._kind)
         self._rebuild(qos)
 
     def _create_cyclone(self, qos: Any) -> Any:

@@ -6,9 +6,31 @@ from typing import Any, TypeVar
 
 import qos as q
 from dcps._retcode import cyclone_call
-from idl._errors import BadParameterError
+from idl._errors import BadParameterError, UnsupportedError
 
 Q = TypeVar("Q", bound=q.QosSet)
+
+# Cyclone DDS 11 has no durability service: these kinds are announced but a
+# late joiner gets nothing, so refuse them instead of misleading the user.
+_NO_SERVICE = (q.DurabilityKind.TRANSIENT, q.DurabilityKind.PERSISTENT)
+
+
+def check_supported(value: q.QosSet, entity: str) -> None:
+    """Raise :class:`UnsupportedError` for policy values dcps accepts but cannot honour."""
+    if value.applies(q.Durability) and isinstance(value, q.DataWriterQos | q.DataReaderQos):
+        kind = value[q.Durability].kind
+        if kind in _NO_SERVICE:
+            raise UnsupportedError(
+                f"{entity}: Durability {kind.name} needs a durability service, which "
+                f"Cyclone DDS does not provide here (a late joiner would get nothing); "
+                f"use Durability.TRANSIENT_LOCAL (history kept by the live writer) or "
+                f"a channelled topic with the dcps store"
+            )
+    if value.applies(q.EntityFactory) and not value[q.EntityFactory].autoenable_created_entities:
+        raise UnsupportedError(
+            f"{entity}: EntityFactory(autoenable_created_entities=False) is not supported: "
+            f"dcps enables every entity when it is created (there is no enable())"
+        )
 
 
 def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None) -> Q:
@@ -18,6 +40,7 @@ def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None
     if not isinstance(value, kind):
         raise BadParameterError(f"{entity} takes a {kind.__name__}, got {type(value).__name__}")
     value.check()
+    check_supported(value, entity)
     return value
 
 
@@ -29,6 +52,7 @@ def apply_qos(entity: Any, current: Q, new: Q) -> Q:
         )
     new.check()
     q.check_change(current, new)
+    check_supported(new, entity._describe())
     with cyclone_call(f"set QoS of {entity._describe()}"):
         entity._cyclone.set_qos(q.to_cyclone(new))
     return new

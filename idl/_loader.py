@@ -5,8 +5,12 @@ Reads modules, structs (with single inheritance), enums, typedefs, consts
 ``sequence<T>``/``sequence<T, N>``, ``string``/``string<N>``, multi-dimensional
 arrays, ``@key`` and ``#pragma keylist``, ``@final``/``@appendable``/``@mutable``
 (and ``@extensibility(...)``), ``#include "x.idl"`` / ``<x.idl>`` with include
-dirs, and comments. The types it builds are ``idl.Struct`` / ``idl.Enum``
-classes, the same kind the class API declares.
+dirs, comments, and the preprocessor subset of :mod:`idl._preprocess`
+(object-like ``#define`` macros, ``#ifdef``/``#ifndef``/``#if``/``#elif``/
+``#else``/``#endif``). The types it builds are ``idl.Struct`` / ``idl.Enum``
+classes, the same kind the class API declares. Unions, ``bitmask``,
+``bitset``, ``map<K, V>``, ``fixed<d, s>`` and ``wstring`` raise an error
+naming the construct.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from cyclonedds.idl import types as _t
 
 from ._errors import IdlError, IdlSyntaxError
 from ._grammar import GRAMMAR
+from ._preprocess import preprocess
 from ._struct import make_enum, make_struct
 
 __all__ = ["IdlModule", "load", "loads"]
@@ -158,20 +163,36 @@ class _Scope:
         return f"<IDL module {self._prefix[:-2]}>"
 
 
-def _syntax_error(exc: lark.exceptions.UnexpectedInput, file: str) -> IdlSyntaxError:
+#: IDL 4 constructs the loader does not read, by their keyword.
+_UNSUPPORTED = {
+    "union": "unions are not supported",
+    "bitmask": "bitmask is not supported",
+    "bitset": "bitset is not supported",
+    "map": "map<K, V> is not supported",
+    "fixed": "fixed<digits, scale> is not supported",
+}
+_TEMPLATE_BEFORE = re.compile(r"\b(map|fixed)\s*$")
+
+
+def _syntax_error(exc: lark.exceptions.UnexpectedInput, file: str, text: str) -> IdlSyntaxError:
     line = getattr(exc, "line", 0) or 0
     column = getattr(exc, "column", 0) or 0
     if isinstance(exc, lark.exceptions.UnexpectedToken):
         tok = exc.token
+        # map<...> and fixed<...> read as a type name; the parser stumbles on the "<".
+        before = _TEMPLATE_BEFORE.search(text, 0, tok.start_pos or 0) if tok == "<" else None
         if tok.type == "$END":
             msg = "unexpected end of file"
-        elif str(tok) == "union":
-            msg = "unions are not supported"
+        elif before is not None:
+            msg = _UNSUPPORTED[before.group(1)]
+            line, column = _position(text, before.start(1))
+        elif str(tok) in _UNSUPPORTED and str(tok) not in ("map", "fixed"):
+            msg = _UNSUPPORTED[str(tok)]
         else:
             msg = f"unexpected {str(tok)!r}"
-        expected = sorted(e for e in exc.expected if not e.startswith("__"))
-        if expected:
-            msg += f" (expected one of {', '.join(expected[:8])})"
+            expected = sorted(e for e in exc.expected if not e.startswith("__"))
+            if expected:
+                msg += f" (expected one of {', '.join(expected[:8])})"
     elif isinstance(exc, lark.exceptions.UnexpectedCharacters):
         msg = f"unexpected character {exc.char!r}"
     elif isinstance(exc, lark.exceptions.UnexpectedEOF):
@@ -179,6 +200,12 @@ def _syntax_error(exc: lark.exceptions.UnexpectedInput, file: str) -> IdlSyntaxE
     else:  # pragma: no cover
         msg = str(exc)
     return IdlSyntaxError(msg, file=file, line=line, column=column)
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of ``offset`` in ``text``."""
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _c_div(a: Any, b: Any) -> Any:
@@ -215,6 +242,9 @@ class _Loader:
         self.keylists: list[tuple[str, list[str], str, str]] = []
         self.pending_keys: dict[str, list[str]] = {}
         self.file = "<string>"
+        self.macros: dict[str, str] = {}
+        # Included files, preprocessed when their #include was met (None: in progress).
+        self.sources: dict[Path, str | None] = {}
 
     # --- errors ---------------------------------------------------------------
     def err(self, node: Any, message: str) -> IdlError:
@@ -223,11 +253,25 @@ class _Loader:
         return IdlError(f"{loc}: {message}")
 
     # --- files ----------------------------------------------------------------
+    def preprocess(self, text: str, filename: str, directory: Path | None) -> str:
+        def include(target: str, quoted: bool, line: int) -> None:
+            path = self.resolve(filename, line, target, quoted, directory)
+            if path not in self.sources:
+                self.sources[path] = None
+                self.sources[path] = self.preprocess(
+                    path.read_text(encoding="utf-8"), str(path), path.parent
+                )
+
+        return preprocess(text, filename, self.macros, include)
+
     def parse_text(self, text: str, filename: str, directory: Path | None) -> None:
+        self.parse_preprocessed(self.preprocess(text, filename, directory), filename, directory)
+
+    def parse_preprocessed(self, text: str, filename: str, directory: Path | None) -> None:
         try:
             tree = _get_parser().parse(text)
         except lark.exceptions.UnexpectedInput as exc:
-            raise _syntax_error(exc, filename) from None
+            raise _syntax_error(exc, filename, text) from None
         saved = self.file
         self.file = filename
         self._dir = directory
@@ -237,22 +281,29 @@ class _Loader:
         finally:
             self.file = saved
 
-    def include(self, node: Any, target: str, quoted: bool, directory: Path | None) -> None:
+    def resolve(
+        self, file: str, line: int, target: str, quoted: bool, directory: Path | None
+    ) -> Path:
+        """The file ``#include`` names: next to the includer (quoted), then include dirs."""
         candidates = ([directory] if quoted and directory is not None else []) + self.include_dirs
         for d in candidates:
             p = (d / target).resolve()
             if p.is_file():
-                break
-        else:
-            raise self.err(
-                node,
-                f"cannot find included file {target!r}"
-                f" (searched {', '.join(map(str, candidates)) or 'nothing'})",
-            )
+                return p
+        raise IdlError(
+            f"{file}:{line}: cannot find included file {target!r}"
+            f" (searched {', '.join(map(str, candidates)) or 'nothing'})"
+        )
+
+    def include(self, node: Any, target: str, quoted: bool, directory: Path | None) -> None:
+        p = self.resolve(self.file, node.line, target, quoted, directory)
         if p in self.included:
             return
         self.included.add(p)
-        self.parse_text(p.read_text(encoding="utf-8"), str(p), p.parent)
+        text = self.sources.get(p)
+        if text is None:  # pragma: no cover - the preprocessor met every active #include
+            raise self.err(node, f"{target!r} was not preprocessed")
+        self.parse_preprocessed(text, str(p), p.parent)
 
     # --- names ----------------------------------------------------------------
     def define(self, node: Any, scope: list[str], name: str, value: Any) -> str:
@@ -324,10 +375,11 @@ class _Loader:
                 raise self.err(tok, f"#pragma keylist names {full!r}, which is not a struct")
             self.rebuild_with_keys(tok, full, value, keys)
             return
-        if re.match(r"(ifndef|ifdef|define|endif|pragma|if|else|elif|undef|error|warning)\b", text):
-            return  # include guards and other pragmas: nothing to do (files load once)
-        word = text.split()[0] if text else ""
-        raise self.err(tok, f"unsupported preprocessor directive #{word}")
+        if re.match(r"pragma\b", text):
+            return  # other pragmas: nothing to do
+        # The preprocessor passes on only #include and #pragma lines.
+        word = text.split()[0] if text else ""  # pragma: no cover
+        raise self.err(tok, f"unsupported preprocessor directive #{word}")  # pragma: no cover
 
     def rebuild_with_keys(self, tok: Any, full: str, cls: type, keys: list[str]) -> None:
         fields = cls.__dataclass_fields__  # type: ignore[attr-defined]
@@ -633,5 +685,6 @@ def load(
         raise IdlError(f"cannot read IDL file {str(p)!r}: {exc.strerror}") from exc
     loader = _Loader(include_dirs)
     loader.included.add(p.resolve())
+    loader.sources[p.resolve()] = None
     loader.parse_text(text, str(p), p.parent)
     return IdlModule(str(p), loader.entries)

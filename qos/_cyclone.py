@@ -205,8 +205,9 @@ _TO: dict[type[QosPolicy], Callable[[Any], Any]] = {
         else P.BinaryProperty(e.name, e.value, propagate=e.propagate)
         for e in p.entries
     ],
-    # Not in the binding: EntityFactory (entities are enabled by dcps) and
-    # SubscriptionKeys (implemented by the dcps reader).
+    # Not in the binding: EntityFactory (dcps enables every entity on creation
+    # and refuses autoenable_created_entities=False) and SubscriptionKeys
+    # (implemented by the dcps reader).
 }
 
 
@@ -220,7 +221,9 @@ def to_cyclone(qos: QosSet) -> cq.Qos:
     set when given (Cyclone then chooses from the topic type), so is
     Properties, an empty
     Partition means Cyclone's default partition, and EntityFactory and
-    SubscriptionKeys are not Cyclone policies (dcps implements them).
+    SubscriptionKeys are not Cyclone policies: the dcps reader implements
+    SubscriptionKeys; dcps enables every entity when it is created, so only
+    the default EntityFactory is accepted by the entities.
 
     **TRANSIENT_LOCAL on Cyclone DDS:** a TRANSIENT_LOCAL writer keeps for late
     joiners only what ``DurabilityService.history`` allows (keep-last 1 by

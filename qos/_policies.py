@@ -258,7 +258,18 @@ def _representations(instance: object, attribute: attrs.Attribute[Any], value: o
 # --------------------------------------------------------------------- base class
 
 
-class QosPolicy:
+class _PolicyMeta(type):
+    """Turns a constructor call with unknown or missing fields into BadParameterError."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except TypeError as exc:
+            # attrs' __init__ says e.g. "got an unexpected keyword argument 'dept'".
+            raise BadParameterError(f"{cls.__name__}: {exc}") from exc
+
+
+class QosPolicy(metaclass=_PolicyMeta):
     """Base of every QoS policy value.
 
     ``policy_name`` is the DDS name of the policy (as used in error messages),
@@ -314,7 +325,14 @@ class GroupData(QosPolicy):
 
 @attrs.frozen
 class Durability(QosPolicy):
-    """Whether and how long samples are kept for late-joining readers."""
+    """Whether and how long samples are kept for late-joining readers.
+
+    VOLATILE and TRANSIENT_LOCAL (history kept by the live writer) work on
+    Cyclone DDS. TRANSIENT and PERSISTENT need a durability service Cyclone
+    does not provide: a DataWriter or DataReader created with them raises
+    :class:`~idl._errors.UnsupportedError` (use a channelled topic and the dcps
+    store for data that outlives its writer).
+    """
 
     changeable: ClassVar[bool] = False
 
@@ -371,8 +389,10 @@ History.KEEP_ALL = History(HistoryKind.KEEP_ALL, 1)
 class DurabilityService(QosPolicy):
     """History and limits of the service keeping TRANSIENT/PERSISTENT data.
 
-    On Cyclone DDS it also bounds what a TRANSIENT_LOCAL writer keeps for late
-    joiners (see :func:`qos.to_cyclone`).
+    Cyclone DDS runs no durability service here, so as such it has no effect
+    (and dcps refuses TRANSIENT/PERSISTENT writers and readers). What it does
+    on Cyclone: it bounds what a TRANSIENT_LOCAL writer keeps for late joiners
+    (see :func:`qos.to_cyclone`).
     """
 
     changeable: ClassVar[bool] = False
@@ -612,7 +632,13 @@ class ResourceLimits(QosPolicy):
 
 @attrs.frozen
 class EntityFactory(QosPolicy):
-    """Whether child entities are enabled as soon as they are created."""
+    """Whether child entities are enabled as soon as they are created.
+
+    dcps enables every entity when it is created (there is no ``enable()``):
+    ``autoenable_created_entities=False`` raises
+    :class:`~idl._errors.UnsupportedError` when a participant, publisher or
+    subscriber is created or changed with it.
+    """
 
     changeable: ClassVar[bool] = True
 

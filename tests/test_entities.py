@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from qos_spec import reader_qos, writer_qos
@@ -222,7 +224,141 @@ class RecordingListener(dcps.Listener):
         self.matched.append(-status.current_count)
 
 
+class StatusListener(dcps.Listener):
+    """Records every status callback, in order, as (callback name, status)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: list[tuple[str, object]] = []
+
+    def _record(self, name: str, status: object) -> None:
+        with self._lock:
+            self.calls.append((name, status))
+
+    def statuses(self, name: str) -> list[Any]:
+        with self._lock:
+            return [status for called, status in self.calls if called == name]
+
+    def on_liveliness_changed(self, reader, status: dcps.LivelinessChangedStatus) -> None:
+        self._record("liveliness_changed", status)
+
+    def on_liveliness_lost(self, writer, status: dcps.LivelinessLostStatus) -> None:
+        self._record("liveliness_lost", status)
+
+    def on_offered_deadline_missed(self, writer, status: dcps.OfferedDeadlineMissedStatus) -> None:
+        self._record("offered_deadline_missed", status)
+
+    def on_offered_incompatible_qos(
+        self, writer, status: dcps.OfferedIncompatibleQosStatus
+    ) -> None:
+        self._record("offered_incompatible_qos", status)
+
+    def on_sample_lost(self, reader, status: dcps.SampleLostStatus) -> None:
+        self._record("sample_lost", status)
+
+
+SHORT = timedelta(milliseconds=200)
+
+
 class TestListeners:
+    def test_liveliness_changed_reports_alive_then_not_alive(self, participant, topic) -> None:
+        """A reader's listener hears a MANUAL_BY_TOPIC writer alive (it matched and wrote),
+        then not alive once its lease runs out unasserted."""
+        listener = StatusListener()
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True}), listener=listener
+        )
+        writer = dcps.DataWriter(
+            participant,
+            topic,
+            qos=qos.DataWriterQos(qos.Reliability.RELIABLE, qos.Liveliness.manual_by_topic(SHORT)),
+        )
+        writer.wait_for_readers()
+        writer.write(Reading(1, 1.0, ""))
+        lost = eventually(
+            lambda: [s for s in listener.statuses("liveliness_changed") if s.not_alive_count],
+            what="liveliness changed to not alive",
+        )
+        alive = [s for s in listener.statuses("liveliness_changed") if s.alive_count]
+        assert alive, "the writer never became alive"
+        assert (alive[0].alive_count, alive[0].alive_count_change) == (1, 1)
+        assert (lost[0].alive_count, lost[0].not_alive_count) == (0, 1)
+        assert lost[0].not_alive_count_change == 1
+        assert lost[0].last_publication_handle == alive[0].last_publication_handle != 0
+        assert reader.liveliness_changed_status.not_alive_count == 1
+
+    def test_liveliness_lost_is_reported_to_the_writer(self, participant, topic) -> None:
+        """A writer's listener hears that it lost liveliness once, with the count."""
+        listener = StatusListener()
+        writer = dcps.DataWriter(
+            participant,
+            topic,
+            qos=qos.DataWriterQos(qos.Reliability.RELIABLE, qos.Liveliness.manual_by_topic(SHORT)),
+            listener=listener,
+        )
+        writer.write(Reading(1, 1.0, ""))
+        status = eventually(lambda: listener.statuses("liveliness_lost"), what="liveliness lost")[0]
+        assert (status.total_count, status.total_count_change) == (1, 1)
+
+    def test_offered_deadline_missed_names_the_instance(self, participant, topic) -> None:
+        """A writer that does not update an instance within its deadline hears about it,
+        with a growing count and the instance's handle."""
+        listener = StatusListener()
+        writer = dcps.DataWriter(
+            participant,
+            topic,
+            qos=qos.DataWriterQos(qos.Reliability.RELIABLE, qos.Deadline(SHORT)),
+            listener=listener,
+        )
+        sample = Reading(4, 1.0, "")
+        writer.write(sample)
+        missed = eventually(
+            lambda: (
+                len(listener.statuses("offered_deadline_missed")) >= 2
+                and listener.statuses("offered_deadline_missed")
+            ),
+            what="two deadline misses",
+        )
+        assert [s.total_count for s in missed[:2]] == [1, 2]
+        assert missed[0].total_count_change == 1
+        assert missed[0].last_instance_handle == writer.lookup_instance(sample)
+
+    def test_offered_incompatible_qos_names_the_policy(self, participant, topic) -> None:
+        """A BEST_EFFORT writer's listener hears that a RELIABLE reader is incompatible,
+        naming Reliability."""
+        listener = StatusListener()
+        dcps.DataReader(participant, topic, qos=reader_qos({"reliable": True}))
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": False}), listener=listener
+        )
+        status = eventually(
+            lambda: listener.statuses("offered_incompatible_qos"), what="incompatible QoS"
+        )[0]
+        assert (status.total_count, status.total_count_change) == (1, 1)
+        assert status.last_policy_name == "Reliability"
+        assert writer.matched_subscriptions == []
+
+    def test_sample_lost_when_an_older_source_timestamp_arrives(self, participant, topic) -> None:
+        """A BY_SOURCE_TIMESTAMP reader drops a best-effort sample older than the one it has,
+        and its listener reports one lost sample."""
+        listener = StatusListener()
+        by_source = qos.DestinationOrder.BY_SOURCE_TIMESTAMP
+        reader = dcps.DataReader(
+            participant,
+            topic,
+            qos=qos.DataReaderQos(qos.Reliability.BEST_EFFORT, by_source),
+            listener=listener,
+        )
+        writer = dcps.DataWriter(
+            participant, topic, qos=qos.DataWriterQos(qos.Reliability.BEST_EFFORT, by_source)
+        )
+        writer.wait_for_readers()
+        writer.write(Reading(1, 2.0, "newer"), timestamp=datetime(2030, 1, 1, tzinfo=UTC))
+        writer.write(Reading(1, 1.0, "older"), timestamp=datetime(2020, 1, 1, tzinfo=UTC))
+        status = eventually(lambda: listener.statuses("sample_lost"), what="sample lost")[0]
+        assert (status.total_count, status.total_count_change) == (1, 1)
+        assert [s.data.label for s in reader.take()] == ["newer"]
+
     def test_listeners_report_matches_and_data(self, participant, topic) -> None:
         """Listeners on both ends hear the match, and the reader's hears new data."""
         listener = RecordingListener()

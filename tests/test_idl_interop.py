@@ -21,6 +21,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,9 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
+import dcps
 import idl
+import qos as dcps_qos
 
 pytestmark = pytest.mark.multiprocess
 
@@ -220,17 +225,48 @@ def _wait_for(condition: Any, what: str) -> None:
         time.sleep(0.01)
 
 
+def _open_writer(
+    api: str, stack: ExitStack, participant: DomainParticipant, domain_id: int, name: str, tp: Any
+) -> tuple[Callable[[Any], None], Callable[[], bool]]:
+    """A reliable keep-all writer on the raw binding or on dcps: (write, matched)."""
+    if api == "raw":
+        writer = DataWriter(participant, Topic(participant, name, tp), qos=_qos())
+        return writer.write, lambda: len(writer.get_matched_subscriptions()) > 0
+    dp = stack.enter_context(dcps.DomainParticipant(domain_id))
+    dw = dcps.DataWriter(dp, dcps.Topic(dp, name, tp), qos=_dcps_qos(dcps_qos.DataWriterQos))
+    return dw.write, lambda: bool(dw.matched_subscriptions)
+
+
+def _open_reader(
+    api: str, stack: ExitStack, participant: DomainParticipant, domain_id: int, name: str, tp: Any
+) -> Callable[[], list[Any]]:
+    """A reliable keep-all reader on the raw binding or on dcps: a take() of sample values."""
+    if api == "raw":
+        reader = DataReader(participant, Topic(participant, name, tp), qos=_qos())
+        return lambda: list(reader.take(N=COUNT))
+    dp = stack.enter_context(dcps.DomainParticipant(domain_id))
+    dr = dcps.DataReader(dp, dcps.Topic(dp, name, tp), qos=_dcps_qos(dcps_qos.DataReaderQos))
+    return lambda: [s.data for s in dr.take(COUNT) if s.info.valid_data]
+
+
+def _dcps_qos(kind: Any) -> Any:
+    return kind(dcps_qos.Reliability.reliable(timedelta(seconds=10)), dcps_qos.History.KEEP_ALL)
+
+
+@pytest.mark.parametrize("api", ["raw", "dcps"])
 @pytest.mark.parametrize("which", ["dataclass", "loaded"])
 class TestCPeer:
     def test_python_writes_c_reads(
         self,
         which: str,
+        api: str,
         c_peer: Path,
         participant: DomainParticipant,
         domain_id: int,
         topic_name: str,
     ) -> None:
-        """Samples written from Python arrive in the C peer with the same values."""
+        """Samples written from Python (raw binding or dcps DataWriter) arrive in the C peer
+        with the same values."""
         types = _types(which)
         proc = subprocess.Popen(
             [str(c_peer), "read", str(domain_id), topic_name, str(COUNT)],
@@ -239,15 +275,17 @@ class TestCPeer:
             text=True,
         )
         try:
-            assert _readline(proc, time.monotonic() + TIMEOUT).strip() == "READY"
-            topic = Topic(participant, topic_name, types["Sample"])
-            writer = DataWriter(participant, topic, qos=_qos())
-            _wait_for(lambda: len(writer.get_matched_subscriptions()) > 0, "the C reader")
-            sent = [expected_sample(types, i) for i in range(COUNT)]
-            for s in sent:
-                idl.validate(s, types["Sample"])
-                writer.write(s)
-            out, err = proc.communicate(timeout=TIMEOUT)
+            with ExitStack() as stack:
+                assert _readline(proc, time.monotonic() + TIMEOUT).strip() == "READY"
+                write, matched = _open_writer(
+                    api, stack, participant, domain_id, topic_name, types["Sample"]
+                )
+                _wait_for(matched, "the C reader")
+                sent = [expected_sample(types, i) for i in range(COUNT)]
+                for s in sent:
+                    idl.validate(s, types["Sample"])
+                    write(s)
+                out, err = proc.communicate(timeout=TIMEOUT)
             assert proc.returncode == 0, err
         finally:
             if proc.poll() is None:
@@ -259,36 +297,38 @@ class TestCPeer:
     def test_c_writes_python_reads(
         self,
         which: str,
+        api: str,
         c_peer: Path,
         participant: DomainParticipant,
         domain_id: int,
         topic_name: str,
     ) -> None:
-        """Samples written by the C peer are read in Python with the same values."""
+        """Samples written by the C peer are read in Python (raw binding or dcps DataReader)
+        with the same values."""
         types = _types(which)
-        topic = Topic(participant, topic_name, types["Sample"])
-        reader = DataReader(participant, topic, qos=_qos())
-        proc = subprocess.Popen(
-            [str(c_peer), "write", str(domain_id), topic_name, str(COUNT)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
         received: list[Any] = []
-        try:
+        with ExitStack() as stack:
+            take = _open_reader(api, stack, participant, domain_id, topic_name, types["Sample"])
+            proc = subprocess.Popen(
+                [str(c_peer), "write", str(domain_id), topic_name, str(COUNT)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
 
-            def take() -> bool:
-                received.extend(reader.take(N=COUNT))
-                return len(received) >= COUNT
+                def take_all() -> bool:
+                    received.extend(take())
+                    return len(received) >= COUNT
 
-            _wait_for(take, "samples from the C writer")
-            out, err = proc.communicate(timeout=TIMEOUT)
-            assert proc.returncode == 0, err
-            assert out.strip() == f"WROTE {COUNT}"
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+                _wait_for(take_all, "samples from the C writer")
+                out, err = proc.communicate(timeout=TIMEOUT)
+                assert proc.returncode == 0, err
+                assert out.strip() == f"WROTE {COUNT}"
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
         received.sort(key=lambda s: s.id.num)
         assert received == [expected_sample(types, i) for i in range(COUNT)]
         assert received[2].values.dtype == np.float32

@@ -263,6 +263,124 @@ class TestIncludes:
             idl.load(tmp_path / "nothing.idl")
 
 
+class TestPreprocessor:
+    def test_if_0_group_is_skipped(self) -> None:
+        """A definition inside #if 0 ... #endif is not loaded; #if 1 keeps its group."""
+        mod = idl.loads(
+            "#if 0\nstruct Hidden { long a; };\n#endif\n#if 1\nstruct Shown { long b; };\n#endif\n"
+        )
+        assert set(mod.structs) == {"Shown"}
+
+    def test_ifdef_else_loads_one_branch(self) -> None:
+        """#ifdef/#else/#endif and #ifndef pick exactly one branch by whether a macro is defined."""
+        text = (
+            "#ifdef WIDE\nstruct S { long long v; };\n#else\nstruct S { short v; };\n#endif\n"
+            "#ifndef WIDE\nconst long NARROW = 1;\n#endif\n"
+        )
+        narrow = idl.loads(text)
+        wide = idl.loads("#define WIDE\n" + text)
+        assert narrow.S(v=1).serialize() != wide.S(v=1).serialize()
+        assert len(wide.S(v=1).serialize()) - len(narrow.S(v=1).serialize()) == 6
+        assert narrow.constants == {"NARROW": 1}
+        assert wide.constants == {}
+
+    def test_define_expands_in_bounds_arrays_and_constants(self) -> None:
+        """Object-like macros expand (recursively) where IDL uses them, not in strings/comments."""
+        mod = idl.loads(
+            "#define N 4\n#define TWICE (N * 2)\n"
+            "// N in a comment stays\n"
+            "struct S { string<N> s; long a[TWICE]; };\n"
+            'const long K = TWICE + 1;\nconst string LABEL = "N";\n'
+            "#undef N\n#ifdef N\nconst long GONE = 1;\n#endif\n"
+        )
+        assert mod.constants == {"K": 9, "LABEL": "N"}
+        with pytest.raises(idl.IdlError, match="exceeds its bound 4"):
+            idl.validate(mod.S(s="12345", a=list(range(8))), mod.S)
+        sample = mod.S(s="abcd", a=list(range(8)))
+        assert mod.S.deserialize(sample.serialize()).a.tolist() == list(range(8))
+
+    def test_if_expressions_and_elif(self) -> None:
+        """#if/#elif evaluate integer expressions with defined(), macros and C operators."""
+        text = (
+            "#define VERSION 3\n"
+            "#if VERSION >= 4 && defined(FAST)\nconst long PICK = 4;\n"
+            "#elif VERSION == 3 || defined NOPE\nconst long PICK = 3;\n"
+            "#else\nconst long PICK = 0;\n#endif\n"
+            "#if !defined(UNDEFINED_NAME) && (UNDEFINED_NAME + 0x10) % 3 == 1\n"
+            "const long ALSO = 1;\n#endif\n"
+        )
+        assert idl.loads(text).constants == {"PICK": 3, "ALSO": 1}
+
+    def test_nested_groups_and_comments(self) -> None:
+        """Groups nest, a skipped group skips its nested groups, and directives in block
+        comments or after a continuation line are handled as C does."""
+        mod = idl.loads(
+            "#if 0\n#if 1\nstruct A { long a; };\n#else\nstruct B { long b; };\n#endif\n#endif\n"
+            "/*\n#if 0\n*/\nstruct C { long c; };\n"
+            "#if 1 && \\\n  0\nstruct D { long d; };\n#endif /* trailing */\n"
+        )
+        assert set(mod.structs) == {"C"}
+
+    def test_pragma_with_a_trailing_block_comment(self) -> None:
+        """A comment after a #pragma (even one running on over lines) does not reach the parser."""
+        mod = idl.loads(
+            "struct K { long a; long b; };\n#pragma keylist K b /* the key,\n  see above */\n"
+            "struct L { long c; }; // done\r\n"
+        )
+        assert idl.key_fields(mod.K) == ("b",)
+        assert set(mod.structs) == {"K", "L"}
+
+    def test_macros_flow_from_includes_and_guards_load_once(self, tmp_path: Path) -> None:
+        """A macro defined in an included file applies after the #include; an include guard
+        keeps a twice-included file from being defined twice."""
+        (tmp_path / "sizes.idl").write_text(
+            "#ifndef SIZES_IDL\n#define SIZES_IDL\n#define LEN 3\n"
+            "struct Base { long v; };\n#endif\n"
+        )
+        (tmp_path / "main.idl").write_text(
+            '#include "sizes.idl"\n#include "sizes.idl"\nstruct M { Base b; double xs[LEN]; };\n'
+        )
+        mod = idl.load(tmp_path / "main.idl")
+        assert set(mod.structs) == {"Base", "M"}
+        assert len(mod.M(mod.Base(1), [1.0, 2.0, 3.0]).xs) == 3
+
+    def test_include_in_skipped_group_is_not_read(self, tmp_path: Path) -> None:
+        """An #include inside #if 0 is not searched for (so a missing file there is fine)."""
+        (tmp_path / "main.idl").write_text(
+            '#if 0\n#include "missing.idl"\n#endif\nstruct S { long a; };\n'
+        )
+        assert set(idl.load(tmp_path / "main.idl").structs) == {"S"}
+
+    def test_line_numbers_survive_skipped_groups(self) -> None:
+        """A syntax error after skipped lines and directives reports its original line."""
+        with pytest.raises(idl.IdlSyntaxError) as info:
+            idl.loads("#define A 1\n#if 0\nx\ny\n#endif\nstruct S { long; };\n", filename="p.idl")
+        assert (info.value.line, info.value.column) == (6, 16)
+
+    @pytest.mark.parametrize(
+        ("text", "where", "message"),
+        [
+            ("#if 0\nstruct A { long a; };\n", (1, 1), "#if/#ifdef/#ifndef without #endif"),
+            ("struct A { long a; };\n#endif\n", (2, 1), "#endif without #if"),
+            ("#if 1\n#else\n#elif 1\n#endif\n", (3, 1), "#elif after #else"),
+            ("#define F(x) x\n", (1, 1), r"#define F\(...\): function-like macros"),
+            ("#line 7\n", (1, 1), "unsupported preprocessor directive #line"),
+            ("  #error no such platform\n", (1, 3), "#error no such platform"),
+            ("#if 1 +\n#endif\n", (1, 1), r"#if 1 \+: unexpected end of expression"),
+            ('#if "s"\n#endif\n', (1, 1), "is not supported in #if expressions"),
+            ("#ifdef\n#endif\n", (1, 1), "#ifdef needs one macro name"),
+            ("#include nowhere.idl\n", (1, 1), '#include needs "file" or <file>'),
+        ],
+    )
+    def test_bad_directives_raise_syntax_error_naming_them(
+        self, text: str, where: tuple[int, int], message: str
+    ) -> None:
+        """Malformed or unsupported directives raise IdlSyntaxError with file:line:col."""
+        with pytest.raises(idl.IdlSyntaxError, match=message) as info:
+            idl.loads(text, filename="d.idl")
+        assert (info.value.file, info.value.line, info.value.column) == ("d.idl", *where)
+
+
 class TestErrors:
     def test_syntax_error_position(self) -> None:
         """A syntax error raises IdlSyntaxError with file, line and column."""
@@ -286,6 +404,23 @@ class TestErrors:
         """Unions are reported as unsupported."""
         with pytest.raises(idl.IdlSyntaxError, match="unions are not supported"):
             idl.loads("union U switch (long) { case 1: long a; };")
+
+    @pytest.mark.parametrize(
+        ("text", "where", "message"),
+        [
+            ("struct S {\n  map<long, double> m; };", (2, 3), "map<K, V> is not supported"),
+            ("typedef fixed<5, 2> Money;", (1, 9), r"fixed<digits, scale> is not supported"),
+            ("@bit_bound(8) bitmask Flags { A, B };", (1, 15), "bitmask is not supported"),
+            ("module m {\n  bitset B { bitfield<3> a; };\n};", (2, 3), "bitset is not supported"),
+        ],
+    )
+    def test_unsupported_constructs_are_named(
+        self, text: str, where: tuple[int, int], message: str
+    ) -> None:
+        """map, fixed, bitmask and bitset raise IdlSyntaxError naming the construct and where."""
+        with pytest.raises(idl.IdlSyntaxError, match=message) as info:
+            idl.loads(text, filename="u.idl")
+        assert (info.value.line, info.value.column) == where
 
     @pytest.mark.parametrize(
         ("text", "message"),

@@ -80,8 +80,9 @@ class TestReliability:
     def test_compatibility_check_explains_the_mismatch(self) -> None:
         """The offline check names the incompatible policy, as the status does on the wire."""
         reasons = qos.compatibility(writer_qos({"reliable": False}), reader_qos({"reliable": True}))
-        assert [type(r.policy) if not isinstance(r.policy, type) else r.policy for r in reasons]
-        assert "Reliability" in str(reasons[0])
+        assert [r.policy for r in reasons] == [qos.Reliability]
+        assert reasons[0].reason == "reader requests RELIABLE, writer offers BEST_EFFORT"
+        assert str(reasons[0]) == "Reliability: reader requests RELIABLE, writer offers BEST_EFFORT"
 
 
 class TestDurability:
@@ -120,6 +121,66 @@ class TestDurability:
         writer.write(Reading(1, 2.0, "new"))
         reader.wait_for_data()
         assert [s.data.label for s in reader.take()] == ["new"]
+
+
+class TestUnsupportedDurability:
+    @pytest.mark.parametrize("durability", [qos.Durability.TRANSIENT, qos.Durability.PERSISTENT])
+    def test_writer_and_reader_refuse_durability_without_a_service(
+        self,
+        participant: dcps.DomainParticipant,
+        topic: dcps.Topic[Reading],
+        durability: qos.Durability,
+    ) -> None:
+        """TRANSIENT/PERSISTENT (no durability service on Cyclone) raise UnsupportedError
+        naming the kind and suggesting TRANSIENT_LOCAL, for writers and readers alike."""
+        name = durability.kind.name
+        with pytest.raises(dcps.UnsupportedError, match=rf"DataWriter: Durability {name} .*"):
+            dcps.DataWriter(participant, topic, qos=qos.DataWriterQos(durability))
+        with pytest.raises(dcps.UnsupportedError, match=r"use Durability\.TRANSIENT_LOCAL"):
+            dcps.DataReader(participant, topic, qos=qos.DataReaderQos(durability))
+
+    def test_topic_durability_is_refused_when_an_endpoint_inherits_it(
+        self, participant: dcps.DomainParticipant, unique: str
+    ) -> None:
+        """A writer taking a TRANSIENT topic QoS is refused; the participant keeps working."""
+        topic_qos = qos.TopicQos(qos.Durability.TRANSIENT)
+        topic = dcps.Topic(participant, f"transient_{unique}", Reading, qos=topic_qos)
+        with pytest.raises(dcps.UnsupportedError, match="TRANSIENT"):
+            dcps.DataWriter(participant, topic, qos=qos.DataWriterQos.from_topic(topic_qos))
+        writer = dcps.DataWriter(
+            participant, topic, qos=qos.DataWriterQos(qos.Reliability.RELIABLE)
+        )
+        reader = dcps.DataReader(
+            participant, topic, qos=qos.DataReaderQos(qos.Reliability.RELIABLE)
+        )
+        writer.wait_for_readers()
+        writer.write(Reading(1, 1.0, "still works"))
+        reader.wait_for_data()
+        assert [s.data.label for s in reader.take()] == ["still works"]
+
+
+class TestEntityFactory:
+    def test_autoenable_false_is_refused_for_participant_publisher_and_subscriber(
+        self, participant: dcps.DomainParticipant, domain_id: int
+    ) -> None:
+        """dcps has no enable(): EntityFactory(autoenable_created_entities=False) raises
+        UnsupportedError naming it, at creation and when set later."""
+        off = qos.EntityFactory(autoenable_created_entities=False)
+        match = r"EntityFactory\(autoenable_created_entities=False\) is not supported"
+        with pytest.raises(dcps.UnsupportedError, match=match):
+            dcps.DomainParticipant(domain_id, qos=qos.DomainParticipantQos(off))
+        with pytest.raises(dcps.UnsupportedError, match=match):
+            dcps.Publisher(participant, qos=qos.PublisherQos(off))
+        with pytest.raises(dcps.UnsupportedError, match=match):
+            dcps.Subscriber(participant, qos=qos.SubscriberQos(off))
+        publisher = dcps.Publisher(participant, qos=qos.PublisherQos(qos.EntityFactory()))
+        with pytest.raises(dcps.UnsupportedError, match=match):
+            publisher.set_qos(qos.PublisherQos(off))
+        subscriber = dcps.Subscriber(participant)
+        with pytest.raises(dcps.UnsupportedError, match=match):
+            subscriber.set_qos(qos.SubscriberQos(off, qos.Partition("elsewhere")))
+        assert publisher.qos[qos.EntityFactory].autoenable_created_entities is True
+        assert subscriber.partitions == ()
 
 
 class TestPartitions:
@@ -195,6 +256,9 @@ class TestOwnership:
         strong.call("write", sensor=1, value=9.0, label="strong")
         eventually(lambda: reader.read(), what="strong sample")
         weak.call("write", sensor=1, value=1.0, label="weak")
+        # Acknowledged: the reader has had the weak sample and dropped it, so
+        # "only strong" below is not just the weak sample still in flight.
+        weak.call("wait_acks")
         strong.call("write", sensor=1, value=9.5, label="strong")
         eventually(lambda: [s for s in reader.read() if s.data.value == 9.5], what="second strong")
         assert {s.data.label for s in reader.take() if s.valid_data} == {"strong"}

@@ -152,6 +152,24 @@ class TestCopyAndModify:
         with pytest.raises(BadParameterError, match="depht"):
             History().with_(depht=3)
 
+    @pytest.mark.parametrize(
+        "build",
+        [
+            lambda: History(dept=3),  # type: ignore[call-arg]
+            lambda: History().with_(dept=3),
+        ],
+    )
+    def test_unknown_field_raises_bad_parameter_naming_it(self, build) -> None:  # type: ignore[no-untyped-def]
+        """An unknown field is a BadParameterError naming the policy and the field,
+        whether given to the constructor or to with_()."""
+        with pytest.raises(BadParameterError, match=r"History.*'dept'"):
+            build()
+
+    def test_wrong_argument_count_raises_bad_parameter(self) -> None:
+        """Too many positional fields is a BadParameterError naming the policy."""
+        with pytest.raises(BadParameterError, match=r"^Reliability: .*positional"):
+            Reliability(ReliabilityKind.RELIABLE, timedelta(1), 3)  # type: ignore[call-arg]
+
     def test_partition_accepts_names_and_iterables(self) -> None:
         """Partition takes names as arguments, one iterable, or the names keyword."""
         assert Partition("a", "b") == Partition(["a", "b"]) == Partition(names=("a", "b"))

@@ -7,6 +7,7 @@ Each command line is answered with one JSON line ``{"ok": ...}`` or
 - ``writer`` {"qos": {...}, "partitions": [...]}: create the writer
 - ``write`` / ``write_dispose`` / ``dispose`` / ``unregister`` {"sensor", "value", "label"}
 - ``wait_readers`` {"count"}: block until that many readers match
+- ``wait_acks``: block until every matched reliable reader acknowledged all writes
 - ``assert_liveliness``
 - ``exit``
 """
@@ -44,6 +45,9 @@ def main() -> None:
             elif op == "wait_readers":
                 assert writer is not None
                 writer.wait_for_readers(cmd.get("count", 1), timeout=20)
+            elif op == "wait_acks":
+                assert writer is not None
+                writer.wait_for_acknowledgments(timeout=20)
             elif op == "assert_liveliness":
                 assert writer is not None
                 writer.assert_liveliness()
