@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from cyclonedds.core import DDSException
 from cyclonedds.core import GuardCondition as CycloneGuard
 from cyclonedds.core import QueryCondition as CycloneQuery
 from cyclonedds.core import ReadCondition as CycloneRead
@@ -19,7 +20,7 @@ from cyclonedds.core import WaitSet as CycloneWaitSet
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
 from dcps._reader import DataReader, state_mask
-from dcps._retcode import cyclone_call
+from dcps._retcode import cyclone_call, error_for
 from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState
 from dcps._status import StatusKind
 from dcps._time import INFINITE_NS, duration_ns
@@ -327,24 +328,29 @@ class WaitSet(Entity):
 
         Raises :class:`DcpsTimeoutError` if none holds within ``timeout``.
         """
+        # the wake-up path of every event loop: kept to plain statements (no context
+        # manager, no generator), it runs on a cold cache after each wake-up
         self._check_open()
-        ns = duration_ns(timeout)
+        ns = INFINITE_NS if timeout is None else duration_ns(timeout)
         deadline = None if ns == INFINITE_NS else time.monotonic() + ns / 1e9
+        wait = self._cyclone.wait
         while True:
             remaining = ns if deadline is None else max(0, int((deadline - time.monotonic()) * 1e9))
-            with cyclone_call("wait"):
-                count = self._cyclone.wait(remaining)
+            try:
+                count = wait(remaining)
+            except DDSException as exc:
+                raise error_for(exc.code, "wait") from exc
             if count == 0:
                 raise DcpsTimeoutError(f"no condition triggered within {timeout}")
-            conditions = self.conditions
-            drained = {
-                id(c._reader): c._reader
+            conditions = [c for c in self._conditions if not c.closed]
+            drained = [
+                c._reader
                 for c in conditions
-                if isinstance(c, ReadCondition) and c._pending is not None
-            }
+                if c._pending is not None and isinstance(c, ReadCondition)
+            ]
             if not drained and count >= len(conditions):  # all fired: no need to ask again
-                return list(conditions)
-            for reader in drained.values():
+                return conditions
+            for reader in dict.fromkeys(drained):
                 reader._drain()  # SubscriptionKeys: file what arrived, then judge
             triggered = [c for c in conditions if c.triggered]
             if triggered:
