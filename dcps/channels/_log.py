@@ -464,11 +464,11 @@ class ChannelLog:
             return ElementRun(st[1])
         cur = self._conn.execute(
             "SELECT first_offset, count, ts, sizes, data FROM batches"
-            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset >= coalesce("
-            "(SELECT max(first_offset) FROM batches"
+            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset < ?4"
+            " AND first_offset >= coalesce((SELECT max(first_offset) FROM batches"
             " WHERE topic_id = ?1 AND channel = ?2 AND first_offset <= ?3), ?3)"
             " ORDER BY first_offset",
-            (tid, channel, start),
+            (tid, channel, start, start + max_count),
         )
         try:
             return ElementRun.from_rows(_rows(cur), start, max_count)
