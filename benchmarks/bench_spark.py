@@ -206,6 +206,13 @@ def fill(domain: int, namespace: str, topic: str, channels: int, rows: int) -> f
         access.close()
 
 
+def trigger_time(progress: dict[str, object]) -> float:
+    """When a micro-batch's trigger started (seconds since the epoch), from its progress."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(progress["timestamp"])).timestamp()
+
+
 def timed(fn) -> float:  # type: ignore[no-untyped-def]
     start = time.perf_counter()
     fn()
@@ -276,9 +283,13 @@ def main() -> None:
             base = {"topic": topic, "type": TYPE, "domain": str(domain), "namespace": namespace}
 
             steady: dict[str, list[float]] = {}
-            fixed: dict[str, float] = {}  # per query: end-to-end time - micro-batch time
+            # per query: start() to the first data micro-batch, and the last one's end to
+            # termination (the per-query fixed cost is their sum), medians over the runs
+            heads: dict[str, list[float]] = {}
+            tails: dict[str, list[float]] = {}
 
             def stream(extra: dict[str, str], label: str = "") -> None:
+                started = time.time()
                 q = (
                     spark.readStream.format("dcps")
                     .options(**base, **extra)
@@ -289,24 +300,30 @@ def main() -> None:
                     .start()
                 )
                 q.awaitTermination()
+                ended = time.time()
                 got = sum(p["numInputRows"] for p in q.recentProgress)
                 assert got == rows, (got, rows)
                 busy = [p for p in q.recentProgress if p["numInputRows"]]
                 ms = sum(p["durationMs"]["triggerExecution"] for p in busy)
                 if label:
                     steady.setdefault(label, []).append(rows * 1000 / max(1, ms))
+                    first, last = trigger_time(busy[0]), trigger_time(busy[-1])
+                    heads.setdefault(label, []).append(first - started)
+                    tails.setdefault(label, []).append(
+                        ended - last - busy[-1]["durationMs"]["triggerExecution"] / 1000
+                    )
 
             stream({})  # warm-up: workers, imports, DDS discovery in the workers
-            dds, local = "source -> noop (over DDS)", "source -> noop (data_dir file)"
-            results[dds] = median_rate(rows, lambda _: stream({}, dds), runs)
-            results[local] = median_rate(
-                rows, lambda _: stream({"data_dir": f"{tmp}/store"}, local), runs
-            )
-            for label in (dds, local):  # without the query's start and stop
-                batch_rate = results[f"{label[:-1]}, micro-batch)"] = statistics.median(
+            dds, local = "over DDS", "data_dir file"
+            stream_cases = {dds: {}, local: {"data_dir": f"{tmp}/store"}}
+            for label, extra in stream_cases.items():
+                results[f"(d) source -> noop, {label}, end to end"] = median_rate(
+                    rows, lambda _, e=extra, la=label: stream(e, la), runs
+                )
+            for label in stream_cases:  # without the query's start and stop
+                results[f"(c) source -> noop, {label}, per micro-batch"] = statistics.median(
                     steady[label]
                 )
-                fixed[label] = rows / results[label] - rows / batch_rate
             if not args.source_only:  # the other cases take long with --rows in millions
                 results["batch read -> noop (over DDS)"] = median_rate(
                     rows,
@@ -351,12 +368,22 @@ def main() -> None:
     raw = results["raw binding write -> take (reference)"] = statistics.median(
         raw_rate(domain, min(rows, 20_000)) for _ in range(runs)
     )
+    fixed: dict[str, dict[str, float]] = {
+        label: {
+            "start -> first data batch": statistics.median(heads[label]),
+            "last data batch -> end": statistics.median(tails[label]),
+        }
+        for label in heads
+    }
     print(f"{'case':<48}{'rows/s':>14}{'x raw':>8}")
     for name, rate in results.items():
         print(f"{name:<48}{rate:>14,.0f}{rate / raw:>8.1f}")
-    print(f"{'Spark start-up (local[2], s)':<48}{startup:>14.1f}")
-    for label, secs in fixed.items():
-        print(f"{'fixed cost per query, ' + label[16:-1] + ' (s)':<48}{secs:>14.1f}")
+    print(f"{'(a) Spark session start-up, local[2] (s)':<48}{startup:>14.2f}")
+    for where, parts in fixed.items():
+        head, tail = parts.values()
+        print(f"{'(b) fixed cost per query, ' + where + ' (s)':<48}{head + tail:>14.2f}")
+        print(f"{'    query start -> first data micro-batch':<48}{head:>14.2f}")
+        print(f"{'    last data micro-batch -> query ended':<48}{tail:>14.2f}")
     print(f"({rows:,} rows of a 64-byte type in {channels} channels; medians of {runs} runs)")
     if args.json:
         Path(args.json).write_text(
