@@ -375,15 +375,15 @@ def main() -> None:
         }
         for label in heads
     }
-    print(f"{'case':<48}{'rows/s':>14}{'x raw':>8}")
+    print(f"{'case':<52}{'rows/s':>14}{'x raw':>8}")
     for name, rate in results.items():
-        print(f"{name:<48}{rate:>14,.0f}{rate / raw:>8.1f}")
-    print(f"{'(a) Spark session start-up, local[2] (s)':<48}{startup:>14.2f}")
+        print(f"{name:<52}{rate:>14,.0f}{rate / raw:>8.1f}")
+    print(f"{'(a) Spark session start-up, local[2] (s)':<52}{startup:>14.2f}")
     for where, parts in fixed.items():
         head, tail = parts.values()
-        print(f"{'(b) fixed cost per query, ' + where + ' (s)':<48}{head + tail:>14.2f}")
-        print(f"{'    query start -> first data micro-batch':<48}{head:>14.2f}")
-        print(f"{'    last data micro-batch -> query ended':<48}{tail:>14.2f}")
+        print(f"{'(b) fixed cost per query, ' + where + ' (s)':<52}{head + tail:>14.2f}")
+        print(f"{'    query start -> first data micro-batch':<52}{head:>14.2f}")
+        print(f"{'    last data micro-batch -> query ended':<52}{tail:>14.2f}")
     print(f"({rows:,} rows of a 64-byte type in {channels} channels; medians of {runs} runs)")
     if args.json:
         Path(args.json).write_text(
