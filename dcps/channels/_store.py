@@ -241,13 +241,13 @@ class Store:
 
     def _outbox(self, client: str, now: float) -> ReplyOutbox:
         """The client's reply outbox, created with its writer on first use (service thread)."""
+        if now >= self._next_reply_sweep:  # before the lookup: never hand out a deleted one
+            self._sweep_reply_writers(now)
         out = self._reply_writers.get(client)
         if out is None:
             partition = reply_partition(self.namespace, client)
             writer = self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS)
             out = self._reply_writers[client] = ReplyOutbox(writer, now)
-        if now >= self._next_reply_sweep:
-            self._sweep_reply_writers(now)
         return out
 
     def _reply(self, request: Request, **fields: Any) -> None:
