@@ -9,7 +9,9 @@ batch. Subscriber groups keep one committed offset per channel. The file
 layout is documented in ``docs/store-format.md``.
 
 The log is used by one thread at a time (the store's); it does no locking of
-its own beyond SQLite's.
+its own beyond SQLite's. Other threads read through a :class:`LogReader` each
+(:meth:`ChannelLog.reader`): its own read-only connection, every read in one
+SQLite snapshot, so it never sees half of a transaction.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import attrs
@@ -40,6 +42,7 @@ __all__ = [
     "ChannelLog",
     "ChannelState",
     "Element",
+    "LogReader",
     "SyncMode",
     "TopicInfo",
     "default_channel_count",
@@ -459,21 +462,11 @@ class ChannelLog:
         tid, st = self._state(topic, channel)
         if max_count < 1:
             raise BadParameterError(f"max_count must be >= 1, got {max_count}")
-        start = max(offset, st[0])
-        if start >= st[1]:
-            return ElementRun(st[1])
-        cur = self._conn.execute(
-            "SELECT first_offset, count, ts, sizes, data FROM batches"
-            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset >= coalesce("
-            "(SELECT max(first_offset) FROM batches"
-            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset <= ?3), ?3)"
-            " ORDER BY first_offset",
-            (tid, channel, start),
-        )
-        try:
-            return ElementRun.from_rows(_rows(cur), start, max_count)
-        finally:
-            cur.close()
+        return _read_run(self._conn, tid, channel, max(offset, st[0]), st[1], max_count)
+
+    def reader(self) -> LogReader:
+        """A read-only connection to this log for one other thread (close it when done)."""
+        return LogReader(self)
 
     def channel_state(self, topic: str, channel: int) -> ChannelState:
         """Head and tail of one channel."""
@@ -689,13 +682,84 @@ class ChannelLog:
         return deleted
 
 
-def _rows(cur: sqlite3.Cursor) -> Iterator[tuple[int, int, int, bytes, bytes]]:
-    """A cursor's rows, fetched a few at a time (the caller stops early)."""
-    while True:
-        chunk = cur.fetchmany(16)
-        if not chunk:
-            return
-        yield from chunk
+class LogReader:
+    """Reads of a :class:`ChannelLog` from another thread than the log's own.
+
+    Its own read-only SQLite connection (memory-mapped reads): WAL mode lets
+    it read while the log's thread writes, and each :meth:`fetch` runs in one
+    snapshot, so it sees a committed batch whole or not at all, together with
+    the channel head and tail of that moment. Topics are looked up in the
+    log's cache (only ever added to, after their transaction committed).
+    """
+
+    def __init__(self, log: ChannelLog) -> None:
+        self._log = log
+        uri = f"{log.path.resolve().as_uri()}?mode=ro"
+        self._db: sqlite3.Connection | None = sqlite3.connect(
+            uri, uri=True, isolation_level=None, check_same_thread=False
+        )
+        self._db.execute(f"PRAGMA mmap_size={_READER_MMAP}")
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def fetch(
+        self, topic: str, channel: int, offset: int, max_count: int
+    ) -> tuple[ElementRun, ChannelState]:
+        """Up to ``max_count`` elements from ``offset`` (or the head if later) and the state.
+
+        Like :meth:`ChannelLog.fetch_run`; the channel state is the one the
+        run was read in.
+        """
+        if self._db is None:
+            raise AlreadyClosedError(f"the reader of channel log {self._log.path} is closed")
+        tid, info = self._log._topic(topic)
+        if not isinstance(channel, int) or not 0 <= channel < info.channel_count:
+            raise BadParameterError(
+                f"topic {topic!r} has channels 0..{info.channel_count - 1}, not {channel!r}"
+            )
+        if max_count < 1:
+            raise BadParameterError(f"max_count must be >= 1, got {max_count}")
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            head, nxt = db.execute(
+                "SELECT head, next_offset FROM channels WHERE topic_id = ? AND channel = ?",
+                (tid, channel),
+            ).fetchone()
+            run = _read_run(db, tid, channel, max(offset, head), nxt, max_count)
+        finally:
+            db.execute("COMMIT")
+        return run, ChannelState(head, nxt - 1)
+
+
+#: Bytes of the store file a LogReader maps: reads copy pages out of the
+#: mapping instead of a read() system call per 4 KiB page of a stored batch.
+_READER_MMAP = 1 << 30
+
+
+def _read_run(
+    db: sqlite3.Connection, tid: int, channel: int, start: int, end: int, max_count: int
+) -> ElementRun:
+    """Up to ``max_count`` stored elements of a channel from ``start`` (``end``: next offset)."""
+    if start >= end:
+        return ElementRun(end)
+    # Bounded above: every row the cursor steps over has its whole blob read.
+    cur = db.execute(
+        "SELECT first_offset, count, ts, sizes, data FROM batches"
+        " WHERE topic_id = ?1 AND channel = ?2 AND first_offset < ?4"
+        " AND first_offset >= coalesce((SELECT max(first_offset) FROM batches"
+        " WHERE topic_id = ?1 AND channel = ?2 AND first_offset <= ?3), ?3)"
+        " ORDER BY first_offset",
+        (tid, channel, start, start + max_count),
+    )
+    try:
+        return ElementRun.from_rows(cur, start, max_count)
+    finally:
+        cur.close()
 
 
 def _migrate_v1(db: sqlite3.Connection) -> None:

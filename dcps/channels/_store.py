@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import signal
 import socket
 import sys
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-from cyclonedds.core import DDSException
 
 from idl._errors import (
     BadParameterError,
@@ -33,7 +32,7 @@ from idl._errors import (
 
 from ._assignment import assign_channels
 from ._batches import BULK_FETCH, PackedPayloads
-from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, SyncMode, default_channel_count
+from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, LogReader, SyncMode, default_channel_count
 from ._position import CommitStatus
 from ._protocol import (
     ANNOUNCE_QOS,
@@ -57,6 +56,7 @@ from ._protocol import (
     live_announcements,
     reply_partition,
 )
+from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, request_partition, share_conflict
 from ._topic import ChannelledTopic
 
@@ -66,8 +66,11 @@ if TYPE_CHECKING:
 __all__ = ["STORE_FILE", "Store", "run_store"]
 
 _log = logging.getLogger("dcps.channels.store")
-#: Seconds after which the reply writer of a client that has gone is deleted.
-_REPLY_WRITER_IDLE = 60.0
+#: Threads answering FETCH requests, each with its own read connection to the log.
+_FETCH_THREADS = 3
+#: Seconds a fetch thread waits for a client to acknowledge replies before it
+#: leaves the rest to the service thread (so a stuck client holds it briefly).
+_SEND_PATIENCE = 1.0
 STORE_FILE = "channels.db"
 ANONYMOUS_PREFIX = "~anonymous/"
 COMMIT_CODES = list(CommitStatus)
@@ -75,15 +78,6 @@ COMMIT_CODES = list(CommitStatus)
 
 class _DeferredError(Exception):
     """A request held back until the coordinator's assignment may grant its ownership."""
-
-
-@attrs.define
-class _ReplyWriter:
-    """The writer answering one client, and the replies it could not take yet."""
-
-    writer: Any
-    used: float
-    backlog: deque[tuple[float, Reply]] = attrs.Factory(deque)
 
 
 @attrs.define
@@ -105,7 +99,7 @@ class _Group:
 
 
 class Store:
-    """The store of one namespace: a SQLite log plus its DDS service thread.
+    """The store of one namespace: a SQLite log plus its DDS service threads.
 
     ``Store(data_dir, domain_id=...)`` opens (or creates) ``data_dir/channels.db``
     and starts serving at once; use it as a context manager or call
@@ -164,8 +158,13 @@ class Store:
             request_partition(namespace, self.share.index, self.share.count),
             CONTROL_QOS,
         )
-        self._reply_writers: dict[str, _ReplyWriter] = {}
-        self._next_reply_sweep = time.monotonic() + _REPLY_WRITER_IDLE
+        self._reply_writers: dict[str, ReplyOutbox] = {}
+        self._next_reply_sweep = time.monotonic() + REPLY_WRITER_IDLE
+        # FETCHes are answered off the service thread (see _on_fetch); None stops a thread
+        self._fetch_jobs: queue.SimpleQueue[tuple[Request, ReplyOutbox, Any] | None] = (
+            queue.SimpleQueue()
+        )
+        self._fetchers: list[threading.Thread] = []
         self._assignments = ep.writer(ep.assign_topic, namespace, ASSIGN_QOS)
         self._batch_writers: dict[tuple[str, int], Any] = {}
         self._groups: dict[tuple[str, str], _Group] = {}
@@ -193,6 +192,10 @@ class Store:
         self._waiter.wake()
         if self._thread is not None:
             self._thread.join()
+        for _ in self._fetchers:
+            self._fetch_jobs.put(None)
+        for fetcher in self._fetchers:
+            fetcher.join()
         self._waiter.close()
         for writer in self._batch_writers.values():
             drop_endpoint(writer)
@@ -202,7 +205,7 @@ class Store:
             if entity is not None:
                 drop_endpoint(entity)
         for out in self._reply_writers.values():
-            drop_endpoint(out.writer)
+            out.close()
         drop_endpoint(self._assignments)
         self._endpoint.close()
         self.log.close()
@@ -240,47 +243,32 @@ class Store:
         self._expire_members()
         self._retry_replies()
 
-    def _reply(self, request: Request, **fields: Any) -> None:
-        now = time.monotonic()
-        out = self._reply_writers.get(request.client)
-        if out is None:
-            partition = reply_partition(self.namespace, request.client)
-            writer = self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS)
-            out = self._reply_writers[request.client] = _ReplyWriter(writer, now)
-        out.used = now
-        reply = Reply(client=request.client, request_id=request.request_id, **fields)
-        if out.backlog or not self._write_reply(out, reply):
-            out.backlog.append((now, reply))  # in order, after those still waiting
-        if now >= self._next_reply_sweep:
+    def _outbox(self, client: str, now: float) -> ReplyOutbox:
+        """The client's reply outbox, created with its writer on first use (service thread)."""
+        if now >= self._next_reply_sweep:  # before the lookup: never hand out a deleted one
             self._sweep_reply_writers(now)
+        out = self._reply_writers.get(client)
+        if out is None:
+            partition = reply_partition(self.namespace, client)
+            writer = self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS)
+            out = self._reply_writers[client] = ReplyOutbox(writer, now)
+        return out
 
-    @staticmethod
-    def _write_reply(out: _ReplyWriter, reply: Reply) -> bool:
-        """Write ``reply`` unless the client's writer is full of unacknowledged replies."""
-        try:
-            out.writer.write(reply)
-        except DDSException:
-            return False
-        return True
+    def _reply(self, request: Request, **fields: Any) -> None:
+        out = self._outbox(request.client, time.monotonic())
+        out.put(out.reserve(time.monotonic()), _make_reply(request, **fields))
 
     def _retry_replies(self) -> None:
         """Write the replies that found their client's writer full; drop those nobody awaits."""
-        now = time.monotonic()
-        for client, out in self._reply_writers.items():
-            while out.backlog:
-                queued, reply = out.backlog[0]
-                if now - queued > _REPLY_WRITER_IDLE:  # the client timed it out long ago
-                    _log.warning("dcps store: reply to client %s dropped", client)
-                elif not self._write_reply(out, reply):
-                    break
-                out.backlog.popleft()
+        for out in self._reply_writers.values():
+            out.retry()
 
     def _sweep_reply_writers(self, now: float) -> None:
         """Delete the reply writers of clients that are gone (no reader, idle)."""
-        self._next_reply_sweep = now + _REPLY_WRITER_IDLE
+        self._next_reply_sweep = now + REPLY_WRITER_IDLE
         for client, out in list(self._reply_writers.items()):
-            if now - out.used > _REPLY_WRITER_IDLE and not out.writer.get_matched_subscriptions():
-                drop_endpoint(out.writer)
+            if out.idle(now) and not out.writer.get_matched_subscriptions():
+                out.close()
                 del self._reply_writers[client]
 
     def _fail(self, request: Request, exc: BaseException) -> None:
@@ -403,18 +391,60 @@ class Store:
         )
 
     def _on_fetch(self, request: Request) -> None:
-        """Up to ``number`` elements of one channel from an offset.
+        """Up to ``number`` elements of one channel from an offset (answered by a fetch thread).
 
         Per-element form (``flag`` 0): ``offsets``, ``stamps`` and ``sizes``
         per element, payloads in ``blob``. Bulk form (``flag`` BULK_FETCH): the
         stored batches as they are, see ``ElementRun.reply_fields``.
+
+        The reply's place among the client's replies is taken here, so it
+        leaves in request order; a fetch thread reads the log in a snapshot
+        taken after every earlier request was handled (a FETCH sees what a
+        PUBLISH before it appended) and writes the reply, while this thread
+        goes on with other requests.
         """
         self._foreign(request.topic, request.channels)
-        channel, offset = request.channels[0], request.offsets[0]
-        run = self.log.fetch_run(request.topic, channel, offset, max(1, int(request.number)))
-        state = self.log.channel_state(request.topic, channel)
-        fields = run.reply_fields() if request.flag == BULK_FETCH else run.element_fields()
-        self._reply(request, channels=[channel], **fields, heads=[state.head], tails=[state.tail])
+        now = time.monotonic()
+        out = self._outbox(request.client, now)
+        self._fetch_jobs.put((request, out, out.reserve(now)))
+
+    def _start_fetchers(self) -> None:
+        for i in range(_FETCH_THREADS):
+            thread = threading.Thread(
+                target=self._fetch_loop, name=f"dcps-store-fetch-{i}", daemon=True
+            )
+            thread.start()
+            self._fetchers.append(thread)
+
+    def _fetch_loop(self) -> None:
+        """A fetch thread: answer queued FETCHes until told to stop."""
+        reader = self.log.reader()
+        try:
+            while True:
+                job = self._fetch_jobs.get()
+                if job is None or self._stopping:
+                    return
+                request, out, slot = job
+                try:
+                    reply = self._answer_fetch(reader, request)
+                    out.send(slot, reply, _SEND_PATIENCE, lambda: self._stopping)
+                except Exception:  # keep serving; the reply, if filled in, is retried
+                    _log.exception("dcps store: unexpected error in a fetch thread")
+        finally:
+            reader.close()
+
+    @staticmethod
+    def _answer_fetch(reader: LogReader, request: Request) -> Reply:
+        try:
+            channel, offset = request.channels[0], request.offsets[0]
+            run, state = reader.fetch(request.topic, channel, offset, max(1, int(request.number)))
+            fields = run.reply_fields() if request.flag == BULK_FETCH else run.element_fields()
+            return _make_reply(
+                request, channels=[channel], **fields, heads=[state.head], tails=[state.tail]
+            )
+        except Exception as exc:  # every failure becomes an error reply
+            error = str(exc) or type(exc).__name__
+            return _make_reply(request, status=error_code(exc), error=error)
 
     def _on_state(self, request: Request) -> None:
         topic = request.topic
@@ -673,6 +703,7 @@ class Store:
                     self.close()
                     raise PreconditionNotMetError(f"store not started: {conflict}")
                 time.sleep(0.02)
+        self._start_fetchers()
         self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
         self._thread.start()
 
@@ -827,6 +858,10 @@ class Store:
         Op.COMMIT: _on_share_commit,
         Op.SEEK: _on_share_seek,
     }
+
+
+def _make_reply(request: Request, **fields: Any) -> Reply:
+    return Reply(client=request.client, request_id=request.request_id, **fields)
 
 
 def run_store(

@@ -18,7 +18,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -199,11 +199,40 @@ class StoreAccess:
             else:
                 run = self._fetch_dds(topic, channel, start, end)
         if strict and (run.count != end - start or (run.count and run.first != start)):
-            raise PreconditionNotMetError(
-                f"topic {topic!r} channel {channel}: elements {start}..{end - 1} are no longer "
-                f"all stored (got {run.count}); the store's retention removed them"
-            )
+            raise _retained(topic, channel, start, end, run.count)
         return run
+
+    def fetch_runs(
+        self, topic: str, channel: int, start: int, end: int, step: int
+    ) -> Iterator[ElementRun]:
+        """Elements ``start .. end - 1`` of ``channel``, exactly, in runs of up to ``step``.
+
+        Over DDS, ``FETCH_WINDOW`` requests stay in flight the whole time,
+        also while the caller works on a run, so the store and the transport
+        never wait for it. Raises ``PreconditionNotMetError`` if retention
+        removed part of the range (as :meth:`fetch` does).
+        """
+        if self._client is None:
+            for pos in range(start, end, max(1, step)):
+                yield self.fetch(topic, channel, pos, min(end, pos + max(1, step)))
+            return
+        pending: deque[tuple[int, int, Future[Reply]]] = deque()
+        pos = expect = start
+        runs: list[ElementRun] = []
+        while expect < end:
+            while pos < end and len(pending) < FETCH_WINDOW:
+                count = min(self.fetch_chunk, end - pos)
+                pending.append((pos, count, self._request_fetch(topic, channel, pos, count)))
+                pos += count
+            at, count, fut = pending.popleft()
+            run = ElementRun.from_reply(self._result(fut))
+            if run.count != count or run.first != at:
+                raise _retained(topic, channel, at, at + count, run.count)
+            runs.append(run)
+            expect = run.end
+            if expect >= end or sum(r.count for r in runs) >= step:
+                yield ElementRun.join(runs)
+                runs = []
 
     def _fetch_file(self, topic: str, channel: int, start: int, end: int) -> ElementRun:
         assert self._db is not None
@@ -321,6 +350,13 @@ class StoreAccess:
         return self._client.call_async(
             Op.PUBLISH, topic=topic, channels=[channel], text=key, **pack(list(payloads))
         )
+
+
+def _retained(topic: str, channel: int, start: int, end: int, got: int) -> PreconditionNotMetError:
+    return PreconditionNotMetError(
+        f"topic {topic!r} channel {channel}: elements {start}..{end - 1} are no longer "
+        f"all stored (got {got}); the store's retention removed them"
+    )
 
 
 _cache: dict[tuple[int, str, str | None], StoreAccess] = {}

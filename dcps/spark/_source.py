@@ -118,10 +118,8 @@ def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) 
     t = opts.type()
     access = _access(opts)
     step = max(1, opts.batch_rows * 64)
-    pos = part.start
-    while pos < part.end:
-        top = min(part.end, pos + step)
-        run = access.fetch(opts.topic, part.channel, pos, top)
+    first = True
+    for run in access.fetch_runs(opts.topic, part.channel, part.start, part.end, step):
         batch = decode_run(t, run, part.channel)
         if opts.start_ns is not None or opts.end_ns is not None:
             import numpy as np
@@ -136,9 +134,9 @@ def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) 
             batch = batch.filter(pa.array(mask))
         if batch.num_rows:
             yield _conform(batch, schema_names)
-        if pos == part.start:
+        if first:
             _maybe_fail(opts, "read", part.index)
-        pos = top
+            first = False
 
 
 _spark_arrow: dict[int, Any] = {}
