@@ -24,15 +24,12 @@ sampled every 2 s during ``--rss-minutes`` of steady publishing (5000 msgs/s,
 64 B) to an anonymous subscriber and a committing two-member group: start,
 peak, end and growth.
 
-Where the time goes (see ``benchmarks/README.md``): with the store keeping
-one row per batch, it costs ~5 us per 64 B message and the client process is
-the limit at ~9.5-11 us (publishing ~3.5-4 us, the subscriber's delivery
-thread ~3.5-4 us with the garbage collector paused while it builds a batch,
-sending and confirming batches ~2 us, most of it the binding's generic CDR
-of the protocol messages, ~100-200 us each, a few per batch). Raw costs
-~44 us per message in one process, so the store path runs at ~3-4x raw;
-5x needs the client at <= ~8.8 us (compiled codecs for the protocol
-messages, cheaper per-element publish and Element construction).
+Where the time goes (see ``benchmarks/README.md``): the client process,
+holding publisher and subscribers under one GIL, is the limit at ~7-8 us
+per 64 B message (publishing ~2.5 us, the subscriber's delivery thread
+~2.4 us, sending and confirming batches ~1.2 us); the store costs ~2-3.5 us
+on the other core. Raw costs ~44-52 us per message in one process, so the
+store path runs at ~6-8x raw.
 """
 
 import argparse
