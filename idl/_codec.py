@@ -304,14 +304,8 @@ class _Gen:
             self.variable()
             self.dynamic_pad(4)
             self.ser.append(f"_n, _b = _seq_bytes({expr}, {dt}, {f.bound!r}, {f.path!r})")
-            self.ser.append("parts.append(_U32.pack(_n)); pos += 4")
-            self.ser.append("if _n:")
             ea = self.align(esize)
-            if ea > 4:
-                self.ser.append(f"    _pad = -pos & {ea - 1}")
-                self.ser.append("    if _pad:")
-                self.ser.append("        parts.append(_ZEROS[_pad]); pos += _pad")
-            self.ser.append("    parts.append(_b); pos += len(_b)")
+            self.length_and_bytes(ea)
             self.de.append("_n = _U32.unpack_from(data, 4 + pos)[0]; pos += 4")
             self.de.append("if _n:")
             if ea > 4:
@@ -323,6 +317,16 @@ class _Gen:
             self.base_align = 1
             return var
         raise UnsupportedTypeError(f"{f.path}: {k}")
+
+    def length_and_bytes(self, ea: int) -> None:
+        """Write a sequence: its length ``_n``, then its bytes ``_b`` aligned to ``ea``."""
+        self.ser.append("parts.append(_U32.pack(_n)); pos += 4")
+        self.ser.append("if _n:")
+        if ea > 4:
+            self.ser.append(f"    _pad = -pos & {ea - 1}")
+            self.ser.append("    if _pad:")
+            self.ser.append("        parts.append(_ZEROS[_pad]); pos += _pad")
+        self.ser.append("    parts.append(_b); pos += len(_b)")
 
     def plain_sequence(self, f: FieldInfo, code: str, expr: str) -> str:
         """A numeric sequence held as a Python ``list`` (or as ``bytes``, see ``bytes_fields``)."""
@@ -339,13 +343,7 @@ class _Gen:
         else:
             self.ser.append(f"_n = _check_len({expr}, {f.bound!r}, {f.path!r})")
             self.ser.append(f"_b = _pack_list('<%d{code}' % _n, *{expr}) if _n else b''")
-        self.ser.append("parts.append(_U32.pack(_n)); pos += 4")
-        self.ser.append("if _n:")
-        if ea > 4:
-            self.ser.append(f"    _pad = -pos & {ea - 1}")
-            self.ser.append("    if _pad:")
-            self.ser.append("        parts.append(_ZEROS[_pad]); pos += _pad")
-        self.ser.append("    parts.append(_b); pos += len(_b)")
+        self.length_and_bytes(ea)
         self.de.append("_n = _U32.unpack_from(data, 4 + pos)[0]; pos += 4")
         if ea > 4:
             self.de.append(f"if _n: pos += -pos & {ea - 1}")
