@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,3 +50,14 @@ def topic_name(unique: str) -> str:
 def namespace(unique: str) -> str:
     """A channel-store namespace (DDS partition prefix) no other test uses."""
     return f"ns_{unique}"
+
+
+@pytest.fixture
+def store(tmp_path: Path, domain_id: int, namespace: str) -> Iterator[Any]:
+    """An embedded channel store on a temporary directory, in the test's namespace."""
+    from dcps.channels import Store, SyncMode
+
+    with Store(
+        tmp_path / "store", domain_id=domain_id, namespace=namespace, sync=SyncMode.NORMAL
+    ) as s:
+        yield s

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from peers.channels_types import Msg, wait_until
+from peers.channels_types import Msg, receive_n, wait_until
 
 from dcps import (
     AlreadyClosedError,
@@ -29,20 +29,10 @@ from dcps.channels import (
     OrderBy,
     Position,
     Store,
-    SyncMode,
     destroy_subscriber_group,
 )
 
 TIMEOUT = 10.0
-
-
-@pytest.fixture
-def store(tmp_path: Path, domain_id: int, namespace: str) -> Iterator[Store]:
-    """An embedded store on a temporary directory."""
-    with Store(
-        tmp_path / "store", domain_id=domain_id, namespace=namespace, sync=SyncMode.NORMAL
-    ) as s:
-        yield s
 
 
 @pytest.fixture
@@ -87,14 +77,6 @@ def dds(store: Store, domain_id: int, namespace: str) -> Iterator[Entities]:
         yield entities
     finally:
         entities.close()
-
-
-def receive_n(sub: ChannelSubscriber[Msg], n: int, timeout: float = TIMEOUT) -> list[Element[Msg]]:
-    """Receive exactly ``n`` elements (in batches) or fail."""
-    got: list[Element[Msg]] = []
-    while len(got) < n:
-        got += sub.receive(n - len(got)).result(timeout)
-    return got
 
 
 def publish_all(pub: ChannelPublisher[Msg], samples: list[Msg]) -> list[Position | None]:

@@ -8,12 +8,11 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from peers.channels_types import Msg, wait_until
+from peers.channels_types import Msg, receive_n, wait_until
 
 import idl
 from dcps import BadParameterError, DcpsError
@@ -21,11 +20,9 @@ from dcps.channels import (
     ChannelledTopic,
     ChannelPublisher,
     ChannelSubscriber,
-    Element,
     OrderBy,
     Position,
     Store,
-    SyncMode,
 )
 
 TIMEOUT = 10.0
@@ -60,15 +57,6 @@ def reading(i: int) -> Reading:
     return Reading(i % 5, i, i / 4, i % 2 == 0, grid)
 
 
-@pytest.fixture
-def store(tmp_path: Path, domain_id: int, unique: str) -> Iterator[Store]:
-    """An embedded store on a temporary directory, in a namespace private to the test."""
-    with Store(
-        tmp_path / "store", domain_id=domain_id, namespace=f"ns_{unique}", sync=SyncMode.NORMAL
-    ) as s:
-        yield s
-
-
 class Opened:
     """Opens publishers/subscribers on the test's store and closes them afterwards."""
 
@@ -96,14 +84,6 @@ def dds(store: Store, domain_id: int) -> Iterator[Opened]:
     finally:
         for entity in reversed(opened.entities):
             entity.close()
-
-
-def receive_n(sub: ChannelSubscriber[Any], n: int) -> list[Element[Any]]:
-    """Receive exactly ``n`` elements (in batches) or fail."""
-    got: list[Element[Any]] = []
-    while len(got) < n:
-        got += sub.receive(n - len(got)).result(TIMEOUT)
-    return got
 
 
 class TestPublishFutures:

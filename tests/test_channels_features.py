@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from peers.channels_types import Msg, wait_until
+from peers.channels_types import Msg, receive_n, wait_until
 
 from dcps import AlreadyClosedError, BadParameterError, PreconditionNotMetError
 from dcps.channels import (
@@ -28,7 +28,6 @@ from dcps.channels import (
     OrderBy,
     Position,
     Store,
-    SyncMode,
 )
 
 TIMEOUT = 20.0
@@ -38,15 +37,6 @@ TIMEOUT = 20.0
 def kw(domain_id: int, namespace: str) -> dict[str, object]:
     """The domain and namespace every entity of the test uses."""
     return {"domain_id": domain_id, "namespace": namespace}
-
-
-@pytest.fixture
-def store(tmp_path: Path, domain_id: int, namespace: str) -> Iterator[Store]:
-    """An embedded store on a temporary directory."""
-    with Store(
-        tmp_path / "store", domain_id=domain_id, namespace=namespace, sync=SyncMode.NORMAL
-    ) as s:
-        yield s
 
 
 @pytest.fixture
@@ -85,14 +75,6 @@ def publish_all(pub: ChannelPublisher[Msg], samples: list[Msg]) -> list[Position
     futures = [pub.publish(s) for s in samples]
     pub.flush()
     return [f.result(TIMEOUT) for f in futures]
-
-
-def receive_n(sub: ChannelSubscriber[Msg], n: int) -> list[Element[Msg]]:
-    """Receive exactly ``n`` elements or fail."""
-    got: list[Element[Msg]] = []
-    while len(got) < n:
-        got += sub.receive(n - len(got)).result(TIMEOUT)
-    return got
 
 
 class StoreProcess:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from line_peer import LinePeer as Peer
 from line_peer import killed_at_exit
-from peers.channels_types import Msg, wait_until
+from peers.channels_types import Msg, receive_n, wait_until
 
 from dcps import BadParameterError
 from dcps.channels import (
@@ -60,14 +60,6 @@ def start_store(peers: list[Peer], data: Path, domain_id: int, namespace: str) -
     peers.append(peer)
     peer.wait_line(lambda line: line.startswith("dcps store ready"))
     return peer
-
-
-def receive_n(sub: ChannelSubscriber[Msg], n: int) -> list[Element[Msg]]:
-    """Receive exactly ``n`` elements or fail."""
-    got: list[Element[Msg]] = []
-    while len(got) < n:
-        got += sub.receive(n - len(got)).result(TIMEOUT)
-    return got
 
 
 class TestStoreRestart:

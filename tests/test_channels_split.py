@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from line_peer import LinePeer as Peer
 from line_peer import killed_at_exit
-from peers.channels_types import Msg, wait_until
+from peers.channels_types import Msg, receive_n, wait_until
 
 from dcps import BadParameterError, DcpsTimeoutError
 from dcps.channels import (
@@ -24,7 +24,6 @@ from dcps.channels import (
     ChannelPublisher,
     ChannelSubscriber,
     CommitStatus,
-    Element,
     OrderBy,
     Position,
     Share,
@@ -86,14 +85,6 @@ def stored(data: Path) -> dict[int, list[tuple[int, int]]]:
             )
             pos += size
     return out
-
-
-def receive_n(sub: ChannelSubscriber[Msg], n: int) -> list[Element[Msg]]:
-    """Receive exactly ``n`` elements or fail."""
-    got: list[Element[Msg]] = []
-    while len(got) < n:
-        got += sub.receive(n - len(got)).result(TIMEOUT)
-    return got
 
 
 def member_peer(

@@ -56,15 +56,6 @@ def ensure(client: Client, topic: str, channels: int) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path, domain_id: int, namespace: str) -> Iterator[Store]:
-    """A store in this process."""
-    with Store(
-        tmp_path / "store", domain_id=domain_id, namespace=namespace, sync=SyncMode.NORMAL
-    ) as s:
-        yield s
-
-
-@pytest.fixture
 def clients(
     store: Store, domain_id: int, namespace: str, topic_name: str
 ) -> Iterator[list[Client]]:

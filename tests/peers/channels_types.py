@@ -6,6 +6,7 @@ No ``from __future__ import annotations``: cyclonedds resolves field types at ru
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl import types as t
@@ -29,3 +30,14 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0, poll: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
         time.sleep(poll)
+
+
+def receive_n(sub: Any, n: int, timeout: float = 30.0) -> list[Any]:
+    """Receive exactly ``n`` elements from a channel subscriber (in batches), or fail.
+
+    ``timeout`` bounds each receive; a test that stalls fails after it.
+    """
+    got: list[Any] = []
+    while len(got) < n:
+        got += sub.receive(n - len(got)).result(timeout)
+    return got
