@@ -43,7 +43,15 @@ class StoreProcess:
         raise RuntimeError("no VmRSS in /proc status")
 
     def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
+        """Stop the store (SIGTERM) and remove its temporary directory, if it made one."""
+        self._stop(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL the store; a data directory given to it stays, for a restart on it."""
+        self._stop(signal.SIGKILL)
+
+    def _stop(self, sig: int) -> None:
+        self.proc.send_signal(sig)
         self.proc.wait(30)
         if self.proc.stdout:
             self.proc.stdout.close()

@@ -51,14 +51,6 @@ from functools import cache
 from typing import Any
 
 import numpy as np
-
-os.environ.setdefault(
-    "CYCLONEDDS_URI",
-    '<CycloneDDS><Domain id="any"><General><Interfaces>'
-    '<NetworkInterface name="lo" multicast="true"/>'
-    "</Interfaces></General></Domain></CycloneDDS>",
-)
-
 from cyclonedds.core import Policy, Qos
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.idl import IdlStruct

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,34 +24,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-os.environ.setdefault(
-    "CYCLONEDDS_URI",
-    '<CycloneDDS><Domain id="any"><General><Interfaces>'
-    '<NetworkInterface name="lo" multicast="true"/>'
-    "</Interfaces></General></Domain></CycloneDDS>",
-)
 
 from peers.channels_types import Msg  # noqa: E402
 
+from benchmarks._store_process import StoreProcess  # noqa: E402
 from dcps.channels import (  # noqa: E402
     ChannelledTopic,
     ChannelPublisher,
     ChannelSubscriber,
     OrderBy,
 )
-
-
-def start_store(data: str, domain: int, namespace: str) -> subprocess.Popen[str]:
-    """A store process serving once this returns."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dcps.channels.store", "--data", data, "--domain", str(domain),
-         "--namespace", namespace, "--sync", "NORMAL"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    if not proc.stdout.readline().startswith("dcps store ready"):
-        raise RuntimeError("the store did not start")
-    return proc
 
 
 def wait_all(futures: list) -> int:  # type: ignore[type-arg]
@@ -70,15 +51,14 @@ def run_restart(domain: int, publishes: int) -> tuple[float, int]:
     """Seconds until ``publishes`` confirmations after a kill -9 and restart; failures."""
     namespace = "bench_" + os.urandom(4).hex()
     data = tempfile.mkdtemp(prefix="dcps-restart-")
-    store = start_store(data, domain, namespace)
+    store = StoreProcess(domain, namespace, data)
     topic = ChannelledTopic("t", Msg, channel_count=1)
     kw = {"domain_id": domain, "namespace": namespace}
     pub: ChannelPublisher[Msg] = ChannelPublisher(topic, batch_count=64, **kw)  # type: ignore[arg-type]
     try:
         pub.publish(Msg(0, 0)).result(10)
         store.kill()
-        store.wait()
-        store = start_store(data, domain, namespace)
+        store = StoreProcess(domain, namespace, data)
         start = time.monotonic()
         futures = [pub.publish(Msg(0, i, "x" * 1024)) for i in range(publishes)]
         failed = wait_all(futures)
@@ -86,13 +66,12 @@ def run_restart(domain: int, publishes: int) -> tuple[float, int]:
     finally:
         pub.close()
         store.kill()
-        store.wait()
 
 
 def run_burst(domain: int, commits: int) -> tuple[float, int]:
     """Seconds until ``commits`` commit_async results are in; failures."""
     namespace = "bench_" + os.urandom(4).hex()
-    store = start_store(tempfile.mkdtemp(prefix="dcps-burst-"), domain, namespace)
+    store = StoreProcess(domain, namespace)
     topic = ChannelledTopic("t", Msg, channel_count=1, retain_consumed=True)
     kw = {"domain_id": domain, "namespace": namespace}
     pub: ChannelPublisher[Msg] = ChannelPublisher(topic, order_by=OrderBy.fixed(0), **kw)  # type: ignore[arg-type]
@@ -111,7 +90,6 @@ def run_burst(domain: int, commits: int) -> tuple[float, int]:
         sub.close()
         pub.close()
         store.kill()
-        store.wait()
 
 
 def main() -> None:

@@ -31,13 +31,6 @@ import subprocess
 import sys
 import time
 import uuid
-
-os.environ.setdefault(
-    "CYCLONEDDS_URI",
-    '<CycloneDDS><Domain id="any"><General><Interfaces><NetworkInterface name="lo" '
-    'multicast="true"/></Interfaces></General></Domain></CycloneDDS>',
-)
-
 from dataclasses import dataclass
 
 from cyclonedds.core import Policy, Qos

@@ -72,12 +72,6 @@ from typing import Any
 
 from benchmarks._store_process import StoreProcess
 
-os.environ.setdefault(
-    "CYCLONEDDS_URI",
-    '<CycloneDDS><Domain id="any"><General><Interfaces>'
-    '<NetworkInterface name="lo" multicast="true"/>'
-    "</Interfaces></General></Domain></CycloneDDS>",
-)
 ROOT = Path(__file__).resolve().parent.parent
 
 
