@@ -29,6 +29,9 @@ import attrs
 from cyclonedds.core import DDSException
 from cyclonedds.util import duration
 
+from dcps._cyclone_c import wait_for_acks
+from idl._errors import DcpsError
+
 from ._protocol import Reply, drop_endpoint
 
 __all__ = ["REPLY_WRITER_IDLE", "ReplyOutbox"]
@@ -124,10 +127,8 @@ class ReplyOutbox:
     def _acked(self, timeout: int) -> bool:
         """Whether the client acknowledged everything written, waiting up to ``timeout`` ns."""
         try:
-            # the writer's own publisher (one per reply writer): DataWriter.wait_for_acks
-            # of cyclonedds 11.0.1 raises AttributeError on a timeout
-            return bool(self.writer.parent.wait_for_acks(timeout))
-        except DDSException:
+            return wait_for_acks(self.writer._ref, timeout)
+        except DcpsError:
             return False
 
     def _flush(self) -> bool:
