@@ -21,10 +21,10 @@ callbacks, and with them acknowledgements or the lock itself (a deadlock).
 from __future__ import annotations
 
 import ctypes as ct
+import struct
 import threading
 from typing import Any
 
-import numpy as np
 from cyclonedds.internal import dds_c_t, load_cyclonedds
 
 from dcps._retcode import error_for
@@ -33,6 +33,7 @@ from idl._errors import UnsupportedError
 _lib = load_cyclonedds()
 _lib.dds_peek_mask.restype = ct.c_int32
 _lib.dds_return_loan.restype = ct.c_int32
+_lib.dds_return_loan.argtypes = [ct.c_int32, ct.c_void_p, ct.c_int32]
 _lib.dds_instance_get_key.restype = ct.c_int32
 _lib.dds_assert_liveliness.restype = ct.c_int32
 _lib.dds_takecdr.restype = ct.c_int32
@@ -51,28 +52,37 @@ class _SampleContainer(ct.Structure):
     _fields_ = [("usample", ct.c_void_p), ("usample_size", ct.c_size_t)]
 
 
+class _OutgoingSample(ct.Structure):
+    """The same layout, built straight from a ``bytes`` object (which it keeps alive)."""
+
+    _fields_ = [("usample", ct.c_char_p), ("usample_size", ct.c_size_t)]
+
+
 _INFO = dds_c_t.sample_info
-#: dds_sample_info_t as a numpy record, to convert a whole batch at once.
-INFO_DTYPE: np.dtype[Any] = np.dtype(
-    {
-        "names": [field[0] for field in _INFO._fields_],
-        "formats": [
-            "<u4",
-            "<u4",
-            "<u4",
-            "?",
-            "<i8",
-            "<u8",
-            "<u8",
-            "<u4",
-            "<u4",
-            "<u4",
-            "<u4",
-            "<u4",
-        ],
-        "offsets": [getattr(_INFO, field[0]).offset for field in _INFO._fields_],
-        "itemsize": ct.sizeof(_INFO),
-    }
+
+
+def _info_format() -> str:
+    """A ``struct`` format for ``dds_sample_info_t``, padding taken from ctypes' layout."""
+    codes = {ct.c_uint32: "I", ct.c_int64: "q", ct.c_uint64: "Q", ct.c_bool: "?"}
+    out, at = ["<"], 0
+    for field in _INFO._fields_:
+        name, ctype = field[0], field[1]
+        offset = getattr(_INFO, name).offset
+        out.append(f"{offset - at}x" if offset > at else "")
+        out.append(codes[ctype])
+        at = offset + ct.sizeof(ctype)
+    out.append(f"{ct.sizeof(_INFO) - at}x" if ct.sizeof(_INFO) > at else "")
+    return "".join(out)
+
+
+#: dds_sample_info_t as ``struct`` unpacks it: a tuple of its fields in order.
+_INFO_STRUCT = struct.Struct(_info_format())
+_INFO_SIZE = _INFO_STRUCT.size
+
+#: ``bytes`` from a pointer and a length in one ctypes call (``ct.string_at`` adds a
+#: Python frame); a PYFUNCTYPE keeps the GIL, as building a Python object needs.
+_bytes_at = ct.PYFUNCTYPE(ct.py_object, ct.c_void_p, ct.c_ssize_t)(
+    ("PyBytes_FromStringAndSize", ct.pythonapi)
 )
 
 _WRITE: dict[str, tuple[Any, Any]] = {
@@ -81,8 +91,8 @@ _WRITE: dict[str, tuple[Any, Any]] = {
 }
 for _plain, _stamped in _WRITE.values():
     _plain.restype = _stamped.restype = ct.c_int32
-    _plain.argtypes = [ct.c_int32, ct.c_void_p]
-    _stamped.argtypes = [ct.c_int32, ct.c_void_p, ct.c_int64]
+    _plain.argtypes = [ct.c_int32, ct.POINTER(_OutgoingSample)]
+    _stamped.argtypes = [ct.c_int32, ct.POINTER(_OutgoingSample), ct.c_int64]
 for _fn in (_lib.dds_take_mask, _lib.dds_read_mask):
     _fn.restype = ct.c_int32
     _fn.argtypes = [ct.c_int32, ct.c_void_p, ct.c_void_p, ct.c_size_t, ct.c_uint32, ct.c_uint32]
@@ -101,28 +111,40 @@ for _fn in (_lib.dds_take_instance_mask, _lib.dds_read_instance_mask):
 
 def write(op: str, writer_ref: int, data: bytes, timestamp: int | None) -> int:
     """``dds_write``/``dds_writedispose`` (optionally with a source timestamp); GIL released."""
-    container = _SampleContainer(ct.cast(ct.c_char_p(data), ct.c_void_p), len(data))
     plain, stamped = _WRITE[op]
     if timestamp is None:
-        return int(plain(writer_ref, ct.byref(container)))
-    return int(stamped(writer_ref, ct.byref(container), timestamp))
+        rc: int = plain(writer_ref, _OutgoingSample(data, len(data)))
+    else:
+        rc = stamped(writer_ref, _OutgoingSample(data, len(data)), timestamp)
+    return rc
 
 
 class _Buffers:
-    """Sample-pointer and SampleInfo arrays for loaned reads, reused per size and thread."""
+    """Sample-pointer and SampleInfo arrays for loaned reads, reused per size and thread.
+
+    The SampleInfo array lives in a bytearray so ``struct`` can unpack it in place.
+    """
 
     def __init__(self) -> None:
         self._local = threading.local()
 
-    def get(self, size: int) -> tuple[Any, Any]:
-        cache: dict[int, tuple[Any, Any]] | None = getattr(self._local, "cache", None)
+    def get(self, size: int) -> tuple[Any, Any, bytearray]:
+        cache: dict[int, tuple[Any, Any, bytearray]] | None = getattr(self._local, "cache", None)
         if cache is None:
             cache = self._local.cache = {}
         found = cache.get(size)
         if found is None:
-            found = cache[size] = ((ct.c_void_p * size)(), (_INFO * size)())
+            raw = bytearray(size * _INFO_SIZE)
+            found = cache[size] = ((ct.c_void_p * size)(), (_INFO * size).from_buffer(raw), raw)
         found[0][0] = None  # NULL first pointer: Cyclone loans the sample memory
         return found
+
+
+def _info_rows(raw: bytearray, n: int) -> list[tuple[Any, ...]]:
+    """The first ``n`` SampleInfos of a buffer, each a tuple of its fields in order."""
+    if n == 1:
+        return [_INFO_STRUCT.unpack_from(raw)]
+    return list(_INFO_STRUCT.iter_unpack(memoryview(raw)[: n * _INFO_SIZE]))
 
 
 _buffers = _Buffers()
@@ -135,7 +157,7 @@ def read_take(
 
     The info tuple holds the fields of ``dds_sample_info_t`` in order.
     """
-    buf, infos = _buffers.get(max_samples)
+    buf, infos, raw = _buffers.get(max_samples)
     if instance is None:
         fn = _lib.dds_take_mask if take else _lib.dds_read_mask
         n = fn(ref, buf, infos, max_samples, max_samples, mask)
@@ -145,20 +167,22 @@ def read_take(
     if n <= 0:
         return [] if n == 0 else int(n)
     try:
-        pointer = ct.POINTER(_SampleContainer)
-        containers = [ct.cast(buf[i], pointer).contents for i in range(n)]
-        data = [ct.string_at(c.usample, c.usample_size) for c in containers]
-        rows = np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
+        rows = _info_rows(raw, n)
+        at, bytes_at = _SampleContainer.from_address, _bytes_at
+        out = []
+        for i in range(n):
+            container = at(buf[i])
+            out.append((bytes_at(container.usample, container.usample_size), rows[i]))
     finally:
-        _lib.dds_return_loan(ct.c_int32(ref), buf, ct.c_int32(n))
-    return list(zip(data, rows, strict=True))
+        _lib.dds_return_loan(ref, buf, n)
+    return out
 
 
 def peek_infos(reader_ref: int, mask: int, max_samples: int) -> list[tuple[Any, ...]]:
     """SampleInfo rows of up to ``max_samples`` samples matching ``mask``, states untouched."""
     size = min(256, max_samples)
     while True:
-        buf, infos = _buffers.get(size)
+        buf, infos, raw = _buffers.get(size)
         n = _lib.dds_peek_mask(
             ct.c_int32(reader_ref),
             buf,
@@ -170,10 +194,9 @@ def peek_infos(reader_ref: int, mask: int, max_samples: int) -> list[tuple[Any, 
         if n < 0:
             raise error_for(n, "peek reader cache")
         if n > 0:
-            _lib.dds_return_loan(ct.c_int32(reader_ref), buf, ct.c_int32(n))
+            _lib.dds_return_loan(reader_ref, buf, n)
         if n < size or size >= max_samples:
-            rows: list[tuple[Any, ...]] = np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
-            return rows
+            return _info_rows(raw, n)
         size = min(size * 4, max_samples)
 
 
@@ -326,13 +349,13 @@ def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
     source timestamp), so a Cyclone whose ``struct ddsi_serdata`` differs fails
     loudly instead of misreading the status info.
     """
-    buf, infos = _buffers.get(max_samples)
+    buf, infos, raw = _buffers.get(max_samples)
     n = _lib.dds_takecdr(ref, buf, max_samples, infos, mask)
     if n <= 0:
         return [] if n == 0 else int(n)
     out: list[CdrRow] = []
     try:
-        rows = np.frombuffer(infos, dtype=INFO_DTYPE, count=n).tolist()
+        rows = _info_rows(raw, n)
         size_of, to_ser, string_at = _lib.ddsi_serdata_size, _lib.ddsi_serdata_to_ser, ct.string_at
         from_address = _SerdataHead.from_address
         scratch = _scratch.get(0)

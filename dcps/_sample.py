@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Any, Generic, TypeVar
-
-import attrs
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dcps._time import ns_to_datetime
 
@@ -53,73 +52,226 @@ _VIEW_STATES = {int(m): m for m in ViewState}
 _INSTANCE_STATES = {int(m): m for m in InstanceState}
 
 
-@attrs.frozen
-class SampleInfo:
-    """Everything DDS says about one sample (DDS 1.4, 2.2.2.5.5)."""
+_new_tuple = tuple.__new__
 
-    sample_state: SampleState
-    view_state: ViewState
-    instance_state: InstanceState
-    valid_data: bool
-    source_timestamp_ns: int
-    instance_handle: int
-    publication_handle: int
-    disposed_generation_count: int
-    no_writers_generation_count: int
-    sample_rank: int
-    generation_rank: int
-    absolute_generation_rank: int
+_INFO_FIELDS = (
+    "sample_state",
+    "view_state",
+    "instance_state",
+    "valid_data",
+    "source_timestamp_ns",
+    "instance_handle",
+    "publication_handle",
+    "disposed_generation_count",
+    "no_writers_generation_count",
+    "sample_rank",
+    "generation_rank",
+    "absolute_generation_rank",
+)
+
+
+class SampleInfo(tuple[Any, ...]):
+    """Everything DDS says about one sample (DDS 1.4, 2.2.2.5.5).
+
+    Immutable; compares and hashes by value. Underneath it is a tuple of the
+    fields in the order of Cyclone's ``dds_sample_info_t``, because the reader
+    builds one per sample on the wake-up path of every application, where a
+    tuple is the cheapest record CPython has (one allocation, C-level
+    getters). Use the attributes; the tuple layout is not API.
+    """
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        sample_state: SampleState,
+        view_state: ViewState,
+        instance_state: InstanceState,
+        valid_data: bool,
+        source_timestamp_ns: int,
+        instance_handle: int,
+        publication_handle: int,
+        disposed_generation_count: int,
+        no_writers_generation_count: int,
+        sample_rank: int,
+        generation_rank: int,
+        absolute_generation_rank: int,
+    ) -> SampleInfo:
+        return _new_tuple(
+            cls,
+            (
+                sample_state,
+                view_state,
+                instance_state,
+                valid_data,
+                source_timestamp_ns,
+                instance_handle,
+                publication_handle,
+                disposed_generation_count,
+                no_writers_generation_count,
+                sample_rank,
+                generation_rank,
+                absolute_generation_rank,
+            ),
+        )
+
+    @property
+    def sample_state(self) -> SampleState:
+        """READ if this reader returned the sample before (with ``read``), else NOT_READ."""
+        return _SAMPLE_STATES[self[0]]
+
+    @property
+    def view_state(self) -> ViewState:
+        """NEW if this is the reader's first access to the instance (in this generation)."""
+        return _VIEW_STATES[self[1]]
+
+    @property
+    def instance_state(self) -> InstanceState:
+        """ALIVE, NOT_ALIVE_DISPOSED or NOT_ALIVE_NO_WRITERS at the time of the access."""
+        return _INSTANCE_STATES[self[2]]
+
+    if TYPE_CHECKING:
+
+        @property
+        def valid_data(self) -> bool: ...
+
+        @property
+        def source_timestamp_ns(self) -> int: ...
+
+        @property
+        def instance_handle(self) -> int: ...
+
+        @property
+        def publication_handle(self) -> int: ...
+
+        @property
+        def disposed_generation_count(self) -> int: ...
+
+        @property
+        def no_writers_generation_count(self) -> int: ...
+
+        @property
+        def sample_rank(self) -> int: ...
+
+        @property
+        def generation_rank(self) -> int: ...
+
+        @property
+        def absolute_generation_rank(self) -> int: ...
+
+    else:  # C-level getters
+        valid_data = property(
+            itemgetter(3), doc="False for samples that only announce an instance state change."
+        )
+        source_timestamp_ns = property(
+            itemgetter(4), doc="The writer's source timestamp, in ns since the Unix epoch."
+        )
+        instance_handle = property(
+            itemgetter(5), doc="The handle of the sample's instance in this reader."
+        )
+        publication_handle = property(
+            itemgetter(6), doc="The handle of the writer that wrote the sample."
+        )
+        disposed_generation_count = property(
+            itemgetter(7),
+            doc="How often the instance went from disposed to alive before this sample.",
+        )
+        no_writers_generation_count = property(
+            itemgetter(8),
+            doc="How often the instance went from no-writers to alive before this sample.",
+        )
+        sample_rank = property(
+            itemgetter(9),
+            doc="How many samples of the same instance follow this one in the result.",
+        )
+        generation_rank = property(
+            itemgetter(10),
+            doc="Generations between this sample and its instance's latest sample in the result.",
+        )
+        absolute_generation_rank = property(
+            itemgetter(11),
+            doc="Generations between this sample and the instance's latest in the reader.",
+        )
 
     @property
     def source_timestamp(self) -> datetime:
         """The writer's source timestamp as a UTC datetime."""
-        return ns_to_datetime(self.source_timestamp_ns)
+        return ns_to_datetime(self[4])
 
     @classmethod
     def _from_row(cls, row: tuple[Any, ...]) -> SampleInfo:
         """From a ``dds_sample_info_t`` as a tuple of its fields, in order."""
-        return cls(
-            _SAMPLE_STATES[row[0]],
-            _VIEW_STATES[row[1]],
-            _INSTANCE_STATES[row[2]],
-            row[3],
-            row[4],
-            row[5],
-            row[6],
-            row[7],
-            row[8],
-            row[9],
-            row[10],
-            row[11],
-        )
+        return _new_tuple(cls, row)
 
-    @classmethod
-    def _from_cyclone(cls, info: Any) -> SampleInfo:
-        return cls(
-            _SAMPLE_STATES[info.sample_state],
-            _VIEW_STATES[info.view_state],
-            _INSTANCE_STATES[info.instance_state],
-            bool(info.valid_data),
-            info.source_timestamp,
-            info.instance_handle,
-            info.publication_handle,
-            info.disposed_generation_count,
-            info.no_writers_generation_count,
-            info.sample_rank,
-            info.generation_rank,
-            info.absolute_generation_rank,
-        )
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            # False for other tuples: NotImplemented would let tuple's own == answer
+            return False if isinstance(other, tuple) else NotImplemented
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        values = (self.sample_state, self.view_state, self.instance_state, *self[3:])
+        fields = ", ".join(f"{n}={v!r}" for n, v in zip(_INFO_FIELDS, values, strict=True))
+        return f"SampleInfo({fields})"
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return tuple(self)
 
 
-@attrs.frozen
-class Sample(Generic[T]):
+class Sample(tuple[Any, ...], Generic[T]):
     """One sample: ``data`` (the full value, or only its key fields when
-    ``info.valid_data`` is false, as after a dispose or unregister) and ``info``."""
+    ``info.valid_data`` is false, as after a dispose or unregister) and ``info``.
 
-    data: T
-    info: SampleInfo
+    Immutable; compares and hashes by value. Like :class:`SampleInfo` it is a
+    tuple underneath, ``(data, info)``, so ``data, info = sample`` works.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, data: T, info: SampleInfo) -> Sample[T]:
+        return _new_tuple(cls, (data, info))
+
+    if TYPE_CHECKING:
+
+        @property
+        def data(self) -> T: ...
+
+        @property
+        def info(self) -> SampleInfo: ...
+
+    else:  # C-level getters
+        data = property(
+            itemgetter(0),
+            doc="The sample's value (only the key fields are meaningful when not ``valid_data``).",
+        )
+        info = property(itemgetter(1), doc="The sample's :class:`SampleInfo`.")
 
     @property
     def valid_data(self) -> bool:
         """False for samples that only announce an instance state change."""
-        return self.info.valid_data
+        valid: bool = self[1][3]
+        return valid
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            # False for other tuples: NotImplemented would let tuple's own == answer
+            return False if isinstance(other, tuple) else NotImplemented
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return f"Sample(data={self[0]!r}, info={self[1]!r})"
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return tuple(self)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, cast
 
@@ -76,7 +78,19 @@ class DataWriter(Entity, Generic[T]):
             if self._own_publisher is not None:
                 self._own_publisher.close()
             raise
+        self._encode = self._encoder()
         self._adopted()
+
+    def _encoder(self) -> Callable[[T], bytes]:
+        """The type's serialiser for this writer's data representation, looked up once."""
+        version_2 = bool(self._cyclone._use_version_2)
+        type_support = self._type.__idl__  # type: ignore[attr-defined]
+        type_support.populate()
+        codec = getattr(type_support, "_codec", None)
+        if codec is not None:
+            compiled: Callable[[T], bytes] = codec.ser[2 if version_2 else 1]
+            return compiled
+        return functools.partial(self._type.serialize, use_version_2=version_2)  # type: ignore[attr-defined]
 
     def _create_cyclone(self, cyclone_publisher: Any) -> Any:
         return CycloneWriter(
@@ -91,6 +105,7 @@ class DataWriter(Entity, Generic[T]):
         with cyclone_call(f"re-create {self._describe()} for new partitions"):
             new = self._create_cyclone(cyclone_publisher)
         old, self._cyclone = self._cyclone, new
+        self._encode = self._encoder()
         for condition in list(self._children):
             condition._rebind()  # type: ignore[attr-defined]
         # Leaving a partition must not dispose instances for the readers left behind.
@@ -148,9 +163,7 @@ class DataWriter(Entity, Generic[T]):
         if type(sample) is not self._type and not isinstance(sample, self._type):
             self._type_check(sample, self._type)  # raises: wrong sample type
         try:
-            data: bytes = sample.serialize(  # type: ignore[attr-defined]
-                use_version_2=self._cyclone._use_version_2
-            )
+            data = self._encode(sample)
         except Exception as exc:
             self._type_check(sample, self._type)
             raise idl.IdlError(f"cannot serialise {type(sample).__name__}: {exc}") from exc

@@ -42,6 +42,22 @@ def pair(
     return writer, reader
 
 
+_INFO_FIELDS = (
+    "sample_state",
+    "view_state",
+    "instance_state",
+    "valid_data",
+    "source_timestamp_ns",
+    "instance_handle",
+    "publication_handle",
+    "disposed_generation_count",
+    "no_writers_generation_count",
+    "sample_rank",
+    "generation_rank",
+    "absolute_generation_rank",
+)
+
+
 def settle(writer: dcps.DataWriter[Reading], reader: dcps.DataReader[Reading], count: int) -> None:
     """Wait until the reader holds ``count`` samples."""
     writer.wait_for_acknowledgments(10)  # reliable and acknowledged: the samples are in the reader
@@ -102,6 +118,30 @@ class TestReadTake:
         assert first.info.disposed_generation_count == first.info.no_writers_generation_count == 0
         assert first.valid_data
         assert second.valid_data
+
+    def test_samples_are_immutable_values(self, pair) -> None:
+        """Samples and SampleInfos compare, hash, pickle and print by value, and unpack."""
+        import pickle
+
+        writer, reader = pair
+        writer.write(Reading(3, 3.0, "v"), timestamp=5_000)
+        settle(writer, reader, 1)
+        (read,) = reader.read()
+        (again,) = reader.read()
+        assert again != read  # now READ
+        assert again.info.sample_state is dcps.SampleState.READ
+        data, info = again
+        assert (data, info) == (again.data, again.info)
+        assert pickle.loads(pickle.dumps(again)) == again
+        assert pickle.loads(pickle.dumps(info)) == info
+        assert {info, pickle.loads(pickle.dumps(info))} == {info}
+        assert info != tuple(info)  # a SampleInfo equals only SampleInfos
+        assert "sample_state=<SampleState.READ: 1>" in repr(info)
+        assert "source_timestamp_ns=5000" in repr(again)
+        with pytest.raises(AttributeError):
+            again.info.sample_rank = 3  # type: ignore[misc]
+        rebuilt = dcps.SampleInfo(*(getattr(info, f) for f in _INFO_FIELDS))
+        assert rebuilt == info
 
     def test_invalid_sample_carries_only_the_key(self, pair) -> None:
         """A dispose of an instance with no unread samples arrives as an invalid sample."""
