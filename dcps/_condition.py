@@ -334,27 +334,34 @@ class WaitSet(Entity):
         ns = INFINITE_NS if timeout is None else duration_ns(timeout)
         deadline = None if ns == INFINITE_NS else time.monotonic() + ns / 1e9
         wait = self._cyclone.wait
+        remaining = ns
         while True:
-            remaining = ns if deadline is None else max(0, int((deadline - time.monotonic()) * 1e9))
             try:
                 count = wait(remaining)
             except DDSException as exc:
                 raise error_for(exc.code, "wait") from exc
+            conditions = self._conditions
+            if count and count >= len(conditions):  # all fired (closed ones cannot)
+                for c in conditions:
+                    if c._pending is not None:
+                        break
+                else:
+                    return conditions.copy()
             if count == 0:
                 raise DcpsTimeoutError(f"no condition triggered within {timeout}")
-            conditions = [c for c in self._conditions if not c.closed]
+            conditions = [c for c in conditions if not c.closed]
             drained = [
                 c._reader
                 for c in conditions
                 if c._pending is not None and isinstance(c, ReadCondition)
             ]
-            if not drained and count >= len(conditions):  # all fired: no need to ask again
-                return conditions
             for reader in dict.fromkeys(drained):
                 reader._drain()  # SubscriptionKeys: file what arrived, then judge
             triggered = [c for c in conditions if c.triggered]
             if triggered:
                 return triggered
+            if deadline is not None:
+                remaining = max(0, int((deadline - time.monotonic()) * 1e9))
 
 
 def _targets(condition: Condition) -> list[Any]:

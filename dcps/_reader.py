@@ -23,11 +23,19 @@ from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
 from dcps._qos_bridge import resolve_qos
 from dcps._retcode import cyclone_call, error_for
-from dcps._sample import ANY_STATE, InstanceState, Sample, SampleInfo, SampleState, ViewState
+from dcps._sample import (
+    ANY_STATE,
+    InstanceState,
+    Sample,
+    SampleState,
+    ViewState,
+    samples_from_rows,
+)
 from dcps._subscription_keys import KeyedCache
 from dcps._time import duration_ns
 from dcps._topic import ContentFilteredTopic, Topic
 from idl._errors import BadParameterError, DcpsTimeoutError
+from idl._struct import decoder
 
 if TYPE_CHECKING:
     from dcps._condition import ReadCondition
@@ -121,6 +129,7 @@ class DataReader(Entity, Generic[T]):
         self._subscriber = subscriber
         self._topic = topic
         self._type = topic.data_type
+        self._decode = decoder(topic.data_type)
         self._qos = checked_qos
         self._listener = listener
         self._wakeups: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
@@ -220,7 +229,7 @@ class DataReader(Entity, Generic[T]):
         """Move everything Cyclone holds into the SubscriptionKeys cache."""
         keyed = self._keyed
         assert keyed is not None
-        deserialize = self._type.deserialize  # type: ignore[attr-defined]
+        deserialize = self._decode
         with keyed.lock:
             if self.closed:
                 return
@@ -445,13 +454,8 @@ class DataReader(Entity, Generic[T]):
                     f"{self._describe()} has no instance with handle {instance}"
                 )
             raise error_for(raw, f"{action} on {self._describe()}")
-        deserialize, deserialize_key = self._type.deserialize, self._type.deserialize_key  # type: ignore[attr-defined]
-        out: list[Sample[T]] = []
-        from_row = SampleInfo._from_row
-        for data, row in raw:
-            value = deserialize(data) if row[3] else deserialize_key(data)
-            out.append(Sample(value, from_row(row)))
-        return _ordered(out, condition)
+        out = samples_from_rows(raw, self._decode, self._type.deserialize_key)  # type: ignore[attr-defined]
+        return out if condition is None else _ordered(out, condition)
 
     # -- instances -----------------------------------------------------------
     def lookup_instance(self, sample: T) -> int | None:

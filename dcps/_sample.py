@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from datetime import datetime
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -275,3 +276,16 @@ class Sample(tuple[Any, ...], Generic[T]):
 
     def __getnewargs__(self) -> tuple[Any, ...]:
         return tuple(self)
+
+
+def samples_from_rows(
+    rows: list[tuple[bytes, tuple[Any, ...]]],
+    decode: Callable[[bytes], T],
+    decode_key: Callable[[bytes], T],
+) -> list[Sample[T]]:
+    """Samples from (CDR bytes, ``dds_sample_info_t`` fields) pairs: the reader's hot path."""
+    new = _new_tuple
+    return [
+        new(Sample, (decode(data) if info[3] else decode_key(data), new(SampleInfo, info)))
+        for data, info in rows
+    ]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, cast
 
@@ -24,6 +22,7 @@ from dcps._retcode import cyclone_call, error_for
 from dcps._time import duration_ns, timestamp_ns
 from dcps._topic import Topic
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+from idl._struct import encoder
 
 T = TypeVar("T")
 
@@ -78,19 +77,8 @@ class DataWriter(Entity, Generic[T]):
             if self._own_publisher is not None:
                 self._own_publisher.close()
             raise
-        self._encode = self._encoder()
+        self._encode = encoder(self._type, bool(self._cyclone._use_version_2))
         self._adopted()
-
-    def _encoder(self) -> Callable[[T], bytes]:
-        """The type's serialiser for this writer's data representation, looked up once."""
-        version_2 = bool(self._cyclone._use_version_2)
-        type_support = self._type.__idl__  # type: ignore[attr-defined]
-        type_support.populate()
-        codec = getattr(type_support, "_codec", None)
-        if codec is not None:
-            compiled: Callable[[T], bytes] = codec.ser[2 if version_2 else 1]
-            return compiled
-        return functools.partial(self._type.serialize, use_version_2=version_2)  # type: ignore[attr-defined]
 
     def _create_cyclone(self, cyclone_publisher: Any) -> Any:
         return CycloneWriter(
@@ -105,7 +93,7 @@ class DataWriter(Entity, Generic[T]):
         with cyclone_call(f"re-create {self._describe()} for new partitions"):
             new = self._create_cyclone(cyclone_publisher)
         old, self._cyclone = self._cyclone, new
-        self._encode = self._encoder()
+        self._encode = encoder(self._type, bool(self._cyclone._use_version_2))
         for condition in list(self._children):
             condition._rebind()  # type: ignore[attr-defined]
         # Leaving a partition must not dispose instances for the readers left behind.
