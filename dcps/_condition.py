@@ -34,15 +34,18 @@ class Condition(Entity):
     """Something a :class:`WaitSet` can wait for."""
 
     _pending: Any = None  # SubscriptionKeys readers: "Cyclone holds undrained samples"
+    _guard: Any = None  # SubscriptionKeys StatusConditions: "a status dcps keeps changed"
 
     def __init__(self, parent: Entity) -> None:
         super().__init__(parent)
         self._waitsets: list[WaitSet] = []
 
     def _on_close(self) -> None:
-        if self._pending is not None:
-            self._pending.__del__()
-            self._pending = None
+        for name in ("_pending", "_guard"):
+            entity = getattr(self, name)
+            if entity is not None:
+                entity.__del__()
+                setattr(self, name, None)
 
     def _rebind(self) -> None:
         """Follow the reader onto its re-created Cyclone reader; stay attached."""
@@ -63,6 +66,10 @@ class Condition(Entity):
 
     def _participant(self) -> DomainParticipant:
         raise NotImplementedError
+
+    def _keyed_reader(self) -> DataReader[Any] | None:
+        """The SubscriptionKeys reader a wait set drains before judging this condition."""
+        return None
 
 
 class ReadCondition(Condition):
@@ -125,6 +132,9 @@ class ReadCondition(Condition):
     def reader(self) -> DataReader[Any]:
         """The reader this condition looks at."""
         return self._reader
+
+    def _keyed_reader(self) -> DataReader[Any] | None:
+        return self._reader if self._pending is not None else None
 
     def _participant(self) -> DomainParticipant:
         return self._reader.topic.participant
@@ -238,15 +248,30 @@ class StatusCondition(Condition):
         super().__init__(entity)
         self._entity = entity
         self._cyclone = None  # the Cyclone entity itself is what a wait set attaches
+        if isinstance(entity, DataReader) and entity._keyed is not None:
+            # A SubscriptionKeys reader's data and rejections live in dcps: Cyclone's
+            # DATA_AVAILABLE resets when dcps drains it (or is consumed by dcps'
+            # listener), and Cyclone rejects nothing. A guard condition the reader
+            # sets stands in for those two statuses, and, as for a ReadCondition, a
+            # read condition on undrained samples wakes wait sets so that they drain.
+            with cyclone_call("create StatusCondition"):
+                self._guard = CycloneGuard(self._participant()._cyclone)
+                self._pending = CycloneRead(entity._cyclone, ANY_STATE)
         self.set_enabled_statuses(enabled_statuses)
         self._adopted()
 
     def _rebind(self) -> None:
+        old_pending = self._pending
+        if old_pending is not None:
+            with cyclone_call("re-create StatusCondition"):
+                self._pending = CycloneRead(self._entity._cyclone, ANY_STATE)
+            old_pending.__del__()
         self.set_enabled_statuses(self.enabled_statuses)
         for ws in self._waitsets:
             with cyclone_call("re-attach condition"):
-                for target in _targets(self):
-                    ws._cyclone.attach(target)
+                ws._cyclone.attach(self._attach_target())  # the guard stays attached
+                if self._pending is not None:
+                    ws._cyclone.attach(self._pending)
 
     def set_enabled_statuses(self, statuses: StatusKind) -> None:
         """Choose the statuses this condition (and the entity's wait-set trigger) reacts to."""
@@ -254,13 +279,36 @@ class StatusCondition(Condition):
         self.enabled_statuses = StatusKind(statuses)
         with cyclone_call("set status mask"):
             self._entity._cyclone.set_status_mask(int(self.enabled_statuses))
+        self._refresh()
 
     @property
     def triggered(self) -> bool:
         """Whether one of the enabled statuses changed since it was last read."""
         self._check_open()
+        if self._pending is not None:
+            self._entity._drain()  # type: ignore[union-attr]
+            if self._keyed_statuses():
+                return True
         with cyclone_call("get status changes"):
             return bool(self._entity._cyclone.get_status_changes() & int(self.enabled_statuses))
+
+    def _keyed_statuses(self) -> bool:
+        """Whether a status a SubscriptionKeys reader keeps itself is enabled and changed."""
+        reader = self._entity
+        assert isinstance(reader, DataReader)
+        assert reader._keyed is not None
+        enabled = self.enabled_statuses
+        return bool(
+            (enabled & StatusKind.DATA_AVAILABLE and reader._data_available)
+            or (enabled & StatusKind.SAMPLE_REJECTED and reader._keyed.rejected_changed)
+        )
+
+    def _refresh(self) -> None:
+        if self._guard is not None and not self.closed:
+            self._guard.set(self._keyed_statuses())
+
+    def _keyed_reader(self) -> DataReader[Any] | None:
+        return self._entity if self._pending is not None else None  # type: ignore[return-value]
 
     def _attach_target(self) -> Any:
         return self._entity._cyclone
@@ -350,13 +398,10 @@ class WaitSet(Entity):
             if count == 0:
                 raise DcpsTimeoutError(f"no condition triggered within {timeout}")
             conditions = [c for c in conditions if not c.closed]
-            drained = [
-                c._reader
-                for c in conditions
-                if c._pending is not None and isinstance(c, ReadCondition)
-            ]
+            drained = [c._keyed_reader() for c in conditions if c._pending is not None]
             for reader in dict.fromkeys(drained):
-                reader._drain()  # SubscriptionKeys: file what arrived, then judge
+                if reader is not None:
+                    reader._drain()  # SubscriptionKeys: file what arrived, then judge
             triggered = [c for c in conditions if c.triggered]
             if triggered:
                 return triggered
@@ -366,8 +411,9 @@ class WaitSet(Entity):
 
 def _targets(condition: Condition) -> list[Any]:
     targets = [_target(condition)]
-    if condition._pending is not None:
-        targets.append(condition._pending)
+    for extra in (condition._pending, condition._guard):
+        if extra is not None:
+            targets.append(extra)
     return targets
 
 

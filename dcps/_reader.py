@@ -151,6 +151,9 @@ class DataReader(Entity, Generic[T]):
         # a Python listener per sample costs CPU (see benchmarks/README.md).
         self._drains_eagerly = self._keyed is not None and self._keyed.bounded
         self._arrived = 0  # data-available notifications since the last drain
+        # SubscriptionKeys: DATA_AVAILABLE as DDS defines it, for StatusConditions
+        # (set when a drain files samples, reset by read/take)
+        self._data_available = False
         try:
             with cyclone_call(f"create DataReader on {topic._describe()}"):
                 self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
@@ -249,9 +252,11 @@ class DataReader(Entity, Generic[T]):
                 added |= keyed.add_batch(batch)
                 if len(raw) < _DRAIN_CHUNK:
                     break
-            if added:
-                self._refresh_conditions()
             rejected = keyed.rejected_changed
+            if added:
+                self._data_available = True
+            if added or rejected:
+                self._refresh_conditions()
         if rejected:
             self._report_rejections()
 
@@ -261,8 +266,10 @@ class DataReader(Entity, Generic[T]):
         if listener is None or not _overridden(listener, "on_sample_rejected"):
             return
         assert self._keyed is not None
+        status = self._keyed.rejected_status()
+        self._refresh_conditions()
         try:
-            listener.on_sample_rejected(self, self._keyed.rejected_status())
+            listener.on_sample_rejected(self, status)
         except Exception:
             logging.getLogger("dcps.listener").exception("listener on_sample_rejected raised")
 
@@ -442,6 +449,7 @@ class DataReader(Entity, Generic[T]):
                 mask = state_mask(sample_states, view_states, instance_states)
             predicate = getattr(condition, "_predicate", None)
             kept = self._keyed.access(take, max_samples, mask, instance, predicate)
+            self._data_available = False
             self._refresh_conditions()
             return _ordered(kept, condition)
         if condition is None:
@@ -617,5 +625,7 @@ class DataReader(Entity, Generic[T]):
         if self._keyed is not None:
             self._check_open()
             self._drain()
-            return self._keyed.rejected_status()
+            status = self._keyed.rejected_status()
+            self._refresh_conditions()
+            return status
         return self._status("get_sample_rejected_status", st.SampleRejectedStatus)

@@ -27,7 +27,9 @@ Samples taken from Cyclone together are filed in source-timestamp order
 History (KEEP_LAST depth, or KEEP_ALL) and ResourceLimits apply per reader
 instance; samples beyond the limits are dropped oldest-first (KEEP_LAST) or
 rejected (KEEP_ALL). Rejections are reported like a plain reader's, through
-``sample_rejected_status`` and ``on_sample_rejected``; unlike a plain reader,
+``sample_rejected_status``, ``on_sample_rejected`` and StatusConditions
+(dcps keeps DATA_AVAILABLE and SAMPLE_REJECTED of these readers itself, as
+Cyclone's reset when dcps takes the samples); unlike a plain reader,
 a rejected sample is lost for good (dcps already took it from Cyclone, so
 reliability does not send it again).
 """

@@ -417,6 +417,63 @@ class TestReaderOperations:
 
         assert asyncio.run(asyncio.wait_for(first(), 10)) == "low"
 
+    @pytest.mark.parametrize("limited", [False, True], ids=["unlimited", "limited"])
+    def test_data_available_status_condition_holds_until_read(
+        self, participant, topic, writer, limited
+    ) -> None:
+        """A DATA_AVAILABLE StatusCondition fires for new samples and resets on read/take.
+
+        With resource limits dcps takes samples from Cyclone as they arrive, which
+        resets Cyclone's own DATA_AVAILABLE: the condition must still hold.
+        """
+        limits = (
+            qos.ResourceLimits(max_samples_per_instance=100) if limited else qos.ResourceLimits()
+        )
+        keyed = dcps.DataReader(participant, topic, qos=keyed_qos("label").with_(limits))
+        available = dcps.StatusCondition(keyed, dcps.StatusKind.DATA_AVAILABLE)
+        ws = dcps.WaitSet(participant)
+        ws.attach(available)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed)
+        for sensor in range(40):  # more than dcps' eager-drain batch
+            writer.call("write", sensor=sensor, value=1.0, label="a")
+        writer.call("wait_acks")
+        assert ws.wait(10) == [available]
+        assert available.triggered
+        assert len(keyed.read()) == 40
+        assert not available.triggered
+        with pytest.raises(dcps.DcpsTimeoutError):
+            ws.wait(0)  # the wait set agrees, without blocking
+        writer.call("write", sensor=99, value=1.0, label="b")
+        assert ws.wait(10) == [available]
+        assert [s.data.sensor for s in keyed.take(sample_states=dcps.SampleState.NOT_READ)] == [99]
+        assert not available.triggered
+
+    def test_sample_rejected_status_condition_holds_until_the_status_is_read(
+        self, participant, topic, writer
+    ) -> None:
+        """A SAMPLE_REJECTED StatusCondition fires on a per-reader-instance rejection."""
+        keyed = dcps.DataReader(
+            participant,
+            topic,
+            qos=keyed_qos("label").with_(qos.ResourceLimits(max_samples_per_instance=2)),
+        )
+        rejected = dcps.StatusCondition(keyed, dcps.StatusKind.SAMPLE_REJECTED)
+        ws = dcps.WaitSet(participant)
+        ws.attach(rejected)
+        writer.start_writer({"reliable": True, "keep_all": True}, keyed)
+        for sensor in range(2):
+            writer.call("write", sensor=sensor, value=1.0, label="a")
+        writer.call("wait_acks")
+        assert keyed.sample_rejected_status.total_count == 0  # two samples fit
+        with pytest.raises(dcps.DcpsTimeoutError):
+            ws.wait(0)
+        writer.call("write", sensor=2, value=1.0, label="a")
+        assert ws.wait(10) == [rejected]
+        assert keyed.sample_rejected_status.total_count_change == 1
+        assert not rejected.triggered
+        with pytest.raises(dcps.DcpsTimeoutError):
+            ws.wait(0)
+
     def test_query_condition_wakes_a_wait_set_on_a_plain_reader_too(
         self, participant, topic, writer
     ) -> None:
