@@ -356,7 +356,7 @@ def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
     out: list[CdrRow] = []
     try:
         rows = _info_rows(raw, n)
-        size_of, to_ser, string_at = _lib.ddsi_serdata_size, _lib.ddsi_serdata_to_ser, ct.string_at
+        size_of, to_ser, bytes_at = _lib.ddsi_serdata_size, _lib.ddsi_serdata_to_ser, _bytes_at
         from_address = _SerdataHead.from_address
         scratch = _scratch.get(0)
         checked = False
@@ -378,7 +378,7 @@ def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
             if size > len(scratch):
                 scratch = _scratch.get(size)
             to_ser(pointer, 0, size, scratch)
-            out.append((string_at(scratch, size), row, head.statusinfo))
+            out.append((bytes_at(scratch, size), row, head.statusinfo))
     finally:
         unref = _lib.ddsi_serdata_unref
         for i in range(n):

@@ -307,29 +307,25 @@ class KeyedCache(Generic[T]):
         now = instance.disposed_generation_count
         rank = len(chosen)
         read, not_read = SampleState.READ, SampleState.NOT_READ
-        append = out.append
+        append, new = out.append, tuple.__new__  # Sample and SampleInfo are tuples
         for e in chosen:
             rank -= 1
             generation = e.disposed_generation_count
-            append(
-                Sample(
-                    e.data,
-                    SampleInfo(
-                        read if e.read else not_read,
-                        view,
-                        state,
-                        True,
-                        e.timestamp,
-                        handle,
-                        e.publication_handle,
-                        generation,
-                        0,
-                        rank,
-                        latest - generation,
-                        now - generation,
-                    ),
-                )
+            info = (
+                read if e.read else not_read,
+                view,
+                state,
+                True,
+                e.timestamp,
+                handle,
+                e.publication_handle,
+                generation,
+                0,
+                rank,
+                latest - generation,
+                now - generation,
             )
+            append(new(Sample, (e.data, new(SampleInfo, info))))
 
     def matches(self, mask: int, predicate: Callable[[T], bool] | None = None) -> bool:
         """Whether any sample matches (for conditions)."""
