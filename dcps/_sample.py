@@ -55,33 +55,64 @@ _INSTANCE_STATES = {int(m): m for m in InstanceState}
 
 _new_tuple = tuple.__new__
 
-_INFO_FIELDS = (
-    "sample_state",
-    "view_state",
-    "instance_state",
-    "valid_data",
-    "source_timestamp_ns",
-    "instance_handle",
-    "publication_handle",
-    "disposed_generation_count",
-    "no_writers_generation_count",
-    "sample_rank",
-    "generation_rank",
-    "absolute_generation_rank",
-)
+
+class _ValueTuple(tuple[Any, ...]):
+    """A record stored as a tuple: one allocation and C-level getters, for the records a
+    reader builds per sample on the wake-up path. Equal only to its own kind."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            # False for other tuples: NotImplemented would let tuple's own == answer
+            return False if isinstance(other, tuple) else NotImplemented
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = tuple.__hash__
+
+    def __getnewargs__(self) -> tuple[Any, ...]:  # pickle and copy through __new__
+        return tuple(self)
 
 
-class SampleInfo(tuple[Any, ...]):
+class SampleInfo(_ValueTuple):
     """Everything DDS says about one sample (DDS 1.4, 2.2.2.5.5).
 
     Immutable; compares and hashes by value. Underneath it is a tuple of the
-    fields in the order of Cyclone's ``dds_sample_info_t``, because the reader
-    builds one per sample on the wake-up path of every application, where a
-    tuple is the cheapest record CPython has (one allocation, C-level
-    getters). Use the attributes; the tuple layout is not API.
+    fields in :attr:`_fields` order (Cyclone's ``dds_sample_info_t``); use the
+    attributes, the tuple layout is not API.
     """
 
     __slots__ = ()
+
+    _fields = (
+        "sample_state",
+        "view_state",
+        "instance_state",
+        "valid_data",
+        "source_timestamp_ns",
+        "instance_handle",
+        "publication_handle",
+        "disposed_generation_count",
+        "no_writers_generation_count",
+        "sample_rank",
+        "generation_rank",
+        "absolute_generation_rank",
+    )
+
+    if TYPE_CHECKING:
+        valid_data: bool  # False for samples that only announce an instance state change
+        source_timestamp_ns: int
+        instance_handle: int
+        publication_handle: int
+        disposed_generation_count: int
+        no_writers_generation_count: int
+        sample_rank: int
+        generation_rank: int
+        absolute_generation_rank: int
 
     def __new__(
         cls,
@@ -131,127 +162,52 @@ class SampleInfo(tuple[Any, ...]):
         """ALIVE, NOT_ALIVE_DISPOSED or NOT_ALIVE_NO_WRITERS at the time of the access."""
         return _INSTANCE_STATES[self[2]]
 
-    if TYPE_CHECKING:
-
-        @property
-        def valid_data(self) -> bool: ...
-
-        @property
-        def source_timestamp_ns(self) -> int: ...
-
-        @property
-        def instance_handle(self) -> int: ...
-
-        @property
-        def publication_handle(self) -> int: ...
-
-        @property
-        def disposed_generation_count(self) -> int: ...
-
-        @property
-        def no_writers_generation_count(self) -> int: ...
-
-        @property
-        def sample_rank(self) -> int: ...
-
-        @property
-        def generation_rank(self) -> int: ...
-
-        @property
-        def absolute_generation_rank(self) -> int: ...
-
-    else:  # C-level getters
-        valid_data = property(
-            itemgetter(3), doc="False for samples that only announce an instance state change."
-        )
-        source_timestamp_ns = property(
-            itemgetter(4), doc="The writer's source timestamp, in ns since the Unix epoch."
-        )
-        instance_handle = property(
-            itemgetter(5), doc="The handle of the sample's instance in this reader."
-        )
-        publication_handle = property(
-            itemgetter(6), doc="The handle of the writer that wrote the sample."
-        )
-        disposed_generation_count = property(
-            itemgetter(7),
-            doc="How often the instance went from disposed to alive before this sample.",
-        )
-        no_writers_generation_count = property(
-            itemgetter(8),
-            doc="How often the instance went from no-writers to alive before this sample.",
-        )
-        sample_rank = property(
-            itemgetter(9),
-            doc="How many samples of the same instance follow this one in the result.",
-        )
-        generation_rank = property(
-            itemgetter(10),
-            doc="Generations between this sample and its instance's latest sample in the result.",
-        )
-        absolute_generation_rank = property(
-            itemgetter(11),
-            doc="Generations between this sample and the instance's latest in the reader.",
-        )
-
     @property
     def source_timestamp(self) -> datetime:
         """The writer's source timestamp as a UTC datetime."""
         return ns_to_datetime(self[4])
 
-    @classmethod
-    def _from_row(cls, row: tuple[Any, ...]) -> SampleInfo:
-        """From a ``dds_sample_info_t`` as a tuple of its fields, in order."""
-        return _new_tuple(cls, row)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            # False for other tuples: NotImplemented would let tuple's own == answer
-            return False if isinstance(other, tuple) else NotImplemented
-        return tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = tuple.__hash__
-
     def __repr__(self) -> str:
         values = (self.sample_state, self.view_state, self.instance_state, *self[3:])
-        fields = ", ".join(f"{n}={v!r}" for n, v in zip(_INFO_FIELDS, values, strict=True))
+        fields = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, values, strict=True))
         return f"SampleInfo({fields})"
 
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        return tuple(self)
+
+_INFO_DOCS = {
+    "valid_data": "False for samples that only announce an instance state change.",
+    "source_timestamp_ns": "The writer's source timestamp, in ns since the Unix epoch.",
+    "instance_handle": "The handle of the sample's instance in this reader.",
+    "publication_handle": "The handle of the writer that wrote the sample.",
+    "disposed_generation_count": "Times the instance went from disposed to alive before it.",
+    "no_writers_generation_count": "Times the instance went from no writers to alive before it.",
+    "sample_rank": "How many samples of the same instance follow this one in the result.",
+    "generation_rank": "Generations between this sample and its instance's latest in the result.",
+    "absolute_generation_rank": "Generations between this sample and its instance's latest.",
+}
+for _index, _name in enumerate(SampleInfo._fields):
+    if _name in _INFO_DOCS:  # C-level getters; the three states become enum members
+        setattr(SampleInfo, _name, property(itemgetter(_index), doc=_INFO_DOCS[_name]))
 
 
-class Sample(tuple[Any, ...], Generic[T]):
+class Sample(_ValueTuple, Generic[T]):
     """One sample: ``data`` (the full value, or only its key fields when
     ``info.valid_data`` is false, as after a dispose or unregister) and ``info``.
 
-    Immutable; compares and hashes by value. Like :class:`SampleInfo` it is a
-    tuple underneath, ``(data, info)``, so ``data, info = sample`` works.
+    Immutable; compares by value. Like :class:`SampleInfo` it is a tuple
+    underneath, ``(data, info)``, so ``data, info = sample`` works.
     """
 
     __slots__ = ()
 
+    if TYPE_CHECKING:
+        data: T
+        info: SampleInfo
+    else:  # C-level getters
+        data = property(itemgetter(0), doc="The value (only its keys when not ``valid_data``).")
+        info = property(itemgetter(1), doc="The sample's :class:`SampleInfo`.")
+
     def __new__(cls, data: T, info: SampleInfo) -> Sample[T]:
         return _new_tuple(cls, (data, info))
-
-    if TYPE_CHECKING:
-
-        @property
-        def data(self) -> T: ...
-
-        @property
-        def info(self) -> SampleInfo: ...
-
-    else:  # C-level getters
-        data = property(
-            itemgetter(0),
-            doc="The sample's value (only the key fields are meaningful when not ``valid_data``).",
-        )
-        info = property(itemgetter(1), doc="The sample's :class:`SampleInfo`.")
 
     @property
     def valid_data(self) -> bool:
@@ -259,23 +215,8 @@ class Sample(tuple[Any, ...], Generic[T]):
         valid: bool = self[1][3]
         return valid
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            # False for other tuples: NotImplemented would let tuple's own == answer
-            return False if isinstance(other, tuple) else NotImplemented
-        return tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = tuple.__hash__
-
     def __repr__(self) -> str:
         return f"Sample(data={self[0]!r}, info={self[1]!r})"
-
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        return tuple(self)
 
 
 def samples_from_rows(

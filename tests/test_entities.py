@@ -42,22 +42,6 @@ def pair(
     return writer, reader
 
 
-_INFO_FIELDS = (
-    "sample_state",
-    "view_state",
-    "instance_state",
-    "valid_data",
-    "source_timestamp_ns",
-    "instance_handle",
-    "publication_handle",
-    "disposed_generation_count",
-    "no_writers_generation_count",
-    "sample_rank",
-    "generation_rank",
-    "absolute_generation_rank",
-)
-
-
 def settle(writer: dcps.DataWriter[Reading], reader: dcps.DataReader[Reading], count: int) -> None:
     """Wait until the reader holds ``count`` samples."""
     writer.wait_for_acknowledgments(10)  # reliable and acknowledged: the samples are in the reader
@@ -140,7 +124,7 @@ class TestReadTake:
         assert "source_timestamp_ns=5000" in repr(again)
         with pytest.raises(AttributeError):
             again.info.sample_rank = 3  # type: ignore[misc]
-        rebuilt = dcps.SampleInfo(*(getattr(info, f) for f in _INFO_FIELDS))
+        rebuilt = dcps.SampleInfo(**{f: getattr(info, f) for f in dcps.SampleInfo._fields})
         assert rebuilt == info
 
     def test_invalid_sample_carries_only_the_key(self, pair) -> None:
