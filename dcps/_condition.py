@@ -6,6 +6,7 @@ Cyclone parents wait sets and guard conditions to a participant, so dcps'
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -41,6 +42,15 @@ class Condition(Entity):
         self._waitsets: list[WaitSet] = []
 
     def _on_close(self) -> None:
+        # Leave every wait set: a StatusCondition's target is the reader or writer
+        # itself, which outlives the condition and would keep waking the wait set.
+        for ws in list(self._waitsets):
+            if not ws.closed:
+                with contextlib.suppress(Exception):  # already gone with its entity
+                    for target in _targets(self):
+                        ws._cyclone.detach(target)
+            ws._conditions.remove(self)
+        self._waitsets.clear()
         for name in ("_pending", "_guard"):
             entity = getattr(self, name)
             if entity is not None:
@@ -259,6 +269,7 @@ class StatusCondition(Condition):
                 self._pending = CycloneRead(entity._cyclone, ANY_STATE)
         self.set_enabled_statuses(enabled_statuses)
         self._adopted()
+        self._refresh()  # a drain between the first refresh and _adopted() missed us
 
     def _rebind(self) -> None:
         old_pending = self._pending
@@ -304,8 +315,9 @@ class StatusCondition(Condition):
         )
 
     def _refresh(self) -> None:
-        if self._guard is not None and not self.closed:
-            self._guard.set(self._keyed_statuses())
+        guard = self._guard  # read once: close() on another thread clears it
+        if guard is not None and not self.closed:
+            guard.set(self._keyed_statuses())
 
     def _keyed_reader(self) -> DataReader[Any] | None:
         return self._entity if self._pending is not None else None  # type: ignore[return-value]
@@ -389,7 +401,7 @@ class WaitSet(Entity):
             except DDSException as exc:
                 raise error_for(exc.code, "wait") from exc
             conditions = self._conditions
-            if count and count >= len(conditions):  # all fired (closed ones cannot)
+            if count and count >= len(conditions):  # all fired
                 for c in conditions:
                     if c._pending is not None:
                         break
@@ -406,7 +418,9 @@ class WaitSet(Entity):
             if triggered:
                 return triggered
             if deadline is not None:
-                remaining = max(0, int((deadline - time.monotonic()) * 1e9))
+                remaining = int((deadline - time.monotonic()) * 1e9)
+                if remaining <= 0:
+                    raise DcpsTimeoutError(f"no condition triggered within {timeout}")
 
 
 def _targets(condition: Condition) -> list[Any]:

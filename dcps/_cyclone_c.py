@@ -64,7 +64,7 @@ _INFO = dds_c_t.sample_info
 def _info_format() -> str:
     """A ``struct`` format for ``dds_sample_info_t``, padding taken from ctypes' layout."""
     codes = {ct.c_uint32: "I", ct.c_int64: "q", ct.c_uint64: "Q", ct.c_bool: "?"}
-    out, at = ["<"], 0
+    out, at = ["="], 0  # native byte order, standard sizes, explicit padding
     for field in _INFO._fields_:
         name, ctype = field[0], field[1]
         offset = getattr(_INFO, name).offset

@@ -274,10 +274,14 @@ class DataReader(Entity, Generic[T]):
             logging.getLogger("dcps.listener").exception("listener on_sample_rejected raised")
 
     def _refresh_conditions(self) -> None:
-        for child in list(self._children):
-            refresh = getattr(child, "_refresh", None)
-            if refresh is not None:
-                refresh()
+        """Bring a SubscriptionKeys reader's condition triggers up to date with its cache."""
+        if self._keyed is None:
+            return
+        with self._keyed.lock:
+            for child in list(self._children):
+                refresh = getattr(child, "_refresh", None)
+                if refresh is not None:
+                    refresh()
 
     def _on_close(self) -> None:
         self._wake()
@@ -409,8 +413,10 @@ class DataReader(Entity, Generic[T]):
             self._purge()
         if self._keyed is not None:
             self._drain()
-            out = self._keyed.access(take, max_samples, mask, after_handle=previous or 0)
-            self._refresh_conditions()
+            with self._keyed.lock:  # as in _access
+                out = self._keyed.access(take, max_samples, mask, after_handle=previous or 0)
+                self._data_available = False
+                self._refresh_conditions()
             return out
         floor = -1 if previous is None else previous
         handles = {row[5] for row in peek_infos(self._cyclone._ref, mask, LENGTH_UNLIMITED)}
@@ -448,9 +454,10 @@ class DataReader(Entity, Generic[T]):
             if condition is None:
                 mask = state_mask(sample_states, view_states, instance_states)
             predicate = getattr(condition, "_predicate", None)
-            kept = self._keyed.access(take, max_samples, mask, instance, predicate)
-            self._data_available = False
-            self._refresh_conditions()
+            with self._keyed.lock:  # a drain on Cyclone's thread must not slip in between
+                kept = self._keyed.access(take, max_samples, mask, instance, predicate)
+                self._data_available = False
+                self._refresh_conditions()
             return _ordered(kept, condition)
         if condition is None:
             ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)

@@ -9,6 +9,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dcps._time import ns_to_datetime
+from idl._errors import BadParameterError
 
 T = TypeVar("T")
 
@@ -81,14 +82,15 @@ class _ValueTuple(tuple[Any, ...]):
 class SampleInfo(_ValueTuple):
     """Everything DDS says about one sample (DDS 1.4, 2.2.2.5.5).
 
-    Immutable; compares and hashes by value. Underneath it is a tuple of the
-    fields in :attr:`_fields` order (Cyclone's ``dds_sample_info_t``); use the
-    attributes, the tuple layout is not API.
+    Immutable; compares and hashes by value; ``case SampleInfo(state, ...)``
+    matches its fields in ``__match_args__`` order. Underneath it is a tuple of
+    them (Cyclone's ``dds_sample_info_t``); use the attributes, the tuple
+    layout is not API.
     """
 
     __slots__ = ()
 
-    _fields = (
+    __match_args__ = (
         "sample_state",
         "view_state",
         "instance_state",
@@ -103,16 +105,26 @@ class SampleInfo(_ValueTuple):
         "absolute_generation_rank",
     )
 
-    if TYPE_CHECKING:
-        valid_data: bool  # False for samples that only announce an instance state change
-        source_timestamp_ns: int
-        instance_handle: int
-        publication_handle: int
-        disposed_generation_count: int
-        no_writers_generation_count: int
-        sample_rank: int
-        generation_rank: int
-        absolute_generation_rank: int
+    if TYPE_CHECKING:  # read-only; the getters are made below from _INFO_DOCS
+
+        @property
+        def valid_data(self) -> bool: ...
+        @property
+        def source_timestamp_ns(self) -> int: ...
+        @property
+        def instance_handle(self) -> int: ...
+        @property
+        def publication_handle(self) -> int: ...
+        @property
+        def disposed_generation_count(self) -> int: ...
+        @property
+        def no_writers_generation_count(self) -> int: ...
+        @property
+        def sample_rank(self) -> int: ...
+        @property
+        def generation_rank(self) -> int: ...
+        @property
+        def absolute_generation_rank(self) -> int: ...
 
     def __new__(
         cls,
@@ -129,12 +141,20 @@ class SampleInfo(_ValueTuple):
         generation_rank: int,
         absolute_generation_rank: int,
     ) -> SampleInfo:
+        states = []
+        for value, table, kind in (
+            (sample_state, _SAMPLE_STATES, "sample_state"),
+            (view_state, _VIEW_STATES, "view_state"),
+            (instance_state, _INSTANCE_STATES, "instance_state"),
+        ):
+            single = isinstance(value, int) and value in table and not value & (value - 1)
+            if not single:
+                raise BadParameterError(f"{kind} must be a single state, got {value!r}")
+            states.append(table[value])
         return _new_tuple(
             cls,
             (
-                sample_state,
-                view_state,
-                instance_state,
+                *states,
                 valid_data,
                 source_timestamp_ns,
                 instance_handle,
@@ -169,7 +189,7 @@ class SampleInfo(_ValueTuple):
 
     def __repr__(self) -> str:
         values = (self.sample_state, self.view_state, self.instance_state, *self[3:])
-        fields = ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, values, strict=True))
+        fields = ", ".join(f"{n}={v!r}" for n, v in zip(self.__match_args__, values, strict=True))
         return f"SampleInfo({fields})"
 
 
@@ -184,7 +204,7 @@ _INFO_DOCS = {
     "generation_rank": "Generations between this sample and its instance's latest in the result.",
     "absolute_generation_rank": "Generations between this sample and its instance's latest.",
 }
-for _index, _name in enumerate(SampleInfo._fields):
+for _index, _name in enumerate(SampleInfo.__match_args__):
     if _name in _INFO_DOCS:  # C-level getters; the three states become enum members
         setattr(SampleInfo, _name, property(itemgetter(_index), doc=_INFO_DOCS[_name]))
 
@@ -199,9 +219,15 @@ class Sample(_ValueTuple, Generic[T]):
 
     __slots__ = ()
 
+    __match_args__ = ("data", "info")
+
     if TYPE_CHECKING:
-        data: T
-        info: SampleInfo
+
+        @property
+        def data(self) -> T: ...
+        @property
+        def info(self) -> SampleInfo: ...
+
     else:  # C-level getters
         data = property(itemgetter(0), doc="The value (only its keys when not ``valid_data``).")
         info = property(itemgetter(1), doc="The sample's :class:`SampleInfo`.")

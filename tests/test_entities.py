@@ -124,7 +124,7 @@ class TestReadTake:
         assert "source_timestamp_ns=5000" in repr(again)
         with pytest.raises(AttributeError):
             again.info.sample_rank = 3  # type: ignore[misc]
-        rebuilt = dcps.SampleInfo(**{f: getattr(info, f) for f in dcps.SampleInfo._fields})
+        rebuilt = dcps.SampleInfo(**{f: getattr(info, f) for f in dcps.SampleInfo.__match_args__})
         assert rebuilt == info
 
     def test_invalid_sample_carries_only_the_key(self, pair) -> None:
@@ -231,6 +231,23 @@ class TestConditions:
         dcps.DataWriter(participant, topic)
         assert ws.wait(10) == [cond]
         assert reader.subscription_matched_status.current_count == 1
+
+    def test_a_closed_condition_leaves_its_wait_sets(self, participant, pair) -> None:
+        """Closing an attached StatusCondition detaches it: its reader no longer wakes the set."""
+        writer, reader = pair
+        available = dcps.StatusCondition(reader, dcps.StatusKind.DATA_AVAILABLE)
+        guard = dcps.GuardCondition(participant)
+        ws = dcps.WaitSet(participant)
+        ws.attach(available)
+        ws.attach(guard)
+        available.close()
+        assert ws.conditions == (guard,)
+        writer.write(Reading(1, 1.0, ""))
+        settle(writer, reader, 1)
+        with pytest.raises(dcps.DcpsTimeoutError):
+            ws.wait(0.05)  # the reader's DATA_AVAILABLE is set, but nothing waits for it
+        guard.set_trigger_value(True)
+        assert ws.wait(10) == [guard]
 
 
 class RecordingListener(dcps.Listener):

@@ -445,7 +445,14 @@ class TestReaderOperations:
             ws.wait(0)  # the wait set agrees, without blocking
         writer.call("write", sensor=99, value=1.0, label="b")
         assert ws.wait(10) == [available]
-        assert [s.data.sensor for s in keyed.take(sample_states=dcps.SampleState.NOT_READ)] == [99]
+        assert ws.wait(10) == [available]  # still: nothing was read since
+        (b_instance,) = {
+            s.info.instance_handle for s in keyed.read(sample_states=dcps.SampleState.NOT_READ)
+        }
+        writer.call("write", sensor=100, value=1.0, label="b")
+        assert ws.wait(10) == [available]
+        taken = keyed.take_next_instance(b_instance - 1)  # per-instance access resets it too
+        assert [s.data.sensor for s in taken] == [99, 100]
         assert not available.triggered
 
     def test_sample_rejected_status_condition_holds_until_the_status_is_read(
