@@ -45,10 +45,9 @@ class Condition(Entity):
         # Leave every wait set: a StatusCondition's target is the reader or writer
         # itself, which outlives the condition and would keep waking the wait set.
         for ws in list(self._waitsets):
-            if not ws.closed:
+            for target in _targets(self) if not ws.closed else ():
                 with contextlib.suppress(Exception):  # already gone with its entity
-                    for target in _targets(self):
-                        ws._cyclone.detach(target)
+                    ws._cyclone.detach(target)
             ws._conditions.remove(self)
         self._waitsets.clear()
         for name in ("_pending", "_guard"):
