@@ -50,11 +50,15 @@ class Condition(Entity):
                     ws._cyclone.detach(target)
             ws._conditions.remove(self)
         self._waitsets.clear()
-        for name in ("_pending", "_guard"):
-            entity = getattr(self, name)
-            if entity is not None:
-                entity.__del__()
-                setattr(self, name, None)
+        reader = self._keyed_reader()
+        keyed = reader._keyed if reader is not None else None
+        # a keyed reader refreshes its conditions under its cache lock, maybe on Cyclone's thread
+        with keyed.lock if keyed is not None else contextlib.nullcontext():
+            for name in ("_pending", "_guard"):
+                entity = getattr(self, name)
+                if entity is not None:
+                    entity.__del__()
+                    setattr(self, name, None)
 
     def _rebind(self) -> None:
         """Follow the reader onto its re-created Cyclone reader; stay attached."""
