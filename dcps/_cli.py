@@ -40,6 +40,9 @@ def store(
         "I = 0..N-1, each with its own --data; 0/N coordinates the groups. "
         "Default 0/1: this store serves every channel.",
     ),
+    fetch_threads: int = typer.Option(
+        3, "--fetch-threads", help="Threads answering reads of stored elements.", min=1
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted."""
     from dcps import DcpsError
@@ -56,6 +59,7 @@ def store(
             namespace=namespace,
             sync=SyncMode(sync.value.upper()),
             share=parsed,
+            fetch_threads=fetch_threads,
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)

@@ -37,3 +37,10 @@ class TestCli:
         result = dcps_cli("store")
         assert result.returncode != 0
         assert "--data" in result.stderr
+
+    def test_store_refuses_a_bad_fetch_thread_count(self, tmp_path) -> None:
+        """`dcps store --fetch-threads 0` fails with a usage message naming the option."""
+        result = dcps_cli("store", "--data", str(tmp_path / "s"), "--fetch-threads", "0")
+        assert result.returncode != 0
+        assert "--fetch-threads" in result.stderr
+        assert not (tmp_path / "s").exists()

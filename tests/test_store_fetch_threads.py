@@ -168,6 +168,46 @@ class TestParallelFetches:
             raise_for_reply(clients[1].fetch("missing", 0, 0, 10).result(TIMEOUT))
 
 
+class TestFetchThreadCount:
+    @pytest.mark.parametrize("count", [1, 6])
+    def test_any_number_of_fetch_threads_serves_exact_runs(
+        self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str, count: int
+    ) -> None:
+        """A store with one fetch thread, or six, runs that many and answers fetches exactly."""
+        before = {t.ident for t in threading.enumerate()}
+        with Store(
+            tmp_path / "store",
+            domain_id=domain_id,
+            namespace=namespace,
+            sync=SyncMode.NORMAL,
+            fetch_threads=count,
+        ):
+            fetchers = [
+                t
+                for t in threading.enumerate()
+                if t.ident not in before and t.name.startswith("dcps-store-fetch")
+            ]
+            assert len(fetchers) == count
+            client = Client(domain_id, namespace)
+            try:
+                ensure(client, topic_name, 1)
+                publish(client, topic_name, 0, 0, 900)
+                replies = read_all(client, topic_name, 0, 900, 200)
+            finally:
+                client.close()
+        run = ElementRun.join([ElementRun.from_reply(r) for r in replies])
+        assert run.payloads() == [payload(0, o) for o in range(900)]
+
+    @pytest.mark.parametrize("count", [0, -1, 2.5, True])
+    def test_a_bad_fetch_thread_count_is_refused(
+        self, tmp_path: Path, domain_id: int, count: object
+    ) -> None:
+        """fetch_threads must be a positive int; the error names it and nothing is created."""
+        with pytest.raises(BadParameterError, match="fetch_threads"):
+            Store(tmp_path / "store", domain_id=domain_id, fetch_threads=count)  # type: ignore[arg-type]
+        assert not (tmp_path / "store").exists()
+
+
 class TestCloseWithFetchesInFlight:
     def test_close_while_fetching_stops_every_fetch_thread(
         self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str

@@ -66,8 +66,8 @@ if TYPE_CHECKING:
 __all__ = ["STORE_FILE", "Store", "run_store"]
 
 _log = logging.getLogger("dcps.channels.store")
-#: Threads answering FETCH requests, each with its own read connection to the log.
-_FETCH_THREADS = 3
+#: Threads answering FETCH requests by default, each with its own read connection.
+DEFAULT_FETCH_THREADS = 3
 #: Seconds a fetch thread waits for a client to acknowledge replies before it
 #: leaves the rest to the service thread (so a stuck client holds it briefly).
 _SEND_PATIENCE = 1.0
@@ -116,6 +116,11 @@ class Store:
     :class:`~dcps.BadParameterError`; one that overlaps a running store of
     the namespace raises :class:`~dcps.PreconditionNotMetError` (if the
     overlap shows up later, the younger store stops and sets :attr:`failure`).
+
+    ``fetch_threads`` threads answer FETCH requests (subscribers catching up,
+    Spark reads), each reading the log through its own read-only connection,
+    beside the thread that handles publishes and commits; more of them help
+    when many readers fetch at once on a machine with cores to spare.
     """
 
     def __init__(
@@ -129,7 +134,15 @@ class Store:
         topics: Iterable[ChannelledTopic] = (),
         partition_count: int = DEFAULT_PARTITION_COUNT,
         share: Share | tuple[int, int] | str = (0, 1),
+        fetch_threads: int = DEFAULT_FETCH_THREADS,
     ) -> None:
+        if (
+            not isinstance(fetch_threads, int)
+            or isinstance(fetch_threads, bool)
+            or fetch_threads < 1
+        ):
+            raise BadParameterError(f"fetch_threads must be an int >= 1, got {fetch_threads!r}")
+        self._fetch_thread_count = fetch_threads
         self.share = Share.of(share)
         #: Why this store stopped serving (an overlapping store), or None.
         self.failure: str | None = None
@@ -409,7 +422,7 @@ class Store:
         self._fetch_jobs.put((request, out, out.reserve(now)))
 
     def _start_fetchers(self) -> None:
-        for i in range(_FETCH_THREADS):
+        for i in range(self._fetch_thread_count):
             thread = threading.Thread(
                 target=self._fetch_loop, name=f"dcps-store-fetch-{i}", daemon=True
             )
@@ -874,6 +887,7 @@ def run_store(
     stop: threading.Event | None = None,
     on_ready: Callable[[Store], None] | None = None,
     share: Share | tuple[int, int] | str = (0, 1),
+    fetch_threads: int = DEFAULT_FETCH_THREADS,
 ) -> None:
     """Run a store until ``stop`` is set, or SIGINT/SIGTERM when ``stop`` is None.
 
@@ -893,6 +907,7 @@ def run_store(
         sync=sync,
         partition_count=partition_count,
         share=share,
+        fetch_threads=fetch_threads,
     ) as store:
         if on_ready is not None:
             on_ready(store)

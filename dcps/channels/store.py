@@ -10,7 +10,7 @@ from idl._errors import DcpsError
 
 from ._log import SyncMode
 from ._shares import Share
-from ._store import run_store
+from ._store import DEFAULT_FETCH_THREADS, run_store
 
 __all__ = ["main"]
 
@@ -41,6 +41,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "I = 0..N-1, each with its own --data; 0/N coordinates the groups "
         "(default 0/1: every channel)",
     )
+    parser.add_argument(
+        "--fetch-threads",
+        type=int,
+        default=DEFAULT_FETCH_THREADS,
+        help="threads answering subscribers' and Spark's reads of stored elements (default 3)",
+    )
     args = parser.parse_args(argv)
     try:
         share = Share.of(args.share)
@@ -54,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sync=SyncMode(args.sync),
             partition_count=args.partitions,
             share=share,
+            fetch_threads=args.fetch_threads,
         )
     except DcpsError as exc:
         print(f"dcps store: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
