@@ -39,7 +39,8 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
@@ -55,7 +56,8 @@ _KEYABLE = {"int", "uint", "float", "bool", "char", "octet", "string", "enum"}
 
 
 def check_key_list(data_type: type, key_list: Iterable[str]) -> Callable[[Any], Any]:
-    """Check each reader key against the type; return a function giving a sample's key."""
+    """Check each reader key against the type; return a function giving a sample's key:
+    the field's value for one key, a tuple of values for several (``attrgetter``, in C)."""
     paths = tuple(key_list)
     for path in paths:
         try:
@@ -69,25 +71,43 @@ def check_key_list(data_type: type, key_list: Iterable[str]) -> Callable[[Any], 
                 f"SubscriptionKeys: {path!r} is a {field.kind}; only primitive, string "
                 "and enum fields can be keys"
             )
-    getter = operator.attrgetter(*paths)
-    return getter if len(paths) > 1 else (lambda sample: (getter(sample),))
+    return operator.attrgetter(*paths)
 
 
-class _Entry(Generic[T]):
-    __slots__ = ("data", "disposed_generation_count", "publication_handle", "read", "timestamp")
+class _Entry(list[Any], Generic[T]):
+    """One filed sample: ``[data, timestamp, publication_handle, disposed_generation_count,
+    read]``. A list, so that filing (once per arriving sample) builds it in C; only
+    ``read`` ever changes. Compared by identity where it matters (``id``)."""
 
-    def __init__(self, data: T, timestamp: int, publication_handle: int, generation: int) -> None:
-        self.data = data
-        self.timestamp = timestamp
-        self.publication_handle = publication_handle
-        self.disposed_generation_count = generation
-        self.read = False
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+
+        @property
+        def data(self) -> T: ...
+        @property
+        def timestamp(self) -> int: ...
+        @property
+        def publication_handle(self) -> int: ...
+        @property
+        def disposed_generation_count(self) -> int: ...
+        @property
+        def read(self) -> bool: ...
+        @read.setter
+        def read(self, value: bool) -> None: ...
+
+    else:
+        data = property(itemgetter(0))
+        timestamp = property(itemgetter(1))
+        publication_handle = property(itemgetter(2))
+        disposed_generation_count = property(itemgetter(3))
+        read = property(itemgetter(4), lambda self, value: self.__setitem__(4, value))
 
 
 @attrs.define
 class _Instance(Generic[T]):
     handle: int
-    key: tuple[Any, ...]
+    key: Any  # what check_key_list's function returns
     key_sample: T
     new: bool = True
     state: InstanceState = InstanceState.ALIVE
@@ -122,7 +142,7 @@ class KeyedCache(Generic[T]):
             and self._max_instances is None
             and self._max_samples is None
         )
-        self._instances: dict[tuple[Any, ...], _Instance[T]] = {}
+        self._instances: dict[Any, _Instance[T]] = {}
         # Handles only grow and a re-created instance gets a new one, so this
         # dict's insertion order is handle order.
         self._by_handle: dict[int, _Instance[T]] = {}
@@ -153,7 +173,9 @@ class KeyedCache(Generic[T]):
                 if unbounded and instance is not None and instance.state is alive and not disposes:
                     # the common case, inline: a live instance, nothing to check
                     generation = instance.disposed_generation_count
-                    instance.entries.append(_Entry(data, timestamp, publication, generation))
+                    instance.entries.append(
+                        _Entry((data, timestamp, publication, generation, False))
+                    )
                     instance.key_sample = data
                     self._count += 1
                     added = True
@@ -163,7 +185,7 @@ class KeyedCache(Generic[T]):
 
     def _add(
         self,
-        key: tuple[Any, ...],
+        key: Any,
         instance: _Instance[T] | None,
         data: T,
         timestamp: int,
@@ -196,7 +218,8 @@ class KeyedCache(Generic[T]):
                     self._remove(instance)
                 self._reject(reason, instance.handle if entries else 0)
                 return False
-        entries.append(_Entry(data, timestamp, publication, instance.disposed_generation_count))
+        generation = instance.disposed_generation_count
+        entries.append(_Entry((data, timestamp, publication, generation, False)))
         self._count += 1
         instance.key_sample = data
         if disposes:
