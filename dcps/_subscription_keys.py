@@ -39,7 +39,6 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Callable, Iterable
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
@@ -97,11 +96,11 @@ class _Entry(list[Any], Generic[T]):
         def read(self, value: bool) -> None: ...
 
     else:
-        data = property(itemgetter(0))
-        timestamp = property(itemgetter(1))
-        publication_handle = property(itemgetter(2))
-        disposed_generation_count = property(itemgetter(3))
-        read = property(itemgetter(4), lambda self, value: self.__setitem__(4, value))
+        data = property(operator.itemgetter(0))
+        timestamp = property(operator.itemgetter(1))
+        publication_handle = property(operator.itemgetter(2))
+        disposed_generation_count = property(operator.itemgetter(3))
+        read = property(operator.itemgetter(4), lambda self, value: self.__setitem__(4, value))
 
 
 @attrs.define
