@@ -48,8 +48,7 @@ class Condition(Entity):
             for target in _targets(self) if not ws.closed else ():
                 with contextlib.suppress(Exception):  # already gone with its entity
                     ws._cyclone.detach(target)
-            ws._conditions.remove(self)
-        self._waitsets.clear()
+            ws._forget(self)
         reader = self._keyed_reader()
         keyed = reader._keyed if reader is not None else None
         # a keyed reader refreshes its conditions under its cache lock, maybe on Cyclone's thread
@@ -261,15 +260,17 @@ class StatusCondition(Condition):
         super().__init__(entity)
         self._entity = entity
         self._cyclone = None  # the Cyclone entity itself is what a wait set attaches
-        if isinstance(entity, DataReader) and entity._keyed is not None:
-            # A SubscriptionKeys reader's data and rejections live in dcps: Cyclone's
-            # DATA_AVAILABLE resets when dcps drains it (or is consumed by dcps'
-            # listener), and Cyclone rejects nothing. A guard condition the reader
-            # sets stands in for those two statuses, and, as for a ReadCondition, a
-            # read condition on undrained samples wakes wait sets so that they drain.
+        if isinstance(entity, DataReader):
+            # Where Cyclone's DATA_AVAILABLE cannot serve, the reader keeps its own
+            # and sets this guard: while dcps' data listener consumes Cyclone's
+            # status, and on a SubscriptionKeys reader, whose data (and rejections:
+            # Cyclone rejects nothing there) live in dcps. For the latter, as for a
+            # ReadCondition, a read condition on undrained samples wakes wait sets
+            # so that they drain first.
             with cyclone_call("create StatusCondition"):
                 self._guard = CycloneGuard(self._participant()._cyclone)
-                self._pending = CycloneRead(entity._cyclone, ANY_STATE)
+                if entity._keyed is not None:
+                    self._pending = CycloneRead(entity._cyclone, ANY_STATE)
         self.set_enabled_statuses(enabled_statuses)
         self._adopted()
         self._refresh()  # a drain between the first refresh and _adopted() missed us
@@ -301,26 +302,25 @@ class StatusCondition(Condition):
         self._check_open()
         if self._pending is not None:
             self._entity._drain()  # type: ignore[union-attr]
-            if self._keyed_statuses():
-                return True
+        if self._guard is not None and self._reader_statuses():
+            return True
         with cyclone_call("get status changes"):
             return bool(self._entity._cyclone.get_status_changes() & int(self.enabled_statuses))
 
-    def _keyed_statuses(self) -> bool:
-        """Whether a status a SubscriptionKeys reader keeps itself is enabled and changed."""
+    def _reader_statuses(self) -> bool:
+        """Whether a status the reader keeps itself (not Cyclone) is enabled and changed."""
         reader = self._entity
         assert isinstance(reader, DataReader)
-        assert reader._keyed is not None
-        enabled = self.enabled_statuses
+        enabled, keyed = self.enabled_statuses, reader._keyed
         return bool(
             (enabled & StatusKind.DATA_AVAILABLE and reader._data_available)
-            or (enabled & StatusKind.SAMPLE_REJECTED and reader._keyed.rejected_changed)
+            or (enabled & StatusKind.SAMPLE_REJECTED and keyed and keyed.rejected_changed)
         )
 
     def _refresh(self) -> None:
         guard = self._guard  # read once: close() on another thread clears it
         if guard is not None and not self.closed:
-            guard.set(self._keyed_statuses())
+            guard.set(self._reader_statuses())
 
     def _keyed_reader(self) -> DataReader[Any] | None:
         return self._entity if self._pending is not None else None  # type: ignore[return-value]
@@ -341,6 +341,7 @@ class WaitSet(Entity):
         super().__init__(participant)
         self._owner = participant
         self._conditions: list[Condition] = []
+        self._target_count = 0  # Cyclone entities attached for those conditions
         with cyclone_call("create WaitSet"):
             self._cyclone: Any = CycloneWaitSet(participant._cyclone)
         self._adopted()
@@ -350,6 +351,7 @@ class WaitSet(Entity):
             if self in condition._waitsets:
                 condition._waitsets.remove(self)
         self._conditions.clear()
+        self._target_count = 0
 
     @property
     def conditions(self) -> tuple[Condition, ...]:
@@ -368,10 +370,12 @@ class WaitSet(Entity):
             raise BadParameterError("the condition belongs to another participant than the WaitSet")
         if condition in self._conditions:
             return
+        targets = _targets(condition)
         with cyclone_call("attach condition"):
-            for target in _targets(condition):
+            for target in targets:
                 self._cyclone.attach(target)
         self._conditions.append(condition)
+        self._target_count += len(targets)
         condition._waitsets.append(self)
 
     def detach(self, condition: Condition) -> None:
@@ -383,8 +387,13 @@ class WaitSet(Entity):
             with cyclone_call("detach condition"):
                 for target in _targets(condition):
                     self._cyclone.detach(target)
+        self._forget(condition)
+
+    def _forget(self, condition: Condition) -> None:
+        """Drop a detached (or closing) condition from the books."""
         self._conditions.remove(condition)
         condition._waitsets.remove(self)
+        self._target_count -= len(_targets(condition))
 
     def wait(self, timeout: timedelta | float | None = None) -> list[Condition]:
         """Block until at least one attached condition holds; return those that do.
@@ -404,7 +413,7 @@ class WaitSet(Entity):
             except DDSException as exc:
                 raise error_for(exc.code, "wait") from exc
             conditions = self._conditions
-            if count and count >= len(conditions):  # all fired
+            if count and count >= self._target_count:  # every attached entity fired
                 for c in conditions:
                     if c._pending is not None:
                         break

@@ -151,9 +151,13 @@ class DataReader(Entity, Generic[T]):
         # a Python listener per sample costs CPU (see benchmarks/README.md).
         self._drains_eagerly = self._keyed is not None and self._keyed.bounded
         self._arrived = 0  # data-available notifications since the last drain
-        # SubscriptionKeys: DATA_AVAILABLE as DDS defines it, for StatusConditions
-        # (set when a drain files samples, reset by read/take)
+        # DATA_AVAILABLE as DDS defines it, for StatusConditions, wherever Cyclone's
+        # own cannot serve: on a SubscriptionKeys reader (set when a drain files
+        # samples) and while dcps' data listener consumes Cyclone's (set by the
+        # listener); reset by read/take. _status_lock orders a plain reader's
+        # updates from Cyclone's thread and the application's.
         self._data_available = False
+        self._status_lock = threading.Lock()
         try:
             with cyclone_call(f"create DataReader on {topic._describe()}"):
                 self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
@@ -202,6 +206,8 @@ class DataReader(Entity, Generic[T]):
             self._cyclone.set_listener(self._cyclone_listener())
 
     def _on_data(self) -> None:
+        if self._keyed is None and not self._user_hears_data():
+            self._set_data_available(True)  # this listener consumed Cyclone's status
         if self._keyed is not None:
             self._arrived += 1
             if self._arrived >= _EAGER_DRAIN or self._autopurge.active:
@@ -211,6 +217,18 @@ class DataReader(Entity, Generic[T]):
         elif self._autopurge.active:
             self._observe_states()
         self._wake()
+
+    def _user_hears_data(self) -> bool:
+        """Whether the application's listener takes DATA_AVAILABLE (which DDS then
+        counts as consumed: StatusConditions do not see it)."""
+        return self._listener is not None and _overridden(self._listener, "on_data_available")
+
+    def _set_data_available(self, value: bool) -> None:
+        """A plain reader's own DATA_AVAILABLE (see ``_data_available``)."""
+        with self._status_lock:
+            if self._data_available is not value:
+                self._data_available = value
+                self._refresh_conditions()
 
     def _observe_states(self) -> None:
         infos = peek_infos(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED)
@@ -274,10 +292,8 @@ class DataReader(Entity, Generic[T]):
             logging.getLogger("dcps.listener").exception("listener on_sample_rejected raised")
 
     def _refresh_conditions(self) -> None:
-        """Bring a SubscriptionKeys reader's condition triggers up to date with its cache."""
-        if self._keyed is None:
-            return
-        with self._keyed.lock:
+        """Bring the triggers of conditions that dcps keeps up to date with the reader."""
+        with self._keyed.lock if self._keyed is not None else contextlib.nullcontext():
             for child in list(self._children):
                 refresh = getattr(child, "_refresh", None)
                 if refresh is not None:
@@ -461,6 +477,8 @@ class DataReader(Entity, Generic[T]):
             return _ordered(kept, condition)
         if condition is None:
             ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
+        if self._data_available:  # reset before the access: what arrives during it sets it again
+            self._set_data_available(False)
         raw = (self._buffer.take if take else self._buffer.read)(ref, mask, max_samples, instance)
         if isinstance(raw, int):
             action = "take" if take else "read"

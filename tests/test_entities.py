@@ -232,6 +232,34 @@ class TestConditions:
         assert ws.wait(10) == [cond]
         assert reader.subscription_matched_status.current_count == 1
 
+    def test_data_available_status_condition_with_autopurge(self, participant, topic) -> None:
+        """DATA_AVAILABLE fires and resets on take although dcps listens for data itself.
+
+        With autopurge delays dcps installs its own data listener, which consumes
+        Cyclone's DATA_AVAILABLE: the reader keeps the status for its conditions.
+        """
+        purging = reader_qos({"reliable": True, "keep_all": True}).with_(
+            qos.ReaderDataLifecycle(autopurge_disposed_samples_delay=timedelta(seconds=30))
+        )
+        reader = dcps.DataReader(participant, topic, qos=purging)
+        available = dcps.StatusCondition(reader, dcps.StatusKind.DATA_AVAILABLE)
+        matched = dcps.StatusCondition(reader, dcps.StatusKind.SUBSCRIPTION_MATCHED)
+        ws = dcps.WaitSet(participant)
+        ws.attach(available)
+        ws.attach(matched)
+        writer = dcps.DataWriter(
+            participant, topic, qos=writer_qos({"reliable": True, "keep_all": True})
+        )
+        writer.wait_for_readers()
+        assert matched.triggered
+        assert reader.subscription_matched_status.current_count == 1  # reading resets it
+        writer.write(Reading(1, 1.0, ""))
+        assert ws.wait(10) == [available]
+        assert [s.data.sensor for s in reader.take()] == [1]
+        assert not available.triggered
+        with pytest.raises(dcps.DcpsTimeoutError):
+            ws.wait(0)
+
     def test_a_closed_condition_leaves_its_wait_sets(self, participant, pair) -> None:
         """Closing an attached StatusCondition detaches it: its reader no longer wakes the set."""
         writer, reader = pair
