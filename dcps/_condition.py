@@ -45,14 +45,12 @@ class Condition(Entity):
         # Leave every wait set: a StatusCondition's target is the reader or writer
         # itself, which outlives the condition and would keep waking the wait set.
         for ws in list(self._waitsets):
-            for target in _targets(self) if not ws.closed else ():
+            for target in ws._own_targets(self) if not ws.closed else ():
                 with contextlib.suppress(Exception):  # already gone with its entity
                     ws._cyclone.detach(target)
             ws._forget(self)
-        reader = self._keyed_reader()
-        keyed = reader._keyed if reader is not None else None
-        # a keyed reader refreshes its conditions under its cache lock, maybe on Cyclone's thread
-        with keyed.lock if keyed is not None else contextlib.nullcontext():
+        # the reader refreshes its conditions under this lock, maybe on Cyclone's thread
+        with self._refresh_lock():
             for name in ("_pending", "_guard"):
                 entity = getattr(self, name)
                 if entity is not None:
@@ -82,6 +80,15 @@ class Condition(Entity):
     def _keyed_reader(self) -> DataReader[Any] | None:
         """The SubscriptionKeys reader a wait set drains before judging this condition."""
         return None
+
+    def _refresh_lock(self) -> Any:
+        """The lock its reader refreshes this condition's trigger under, if any."""
+        parent = self._parent
+        return (
+            parent._conditions_lock()
+            if isinstance(parent, DataReader)
+            else contextlib.nullcontext()
+        )
 
 
 class ReadCondition(Condition):
@@ -123,7 +130,8 @@ class ReadCondition(Condition):
         if old_pending is not None:
             old_pending.__del__()
         self._cyclone = guard
-        self._refresh()
+        with self._refresh_lock():
+            self._refresh()
         return guard
 
     def _refresh(self) -> None:
@@ -273,7 +281,7 @@ class StatusCondition(Condition):
                     self._pending = CycloneRead(entity._cyclone, ANY_STATE)
         self.set_enabled_statuses(enabled_statuses)
         self._adopted()
-        self._refresh()  # a drain between the first refresh and _adopted() missed us
+        self._refresh_locked()  # a refresh between the first one and _adopted() missed us
 
     def _rebind(self) -> None:
         old_pending = self._pending
@@ -294,7 +302,7 @@ class StatusCondition(Condition):
         self.enabled_statuses = StatusKind(statuses)
         with cyclone_call("set status mask"):
             self._entity._cyclone.set_status_mask(int(self.enabled_statuses))
-        self._refresh()
+        self._refresh_locked()
 
     @property
     def triggered(self) -> bool:
@@ -318,9 +326,14 @@ class StatusCondition(Condition):
         )
 
     def _refresh(self) -> None:
-        guard = self._guard  # read once: close() on another thread clears it
+        """Set the guard from the reader's own statuses; callers hold ``_refresh_lock()``."""
+        guard = self._guard
         if guard is not None and not self.closed:
             guard.set(self._reader_statuses())
+
+    def _refresh_locked(self) -> None:
+        with self._refresh_lock():
+            self._refresh()
 
     def _keyed_reader(self) -> DataReader[Any] | None:
         return self._entity if self._pending is not None else None  # type: ignore[return-value]
@@ -341,7 +354,6 @@ class WaitSet(Entity):
         super().__init__(participant)
         self._owner = participant
         self._conditions: list[Condition] = []
-        self._target_count = 0  # Cyclone entities attached for those conditions
         with cyclone_call("create WaitSet"):
             self._cyclone: Any = CycloneWaitSet(participant._cyclone)
         self._adopted()
@@ -351,7 +363,6 @@ class WaitSet(Entity):
             if self in condition._waitsets:
                 condition._waitsets.remove(self)
         self._conditions.clear()
-        self._target_count = 0
 
     @property
     def conditions(self) -> tuple[Condition, ...]:
@@ -370,12 +381,10 @@ class WaitSet(Entity):
             raise BadParameterError("the condition belongs to another participant than the WaitSet")
         if condition in self._conditions:
             return
-        targets = _targets(condition)
         with cyclone_call("attach condition"):
-            for target in targets:
-                self._cyclone.attach(target)
+            for target in _targets(condition):
+                self._cyclone.attach(target)  # Cyclone ignores one already attached
         self._conditions.append(condition)
-        self._target_count += len(targets)
         condition._waitsets.append(self)
 
     def detach(self, condition: Condition) -> None:
@@ -385,15 +394,20 @@ class WaitSet(Entity):
             raise PreconditionNotMetError("that condition is not attached to this WaitSet")
         if not condition.closed:
             with cyclone_call("detach condition"):
-                for target in _targets(condition):
+                for target in self._own_targets(condition):
                     self._cyclone.detach(target)
         self._forget(condition)
+
+    def _own_targets(self, condition: Condition) -> list[Any]:
+        """The condition's Cyclone entities that no other attached condition also uses
+        (StatusConditions of one reader share it): the ones to detach with it."""
+        shared = {t._ref for c in self._conditions if c is not condition for t in _targets(c)}
+        return [t for t in _targets(condition) if t._ref not in shared]
 
     def _forget(self, condition: Condition) -> None:
         """Drop a detached (or closing) condition from the books."""
         self._conditions.remove(condition)
         condition._waitsets.remove(self)
-        self._target_count -= len(_targets(condition))
 
     def wait(self, timeout: timedelta | float | None = None) -> list[Condition]:
         """Block until at least one attached condition holds; return those that do.
@@ -413,12 +427,8 @@ class WaitSet(Entity):
             except DDSException as exc:
                 raise error_for(exc.code, "wait") from exc
             conditions = self._conditions
-            if count and count >= self._target_count:  # every attached entity fired
-                for c in conditions:
-                    if c._pending is not None:
-                        break
-                else:
-                    return conditions.copy()
+            if count and len(conditions) == 1 and conditions[0]._pending is None:
+                return conditions.copy()  # what fired can only be this one's
             if count == 0:
                 raise DcpsTimeoutError(f"no condition triggered within {timeout}")
             conditions = [c for c in conditions if not c.closed]

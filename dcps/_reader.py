@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -78,6 +80,50 @@ def state_mask(
             )
     mask = _MASKS[key] = int(sample_states) | int(view_states) | int(instance_states)
     return mask
+
+
+class _StateObserver:
+    """Observes autopurge readers' instance states off Cyclone's listener thread.
+
+    Cyclone runs listeners while some operations on the reader (setting its
+    status mask, for a StatusCondition) wait for them with the reader locked;
+    reading the reader from inside the listener would wait for that lock: a
+    deadlock. So the listener only asks, and this thread reads.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[DataReader[Any]] = queue.SimpleQueue()
+        self._pending: set[int] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def request(self, reader: DataReader[Any]) -> None:
+        """Observe ``reader``'s instance states soon (once, however often asked meanwhile)."""
+        with self._lock:
+            if id(reader) in self._pending:
+                return
+            self._pending.add(id(reader))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="dcps-autopurge-observer", daemon=True
+                )
+                self._thread.start()
+        self._queue.put(reader)
+
+    def _run(self) -> None:
+        while True:
+            reader = self._queue.get()
+            with self._lock:
+                self._pending.discard(id(reader))
+            try:
+                with reader._lock:  # close() holds it while it deletes the Cyclone reader
+                    if not reader.closed:
+                        reader._observe_states()
+            except Exception:
+                logging.getLogger("dcps").exception("observing instance states failed")
+
+
+_state_observer = _StateObserver()
 
 
 def _ordered(samples: list[Sample[T]], condition: Any) -> list[Sample[T]]:
@@ -157,7 +203,7 @@ class DataReader(Entity, Generic[T]):
         # listener); reset by read/take. _status_lock orders a plain reader's
         # updates from Cyclone's thread and the application's.
         self._data_available = False
-        self._status_lock = threading.Lock()
+        self._status_lock = threading.RLock()
         try:
             with cyclone_call(f"create DataReader on {topic._describe()}"):
                 self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
@@ -198,30 +244,36 @@ class DataReader(Entity, Generic[T]):
     def _cyclone_listener(self) -> Any:
         # A Python on_data_available runs on Cyclone's receive thread for every
         # sample and must take the GIL: install it only while something needs it.
-        hook = self._on_data if self._needs_data_hook() else None
+        hook = None
+        if self._needs_data_hook():
+            # decided with the listener it goes with: set_listener swaps both together
+            user_hears = self._listener is not None and _overridden(
+                self._listener, "on_data_available"
+            )
+            hook = functools.partial(self._on_data, not user_hears)
         return build_cyclone_listener(self, self._listener, on_data_available=hook)
 
     def _update_listener(self) -> None:
         with cyclone_call("set listener"):
             self._cyclone.set_listener(self._cyclone_listener())
 
-    def _on_data(self) -> None:
-        if self._keyed is None and not self._user_hears_data():
-            self._set_data_available(True)  # this listener consumed Cyclone's status
-        if self._keyed is not None:
-            self._arrived += 1
-            if self._arrived >= _EAGER_DRAIN or self._autopurge.active:
-                self._drain()
-            if self._autopurge.active:
-                self._keyed.observe_purge(self._autopurge)
-        elif self._autopurge.active:
-            self._observe_states()
-        self._wake()
-
-    def _user_hears_data(self) -> bool:
-        """Whether the application's listener takes DATA_AVAILABLE (which DDS then
-        counts as consumed: StatusConditions do not see it)."""
-        return self._listener is not None and _overridden(self._listener, "on_data_available")
+    def _on_data(self, keeps_status: bool) -> None:
+        """dcps' own data listener (Cyclone's thread). ``keeps_status``: no application
+        listener takes DATA_AVAILABLE, so the reader keeps the status this consumed
+        (when one does, DDS counts it as consumed: StatusConditions do not see it)."""
+        try:
+            if self._keyed is None and keeps_status:
+                self._set_data_available(True)
+            if self._keyed is not None:
+                self._arrived += 1
+                if self._arrived >= _EAGER_DRAIN or self._autopurge.active:
+                    self._drain()
+                if self._autopurge.active:
+                    self._keyed.observe_purge(self._autopurge)
+            elif self._autopurge.active:
+                _state_observer.request(self)
+        finally:
+            self._wake()  # asyncio waiters, whatever happened above
 
     def _set_data_available(self, value: bool) -> None:
         """A plain reader's own DATA_AVAILABLE (see ``_data_available``)."""
@@ -291,9 +343,14 @@ class DataReader(Entity, Generic[T]):
         except Exception:
             logging.getLogger("dcps.listener").exception("listener on_sample_rejected raised")
 
+    def _conditions_lock(self) -> Any:
+        """The lock under which the reader's own statuses and their guards change (the
+        keyed cache's; Cyclone's listener thread takes it as well as the application)."""
+        return self._keyed.lock if self._keyed is not None else self._status_lock
+
     def _refresh_conditions(self) -> None:
         """Bring the triggers of conditions that dcps keeps up to date with the reader."""
-        with self._keyed.lock if self._keyed is not None else contextlib.nullcontext():
+        with self._conditions_lock():
             for child in list(self._children):
                 refresh = getattr(child, "_refresh", None)
                 if refresh is not None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -259,6 +262,38 @@ class TestConditions:
         assert not available.triggered
         with pytest.raises(dcps.DcpsTimeoutError):
             ws.wait(0)
+
+    def test_status_conditions_come_and_go_while_data_floods_in(
+        self, domain_id: int, topic_name: str
+    ) -> None:
+        """Creating StatusConditions on an autopurge reader under load does not deadlock.
+
+        Setting a status mask waits for running listener calls with the reader
+        locked; dcps' listener on such a reader used to read the reader (a hang
+        within a second or two). Run in a child process so a hang is a failure.
+        """
+        script = Path(__file__).parent / "peers" / "status_condition_churn.py"
+        run = subprocess.run(
+            [sys.executable, str(script), str(domain_id), topic_name, "2"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        assert int(run.stdout) > 0
+        assert "Traceback" not in run.stderr
+
+    def test_status_conditions_sharing_a_reader(self, participant, topic) -> None:
+        """Detaching one of two StatusConditions on a reader leaves the other waking its set."""
+        reader = dcps.DataReader(participant, topic)
+        kept = dcps.StatusCondition(reader, dcps.StatusKind.SUBSCRIPTION_MATCHED)
+        dropped = dcps.StatusCondition(reader, dcps.StatusKind.SUBSCRIPTION_MATCHED)
+        ws = dcps.WaitSet(participant)
+        ws.attach(kept)
+        ws.attach(dropped)
+        ws.detach(dropped)
+        dcps.DataWriter(participant, topic)
+        assert ws.wait(10) == [kept]
 
     def test_a_closed_condition_leaves_its_wait_sets(self, participant, pair) -> None:
         """Closing an attached StatusCondition detaches it: its reader no longer wakes the set."""

@@ -1,0 +1,62 @@
+"""Create and close StatusConditions on an autopurge reader while a writer floods it.
+
+Run: ``python status_condition_churn.py DOMAIN TOPIC SECONDS``; prints the number
+of conditions made. Setting a status mask waits for running listener calls with
+the reader locked, so a listener that reads the reader would deadlock this.
+"""
+
+import os
+import sys
+import threading
+import time
+from datetime import timedelta
+
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the repository root too, so tests/idl (IDL fixture files) cannot shadow the idl package
+sys.path[:0] = [_TESTS, os.path.dirname(_TESTS)]
+
+from topic_types import Reading  # noqa: E402
+
+import dcps  # noqa: E402
+import qos  # noqa: E402
+
+
+def main() -> None:
+    domain, topic_name, seconds = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+    reliable = qos.Reliability.reliable()
+    purging = qos.DataReaderQos(
+        reliable,
+        qos.History.KEEP_ALL,
+        qos.ReaderDataLifecycle(autopurge_disposed_samples_delay=timedelta(seconds=30)),
+    )
+    with dcps.DomainParticipant(domain) as participant:
+        topic = dcps.Topic(participant, topic_name, Reading)
+        reader = dcps.DataReader(participant, topic, qos=purging)
+        writer = dcps.DataWriter(participant, topic, qos=qos.DataWriterQos(reliable))
+        writer.wait_for_readers()
+        done = threading.Event()
+
+        def flood() -> None:
+            i = 0
+            while not done.is_set():
+                writer.write(Reading(i % 5, 1.0, ""))
+                i += 1
+
+        thread = threading.Thread(target=flood)
+        thread.start()
+        made = 0
+        end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < end:
+                condition = dcps.StatusCondition(reader, dcps.StatusKind.DATA_AVAILABLE)
+                reader.take()
+                condition.close()
+                made += 1
+        finally:
+            done.set()
+            thread.join()
+        print(made, flush=True)
+
+
+if __name__ == "__main__":
+    main()
