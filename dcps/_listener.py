@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cyclonedds.core import Listener as CycloneListener
 
 from dcps import _status as st
+from dcps._retcode import error_for
 
 if TYPE_CHECKING:
     from dcps._reader import DataReader
@@ -147,3 +148,22 @@ def _make_callback(
             log.exception("listener %s raised", name)
 
     return callback
+
+
+def install_listener(cyclone_entity: Any, listener: CycloneListener | None) -> None:
+    """Put ``listener`` (or none) on a Cyclone entity in one ``dds_set_listener`` call.
+
+    The binding's own ``set_listener`` first copies the new callbacks into the
+    entity's current listener object, which frees the old ctypes callbacks while
+    Cyclone may still call them (a crash while data flows), and it never drops
+    callbacks the new listener lacks. ``dds_set_listener`` replaces the whole
+    set and returns once no old callback runs, so the old object can go then.
+    """
+    old = cyclone_entity._listener
+    rc = cyclone_entity._set_listener(
+        cyclone_entity._ref, listener._ref if listener is not None else None
+    )
+    if rc != 0:
+        raise error_for(rc, "set listener")
+    cyclone_entity._listener = listener  # keeps the installed callbacks alive
+    del old

@@ -20,7 +20,7 @@ from dcps import _status as st
 from dcps._autopurge import AutoPurge
 from dcps._cyclone_c import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._entity import Entity
-from dcps._listener import Listener, _overridden, build_cyclone_listener
+from dcps._listener import Listener, _overridden, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
 from dcps._qos_bridge import resolve_qos
@@ -254,8 +254,7 @@ class DataReader(Entity, Generic[T]):
         return build_cyclone_listener(self, self._listener, on_data_available=hook)
 
     def _update_listener(self) -> None:
-        with cyclone_call("set listener"):
-            self._cyclone.set_listener(self._cyclone_listener())
+        install_listener(self._cyclone, self._cyclone_listener())
 
     def _on_data(self, keeps_status: bool) -> None:
         """dcps' own data listener (Cyclone's thread). ``keeps_status``: no application
@@ -386,8 +385,7 @@ class DataReader(Entity, Generic[T]):
         """Replace this reader's listener (``None`` removes it)."""
         self._check_open()
         self._listener = listener
-        with cyclone_call("set listener"):
-            self._cyclone.set_listener(self._cyclone_listener())
+        install_listener(self._cyclone, self._cyclone_listener())
 
     # -- read / take ---------------------------------------------------------
     def read(

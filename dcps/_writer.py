@@ -14,7 +14,7 @@ from dcps import _status as st
 from dcps._cyclone_c import assert_liveliness, instance_key, wait_for_acks
 from dcps._cyclone_c import write as c_write
 from dcps._entity import Entity, EntityState
-from dcps._listener import Listener, build_cyclone_listener
+from dcps._listener import Listener, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher
 from dcps._qos_bridge import resolve_qos
@@ -133,8 +133,7 @@ class DataWriter(Entity, Generic[T]):
         """Replace this writer's listener (``None`` removes it)."""
         self._check_open()
         self._listener = listener
-        with cyclone_call("set listener"):
-            self._cyclone.set_listener(build_cyclone_listener(self, listener))
+        install_listener(self._cyclone, build_cyclone_listener(self, listener))
 
     # -- writing -------------------------------------------------------------
     def _checked(self, sample: T) -> T:

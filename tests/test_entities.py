@@ -272,9 +272,8 @@ class TestConditions:
         locked; dcps' listener on such a reader used to read the reader (a hang
         within a second or two). Run in a child process so a hang is a failure.
         """
-        script = Path(__file__).parent / "peers" / "status_condition_churn.py"
         run = subprocess.run(
-            [sys.executable, str(script), str(domain_id), topic_name, "2"],
+            [sys.executable, str(CHURN), str(domain_id), topic_name, "2", "conditions"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -282,6 +281,40 @@ class TestConditions:
         assert run.returncode == 0, run.stderr
         assert int(run.stdout) > 0
         assert "Traceback" not in run.stderr
+
+    def test_listeners_change_while_data_floods_in(self, domain_id: int, topic_name: str) -> None:
+        """Swapping a reader's listener under load does not crash (child process)."""
+        run = subprocess.run(
+            [sys.executable, str(CHURN), str(domain_id), topic_name, "2", "listeners"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        assert int(run.stdout) > 0
+
+    def test_a_new_listener_replaces_the_old_one_whole(self, participant, topic) -> None:
+        """Callbacks the new listener lacks are gone: the old one hears nothing more."""
+        old_calls: list[str] = []
+        data = threading.Event()
+
+        class Old(dcps.Listener):
+            def on_subscription_matched(self, reader, status) -> None:
+                old_calls.append("matched")
+
+        class New(dcps.Listener):
+            def on_data_available(self, reader) -> None:
+                data.set()
+
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True}), listener=Old()
+        )
+        reader.set_listener(New())
+        writer = dcps.DataWriter(participant, topic, qos=writer_qos({"reliable": True}))
+        writer.wait_for_readers()
+        writer.write(Reading(1, 1.0, ""))
+        assert data.wait(10)  # matching came before the data
+        assert old_calls == []
 
     def test_status_conditions_sharing_a_reader(self, participant, topic) -> None:
         """Detaching one of two StatusConditions on a reader leaves the other waking its set."""
@@ -362,6 +395,7 @@ class StatusListener(dcps.Listener):
 
 
 SHORT = timedelta(milliseconds=200)
+CHURN = Path(__file__).parent / "peers" / "reader_churn.py"
 
 
 class TestListeners:

@@ -1,8 +1,10 @@
-"""Create and close StatusConditions on an autopurge reader while a writer floods it.
+"""Change an autopurge reader's conditions or listener over and over while a writer floods it.
 
-Run: ``python status_condition_churn.py DOMAIN TOPIC SECONDS``; prints the number
-of conditions made. Setting a status mask waits for running listener calls with
-the reader locked, so a listener that reads the reader would deadlock this.
+Run: ``python reader_churn.py DOMAIN TOPIC SECONDS conditions|listeners``; prints
+how many changes it made. ``conditions`` creates and closes StatusConditions:
+setting a status mask waits for running listener calls with the reader locked,
+so a listener that reads the reader deadlocks it. ``listeners`` swaps the
+reader's listener: freeing callbacks Cyclone may still call crashes it.
 """
 
 import os
@@ -21,8 +23,18 @@ import dcps  # noqa: E402
 import qos  # noqa: E402
 
 
+class _Matches(dcps.Listener):
+    def on_subscription_matched(self, reader: object, status: object) -> None:
+        pass
+
+
 def main() -> None:
-    domain, topic_name, seconds = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+    domain, topic_name, seconds, mode = (
+        int(sys.argv[1]),
+        sys.argv[2],
+        float(sys.argv[3]),
+        sys.argv[4],
+    )
     reliable = qos.Reliability.reliable()
     purging = qos.DataReaderQos(
         reliable,
@@ -48,9 +60,13 @@ def main() -> None:
         end = time.monotonic() + seconds
         try:
             while time.monotonic() < end:
-                condition = dcps.StatusCondition(reader, dcps.StatusKind.DATA_AVAILABLE)
-                reader.take()
-                condition.close()
+                if mode == "conditions":
+                    condition = dcps.StatusCondition(reader, dcps.StatusKind.DATA_AVAILABLE)
+                    reader.take()
+                    condition.close()
+                else:
+                    reader.set_listener(_Matches() if made % 2 else None)
+                    reader.take()
                 made += 1
         finally:
             done.set()
