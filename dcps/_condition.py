@@ -256,7 +256,12 @@ class GuardCondition(Condition):
 
 
 class StatusCondition(Condition):
-    """Holds while ``entity`` has a changed status among ``enabled_statuses``."""
+    """Holds while ``entity`` has a changed status among ``enabled_statuses``.
+
+    Cyclone keeps one status mask per entity: with several StatusConditions on
+    one entity, the statuses of the one enabled last decide what wakes a
+    WaitSet. Use one condition with every status of interest.
+    """
 
     def __init__(
         self, entity: DataReader[Any] | DataWriter[Any], enabled_statuses: StatusKind
