@@ -60,6 +60,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("dcps.channels.subscriber")
+#: Seconds the delivery thread waits for a FETCH or JOIN at least (see _round_timeout).
+_ROUND_TIMEOUT_MIN = 5.0
 T = TypeVar("T")
 COMMIT_CODES = list(CommitStatus)
 FETCH_MAX = 512
@@ -318,6 +320,10 @@ class ChannelSubscriber(Generic[T]):
         self._listeners = list(listeners)
         self._on_close: list[Callable[[], None]] = []
         self._timeout = _seconds(timeout, "timeout")
+        # Requests the delivery thread waits for give up after this (and are sent
+        # again next round): a request lost to a cut link would otherwise hold the
+        # thread, and with it heartbeats and rejoining, for the whole request_timeout.
+        self._round_timeout = max(self._timeout, _ROUND_TIMEOUT_MIN)
         if self._timeout <= 0:
             raise BadParameterError("the subscriber timeout must be positive")
         self._lock = threading.RLock()
@@ -348,7 +354,7 @@ class ChannelSubscriber(Generic[T]):
                 self._endpoint.assign_topic, namespace, ASSIGN_QOS
             )
             self._waiter.watch(self._assign_reader)
-            self._join()
+            self._join(timeout=None)  # the store's request timeout
         except BaseException:
             self._client.close()
             self._endpoint.close()
@@ -358,9 +364,10 @@ class ChannelSubscriber(Generic[T]):
 
     # -- membership --------------------------------------------------------------
 
-    def _join(self) -> None:
+    def _join(self, timeout: float | None) -> None:
         reply = self._client.call(
             Op.JOIN,
+            timeout=timeout,
             topic=self.topic.name,
             group=self.group,
             member=self.member,
@@ -486,7 +493,7 @@ class ChannelSubscriber(Generic[T]):
         if self._need_join and (self._requests or self.anonymous):
             if self._chans:
                 self._set_owned(set(), lost=True)
-            self._join()
+            self._join(timeout=self._round_timeout)
         now = time.monotonic()
         if (self._requests or self.anonymous) and now - self._last_heartbeat > self._timeout / 4:
             self._send_heartbeat()
@@ -554,6 +561,7 @@ class ChannelSubscriber(Generic[T]):
         # build in the store, encode, decode and turn back into lists here)
         reply = self._client.call(
             Op.FETCH,
+            timeout=self._round_timeout,
             topic=self.topic.name,
             channels=[c],
             offsets=[expected],
