@@ -11,7 +11,7 @@ import pytest
 
 from dcps import BadParameterError
 from dcps.channels import Store, SyncMode
-from dcps.channels._batches import BULK_FETCH, ElementRun
+from dcps.channels._batches import ElementRun
 from dcps.channels._protocol import Endpoint, Op, Reply, StoreClient, pack, raise_for_reply
 
 TIMEOUT = 20.0
@@ -36,14 +36,7 @@ class Client:
         self.client.connect(TIMEOUT)
 
     def fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Reply]:
-        return self.client.call_async(
-            Op.FETCH,
-            topic=topic,
-            channels=[channel],
-            offsets=[offset],
-            number=count,
-            flag=BULK_FETCH,
-        )
+        return self.client.fetch_async(topic, channel, offset, count)
 
     def close(self) -> None:
         self.client.close()

@@ -72,6 +72,7 @@ from idl._errors import (
     UnsupportedError,
 )
 
+from ._batches import BULK_FETCH
 from ._position import CommitStatus
 from ._shares import request_partition, share_count
 
@@ -658,6 +659,18 @@ class StoreClient:
 
         return self._gather(op, parts, merge)
 
+    def fetch_async(self, topic: str, channel: int, offset: int, count: int) -> Future[Reply]:
+        """FETCH up to ``count`` stored elements of ``channel`` from ``offset``, in the bulk
+        form (the stored batches as they are: read them with ``ElementRun.from_reply``)."""
+        return self.call_async(
+            Op.FETCH,
+            topic=topic,
+            channels=[channel],
+            offsets=[offset],
+            number=count,
+            flag=BULK_FETCH,
+        )
+
     def _send(self, index: int, op: Op, fields: dict[str, Any]) -> Future[Reply]:
         fut: Future[Reply] = Future()
         # the reply thread must not wait for a place only it can free (a done-callback
@@ -746,7 +759,15 @@ class StoreClient:
 
     def call(self, op: Op, timeout: float | None = None, **fields: Any) -> Reply:
         """Send a request and wait for its reply; store errors raise as dcps errors."""
-        fut = self.call_async(op, **fields)
+        return self._reply(op, self.call_async(op, **fields), timeout)
+
+    def fetch(
+        self, topic: str, channel: int, offset: int, count: int, timeout: float | None = None
+    ) -> Reply:
+        """:meth:`fetch_async`, waiting for the reply like :meth:`call`."""
+        return self._reply(Op.FETCH, self.fetch_async(topic, channel, offset, count), timeout)
+
+    def _reply(self, op: Op, fut: Future[Reply], timeout: float | None) -> Reply:
         try:
             reply = fut.result(timeout=timeout if timeout is not None else self.request_timeout + 1)
         except TimeoutError as exc:

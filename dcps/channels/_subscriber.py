@@ -25,7 +25,7 @@ from idl._errors import (
     PreconditionNotMetError,
 )
 
-from ._batches import BULK_FETCH, ElementRun
+from ._batches import ElementRun
 from ._element import Element
 from ._flow import FlowControl, ReceiveFlowControl
 from ._position import CommitResult, CommitStatus, Position
@@ -559,15 +559,7 @@ class ChannelSubscriber(Generic[T]):
         limit = min(FETCH_MAX, ch.live[0].first - expected) if ch.live else FETCH_MAX
         # the bulk form: the stored batches as they are (no per-element fields to
         # build in the store, encode, decode and turn back into lists here)
-        reply = self._client.call(
-            Op.FETCH,
-            timeout=self._round_timeout,
-            topic=self.topic.name,
-            channels=[c],
-            offsets=[expected],
-            number=limit,
-            flag=BULK_FETCH,
-        )
+        reply = self._client.fetch(self.topic.name, c, expected, limit, self._round_timeout)
         run = ElementRun.from_reply(reply)
         count = run.count
         if count and run.first > expected and not ch.runs:

@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dcps.channels._batches import BULK_FETCH, ElementRun
+from dcps.channels._batches import ElementRun
 from dcps.channels._log import FORMAT_MAGIC, FORMAT_VERSION
 from idl._errors import (
     BadParameterError,
@@ -298,17 +298,8 @@ class StoreAccess:
         return ElementRun.join(runs)
 
     def _request_fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Reply]:
-        from dcps.channels._protocol import Op
-
         assert self._client is not None
-        return self._client.call_async(
-            Op.FETCH,
-            topic=topic,
-            channels=[channel],
-            offsets=[offset],
-            number=count,
-            flag=BULK_FETCH,
-        )
+        return self._client.fetch_async(topic, channel, offset, count)
 
     def _result(self, fut: Future[Reply]) -> Reply:
         from dcps.channels._protocol import raise_for_reply
