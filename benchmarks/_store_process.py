@@ -1,4 +1,4 @@
-"""The store as the benchmarks run it: ``python -m dcps.channels.store`` in its own process."""
+"""The store as the benchmarks run it: ``python -m dcps.store`` in its own process."""
 
 import signal
 import subprocess
@@ -16,7 +16,7 @@ class StoreProcess:
             [
                 sys.executable,
                 "-m",
-                "dcps.channels.store",
+                "dcps.store",
                 "--data",
                 self.data,
                 "--domain",

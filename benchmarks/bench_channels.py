@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks.bench_channels [--quick] [--runs N] [--rss-minutes M]``.
 Traffic stays on loopback. The store runs in its own process (``python -m
-dcps.channels.store``, synchronous=NORMAL); publishers and subscribers run in
+dcps.store``, synchronous=NORMAL); publishers and subscribers run in
 this process, as does the raw-DDS baseline (one DDS sample per message, same
 payload), measured alternately with the store cases in every run.
 

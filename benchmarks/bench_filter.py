@@ -14,8 +14,8 @@ import statistics
 import time
 
 import idl
-from dcps._sql import ContentFilter
-from dcps._sql_compile import _compile_cached
+from dcps.sql._compile import _compile_cached
+from dcps.sql._filter import ContentFilter
 
 EXPRESSION = "x > %0 AND name LIKE 'abc%' OR color = RED"
 

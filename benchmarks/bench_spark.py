@@ -3,7 +3,7 @@
 Run: ``python -m benchmarks.bench_spark [--quick] [--rows N] [--runs N]
 [--source-only] [--fetch-loop] [--fragment-size BYTES] [--json FILE]``. Traffic stays on
 loopback; Spark runs ``local[2]``; the store runs in its own process
-(``python -m dcps.channels.store``, synchronous=NORMAL).
+(``python -m dcps.store``, synchronous=NORMAL).
 
 ``--rows 5000000 --source-only`` shows the source's end-to-end rate with the
 fixed cost of a streaming query amortised over more rows; ``--source-only``
@@ -190,8 +190,8 @@ def payloads(first: int, count: int) -> list[bytes]:
 
 def fill(domain: int, namespace: str, topic: str, channels: int, rows: int) -> float:
     """Store ``rows`` elements (keyed batches of 10k); return elements/s."""
-    from dcps.channels._protocol import raise_for_reply
     from dcps.spark._access import StoreAccess
+    from dcps.wire._protocol import raise_for_reply
 
     access = StoreAccess(domain_id=domain, namespace=namespace)
     try:

@@ -36,7 +36,7 @@ class Stores:
         self.dirs = [tempfile.TemporaryDirectory(prefix="dcps-bench-split-") for _ in range(count)]
         self.procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "dcps.channels.store", "--data", d.name,
+                [sys.executable, "-m", "dcps.store", "--data", d.name,
                  "--domain", str(domain), "--namespace", namespace,
                  "--share", f"{i}/{count}", "--sync", "NORMAL"],
                 stdout=subprocess.PIPE, text=True,

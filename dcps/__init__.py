@@ -51,7 +51,6 @@ if _typing.TYPE_CHECKING:
     from dcps._publisher import Publisher, Subscriber
     from dcps._reader import LENGTH_UNLIMITED, DataReader
     from dcps._sample import InstanceState, Sample, SampleInfo, SampleState, ViewState
-    from dcps._sql import ContentFilter, QueryExpression
     from dcps._status import (
         InconsistentTopicStatus,
         LivelinessChangedStatus,
@@ -69,11 +68,12 @@ if _typing.TYPE_CHECKING:
     )
     from dcps._topic import ContentFilteredTopic, Topic
     from dcps._writer import DataWriter
+    from dcps.sql._filter import ContentFilter, QueryExpression
 
 # public name -> defining module, imported by __getattr__ on first access
 _LAZY: dict[str, str] = {
     "Condition": "dcps._condition",
-    "ContentFilter": "dcps._sql",
+    "ContentFilter": "dcps.sql._filter",
     "ContentFilteredTopic": "dcps._topic",
     "DataReader": "dcps._reader",
     "DataWriter": "dcps._writer",
@@ -93,7 +93,7 @@ _LAZY: dict[str, str] = {
     "PublicationMatchedStatus": "dcps._status",
     "Publisher": "dcps._publisher",
     "QueryCondition": "dcps._condition",
-    "QueryExpression": "dcps._sql",
+    "QueryExpression": "dcps.sql._filter",
     "ReadCondition": "dcps._condition",
     "RequestedDeadlineMissedStatus": "dcps._status",
     "RequestedIncompatibleQosStatus": "dcps._status",

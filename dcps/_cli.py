@@ -46,7 +46,7 @@ def store(
 ) -> None:
     """Run the persistence service for channelled topics until interrupted."""
     from dcps import DcpsError
-    from dcps.channels import Share, SyncMode, run_store
+    from dcps.store import Share, SyncMode, run_store
 
     try:
         parsed = Share.of(share)

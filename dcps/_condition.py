@@ -18,13 +18,13 @@ from cyclonedds.core import QueryCondition as CycloneQuery
 from cyclonedds.core import ReadCondition as CycloneRead
 from cyclonedds.core import WaitSet as CycloneWaitSet
 
+from dcps._cyclone.retcode import cyclone_call, error_for
+from dcps._cyclone.timing import INFINITE_NS, duration_ns
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
 from dcps._reader import DataReader, state_mask
-from dcps._retcode import cyclone_call, error_for
 from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState
 from dcps._status import StatusKind
-from dcps._time import INFINITE_NS, duration_ns
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ class QueryCondition(ReadCondition):
         instance_states: InstanceState = InstanceState.ANY,
     ) -> None:
         if isinstance(query, str):
-            from dcps._sql import QueryExpression
+            from dcps.sql._filter import QueryExpression
 
             self._filter: Any = QueryExpression(query, reader.topic.data_type, tuple(parameters))
             self._predicate: Callable[[Any], bool] = self._filter.matches

@@ -7,8 +7,8 @@ import threading
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from dcps._qos_bridge import apply_qos
-from dcps._retcode import cyclone_call
+from dcps._cyclone.qos_bridge import apply_qos
+from dcps._cyclone.retcode import cyclone_call
 from idl._errors import AlreadyClosedError
 
 S = TypeVar("S")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cyclonedds.core import Listener as CycloneListener
 
 from dcps import _status as st
-from dcps._retcode import error_for
+from dcps._cyclone.retcode import error_for
 
 if TYPE_CHECKING:
     from dcps._reader import DataReader

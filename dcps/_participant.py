@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 from cyclonedds.domain import DomainParticipant as CycloneParticipant
 
 import qos as q
+from dcps._cyclone.qos_bridge import resolve_qos
+from dcps._cyclone.retcode import cyclone_call
 from dcps._entity import Entity
-from dcps._qos_bridge import resolve_qos
-from dcps._retcode import cyclone_call
 from idl._errors import BadParameterError, PreconditionNotMetError
 
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class DomainParticipant(Entity):
     def assert_liveliness(self) -> None:
         """Assert liveliness of this participant's MANUAL_BY_PARTICIPANT writers."""
         self._check_open()
-        from dcps._cyclone_c import assert_liveliness
+        from dcps._cyclone.calls import assert_liveliness
 
         assert_liveliness(self._cyclone._ref)
 

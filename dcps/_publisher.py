@@ -9,12 +9,12 @@ from cyclonedds.pub import Publisher as CyclonePublisher
 from cyclonedds.sub import Subscriber as CycloneSubscriber
 
 import qos as q
-from dcps._cyclone_c import wait_for_acks
+from dcps._cyclone.calls import wait_for_acks
+from dcps._cyclone.qos_bridge import apply_qos, check_supported, resolve_qos
+from dcps._cyclone.retcode import cyclone_call
+from dcps._cyclone.timing import duration_ns
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
-from dcps._qos_bridge import apply_qos, check_supported, resolve_qos
-from dcps._retcode import cyclone_call
-from dcps._time import duration_ns
 from idl._errors import BadParameterError, DcpsTimeoutError
 
 Q = TypeVar("Q", q.PublisherQos, q.SubscriberQos)

@@ -18,13 +18,14 @@ import idl
 import qos as q
 from dcps import _status as st
 from dcps._autopurge import AutoPurge
-from dcps._cyclone_c import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
+from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
+from dcps._cyclone.qos_bridge import resolve_qos
+from dcps._cyclone.retcode import cyclone_call, error_for
+from dcps._cyclone.timing import duration_ns
 from dcps._entity import Entity
 from dcps._listener import Listener, _overridden, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
-from dcps._qos_bridge import resolve_qos
-from dcps._retcode import cyclone_call, error_for
 from dcps._sample import (
     ANY_STATE,
     InstanceState,
@@ -34,7 +35,6 @@ from dcps._sample import (
     samples_from_rows,
 )
 from dcps._subscription_keys import KeyedCache
-from dcps._time import duration_ns
 from dcps._topic import ContentFilteredTopic, Topic
 from idl._errors import BadParameterError, DcpsTimeoutError
 from idl._struct import decoder

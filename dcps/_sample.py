@@ -8,7 +8,7 @@ from datetime import datetime
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from dcps._time import ns_to_datetime
+from dcps._cyclone.timing import ns_to_datetime
 from idl._errors import BadParameterError
 
 T = TypeVar("T")

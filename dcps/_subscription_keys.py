@@ -16,7 +16,7 @@ rules:
   later valid sample revives it (NEW, disposed generation count + 1).
 
 Whether a valid sample is a ``write_dispose`` is read from the sample itself
-(the DISPOSE bit of its DDSI status info, see ``_cyclone_c.take_cdr``), never
+(the DISPOSE bit of its DDSI status info, see ``dcps._cyclone.calls.take_cdr``), never
 from the instance state Cyclone reports at take time: Cyclone folds a later
 dispose or unregister without data into the state of an unread sample, and
 that must not dispose the reader instance.

@@ -9,10 +9,10 @@ from cyclonedds.topic import Topic as CycloneTopic
 
 import idl
 import qos as q
+from dcps._cyclone.qos_bridge import resolve_qos
+from dcps._cyclone.retcode import cyclone_call
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
-from dcps._qos_bridge import resolve_qos
-from dcps._retcode import cyclone_call
 from idl._errors import BadParameterError
 
 T = TypeVar("T")
@@ -99,7 +99,7 @@ class ContentFilteredTopic(Entity, Generic[T]):
         filter_expression: str,
         expression_parameters: Sequence[str] = (),
     ) -> None:
-        from dcps._sql import ContentFilter
+        from dcps.sql._filter import ContentFilter
 
         if not isinstance(related_topic, Topic):
             raise BadParameterError(

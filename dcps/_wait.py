@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from dcps._time import INFINITE_NS, duration_ns
+from dcps._cyclone.timing import INFINITE_NS, duration_ns
 from idl._errors import DcpsTimeoutError
 
 _POLL_START = 0.001

@@ -11,15 +11,15 @@ from cyclonedds.pub import DataWriter as CycloneWriter
 import idl
 import qos as q
 from dcps import _status as st
-from dcps._cyclone_c import assert_liveliness, instance_key, wait_for_acks
-from dcps._cyclone_c import write as c_write
+from dcps._cyclone.calls import assert_liveliness, instance_key, wait_for_acks
+from dcps._cyclone.calls import write as c_write
+from dcps._cyclone.qos_bridge import resolve_qos
+from dcps._cyclone.retcode import cyclone_call, error_for
+from dcps._cyclone.timing import duration_ns, timestamp_ns
 from dcps._entity import Entity, EntityState
 from dcps._listener import Listener, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher
-from dcps._qos_bridge import resolve_qos
-from dcps._retcode import cyclone_call, error_for
-from dcps._time import duration_ns, timestamp_ns
 from dcps._topic import Topic
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
 from idl._struct import encoder

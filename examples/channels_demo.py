@@ -27,7 +27,8 @@ if not any(name.startswith("DCPS_") for name in os.environ):  # stay on loopback
     os.environ["DCPS_INTERFACES"] = "lo"
     os.environ["DCPS_MULTICAST_INTERFACES"] = "lo"
 
-from dcps.channels import ChannelledTopic, ChannelPublisher, Store
+from dcps.channels import ChannelledTopic, ChannelPublisher
+from dcps.store import Store
 from examples.jobs import Job
 
 

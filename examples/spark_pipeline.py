@@ -100,8 +100,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from pyspark.sql import functions as F  # noqa: N812
 
-    from dcps.channels import ChannelledTopic, Store
+    from dcps.channels import ChannelledTopic
     from dcps.spark import local_session, record
+    from dcps.store import Store
 
     # workers import this module by name: make the repository importable for them
     os.environ["PYTHONPATH"] = os.pathsep.join(

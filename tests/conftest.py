@@ -55,7 +55,7 @@ def namespace(unique: str) -> str:
 @pytest.fixture
 def store(tmp_path: Path, domain_id: int, namespace: str) -> Iterator[Any]:
     """An embedded channel store on a temporary directory, in the test's namespace."""
-    from dcps.channels import Store, SyncMode
+    from dcps.store import Store, SyncMode
 
     with Store(
         tmp_path / "store", domain_id=domain_id, namespace=namespace, sync=SyncMode.NORMAL

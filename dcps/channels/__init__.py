@@ -1,4 +1,4 @@
-"""Channelled topics, subscriber groups and the store (seed 000).
+"""Channelled topics and subscriber groups: the store's client (seed 000).
 
 A channelled topic is split into channels; the store sequences, persists and
 pushes each channel's elements; publishers batch into channels; subscribers
@@ -14,14 +14,10 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from ._assignment import assign_channels
     from ._element import Element
     from ._flow import FlowControl
-    from ._log import SyncMode, TopicInfo, default_channel_count
     from ._position import CommitResult, CommitStatus, Position
     from ._publisher import ChannelPublisher, OrderBy
-    from ._shares import Share
-    from ._store import Store, run_store
     from ._subscriber import (
         ChannelOwnershipListener,
         ChannelSubscriber,
@@ -41,14 +37,7 @@ _LAZY: dict[str, str] = {
     "FlowControl": "dcps.channels._flow",
     "OrderBy": "dcps.channels._publisher",
     "Position": "dcps.channels._position",
-    "Share": "dcps.channels._shares",
-    "Store": "dcps.channels._store",
-    "SyncMode": "dcps.channels._log",
-    "TopicInfo": "dcps.channels._log",
-    "assign_channels": "dcps.channels._assignment",
-    "default_channel_count": "dcps.channels._log",
     "destroy_subscriber_group": "dcps.channels._subscriber",
-    "run_store": "dcps.channels._store",
 }
 
 __all__ = [
@@ -62,14 +51,7 @@ __all__ = [
     "FlowControl",
     "OrderBy",
     "Position",
-    "Share",
-    "Store",
-    "SyncMode",
-    "TopicInfo",
-    "assign_channels",
-    "default_channel_count",
     "destroy_subscriber_group",
-    "run_store",
 ]
 
 

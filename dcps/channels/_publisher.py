@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
+from dcps.wire._protocol import Endpoint, Op, Reply, StoreClient, raise_for_reply
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -25,7 +26,6 @@ from idl._errors import (
 
 from ._flow import FlowControl, InFlightFlowControl
 from ._position import Position, trusted_position
-from ._protocol import Endpoint, Op, Reply, StoreClient, raise_for_reply
 from ._topic import ChannelledTopic
 
 if TYPE_CHECKING:

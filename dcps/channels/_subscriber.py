@@ -17,19 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from idl._errors import (
-    AlreadyClosedError,
-    BadParameterError,
-    DcpsError,
-    DcpsTimeoutError,
-    PreconditionNotMetError,
-)
-
-from ._batches import ElementRun
-from ._element import Element
-from ._flow import FlowControl, ReceiveFlowControl
-from ._position import CommitResult, CommitStatus, Position
-from ._protocol import (
+from dcps.wire._batches import ElementRun
+from dcps.wire._protocol import (
     ASSIGN_QOS,
     BATCH_READER_QOS,
     COMMIT_UNOWNED,
@@ -46,6 +35,17 @@ from ._protocol import (
     drop_endpoint,
     raise_for_reply,
 )
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    DcpsError,
+    DcpsTimeoutError,
+    PreconditionNotMetError,
+)
+
+from ._element import Element
+from ._flow import FlowControl, ReceiveFlowControl
+from ._position import CommitResult, CommitStatus, Position
 from ._publisher import _seconds, connect_topic
 from ._topic import ChannelledTopic
 

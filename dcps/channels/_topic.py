@@ -6,9 +6,8 @@ from typing import Any
 
 import attrs
 
+from dcps.wire._protocol import check_name
 from idl._errors import BadParameterError
-
-from ._protocol import check_name
 
 __all__ = ["ChannelledTopic"]
 

@@ -1,6 +1,6 @@
 """Reading a channelled topic's stored elements: over DDS from the store, or from its file.
 
-Either way elements come in bulk, as :class:`~dcps.channels._batches.ElementRun`
+Either way elements come in bulk, as :class:`~dcps.wire._batches.ElementRun`
 (the stored batches' sizes and payload blobs), never one Python object per
 element: over DDS with bulk-form FETCH requests, from the file with one
 SQLite row per stored batch (store format version 2).
@@ -23,8 +23,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dcps.channels._batches import ElementRun
-from dcps.channels._log import FORMAT_MAGIC, FORMAT_VERSION
+from dcps.store._log import FORMAT_MAGIC, FORMAT_VERSION
+from dcps.wire._batches import ElementRun
 from idl._errors import (
     BadParameterError,
     DcpsTimeoutError,
@@ -33,9 +33,9 @@ from idl._errors import (
 )
 
 if TYPE_CHECKING:
-    from dcps.channels._protocol import Endpoint, Reply, StoreClient
+    from dcps.wire._protocol import Endpoint, Reply, StoreClient
 
-# dcps.channels._protocol (Cyclone DDS) is imported only on the DDS path, so a
+# dcps.wire._protocol (Cyclone DDS) is imported only on the DDS path, so a
 # Spark worker reading the store file directly does not load the DDS stack.
 
 __all__ = ["StoreAccess", "connect_store"]
@@ -94,7 +94,7 @@ class StoreAccess:
                     "when a dcps store opens it; or read over DDS without data_dir)"
                 )
         else:
-            from dcps.channels._protocol import Endpoint, StoreClient
+            from dcps.wire._protocol import Endpoint, StoreClient
 
             self._endpoint = Endpoint(domain_id, namespace)
             self._client = StoreClient(self._endpoint, request_timeout=timeout)
@@ -140,7 +140,7 @@ class StoreAccess:
                 (tid,),
             ).fetchall()
             return {int(c): (int(h), int(n)) for c, h, n in rows}
-        from dcps.channels._protocol import Op
+        from dcps.wire._protocol import Op
 
         assert self._client is not None
         reply = self._client.call(Op.STATE, topic=topic)
@@ -302,7 +302,7 @@ class StoreAccess:
         return self._client.fetch_async(topic, channel, offset, count)
 
     def _result(self, fut: Future[Reply]) -> Reply:
-        from dcps.channels._protocol import raise_for_reply
+        from dcps.wire._protocol import raise_for_reply
 
         assert self._client is not None
         try:
@@ -321,7 +321,7 @@ class StoreAccess:
         """Create ``topic`` in the store if new (``channels`` 0: the store's default); its count."""
         if self._client is None:
             raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
-        from dcps.channels._protocol import Op
+        from dcps.wire._protocol import Op
 
         reply = self._client.call(
             Op.ENSURE_TOPIC,
@@ -336,7 +336,7 @@ class StoreAccess:
         """Send one idempotent publish batch; returns the reply future."""
         if self._client is None:
             raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
-        from dcps.channels._protocol import Op, pack
+        from dcps.wire._protocol import Op, pack
 
         return self._client.call_async(
             Op.PUBLISH, topic=topic, channels=[channel], text=key, **pack(list(payloads))

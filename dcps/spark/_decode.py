@@ -255,7 +255,7 @@ def decode_batch(
 
 
 def decode_run(t: type, run: Any, channel: int) -> Any:
-    """A ``pyarrow.RecordBatch`` of one channel's :class:`~dcps.channels._batches.ElementRun`.
+    """A ``pyarrow.RecordBatch`` of one channel's :class:`~dcps.wire._batches.ElementRun`.
 
     Fixed-size types are viewed straight from the run's payload blob (no copy
     per element).

@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from dcps.channels._protocol import raise_for_reply
+from dcps.wire._protocol import raise_for_reply
 from idl import describe
 from idl._errors import BadParameterError
 

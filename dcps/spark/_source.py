@@ -219,7 +219,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Commit the group's positions (the last consumed offset per channel)."""
         if not self.opts.group:
             return
-        from dcps.channels._protocol import Op
+        from dcps.wire._protocol import Op
 
         done = {c: n - 1 for c, n in _from_offset(end).items() if n > 0}
         if not done:
@@ -255,7 +255,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         if self.joined:
-            from dcps.channels._protocol import Op
+            from dcps.wire._protocol import Op
 
             client = _access(self.opts)._client
             if client is not None:

@@ -1,0 +1,6 @@
+"""The glue to Cyclone DDS's C library and Python binding.
+
+``calls``: ctypes calls the binding lacks; ``retcode``: return codes to dcps
+errors (the one place); ``qos_bridge``: dcps QoS to Cyclone QoS;
+``timing``: durations and timestamps in Cyclone's nanoseconds. Internal.
+"""

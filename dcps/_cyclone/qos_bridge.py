@@ -1,0 +1,58 @@
+"""How entities take, check and change their QoS sets."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import qos as q
+from dcps._cyclone.retcode import cyclone_call
+from idl._errors import BadParameterError, UnsupportedError
+
+Q = TypeVar("Q", bound=q.QosSet)
+
+# Cyclone DDS 11 has no durability service: these kinds are announced but a
+# late joiner gets nothing, so refuse them instead of misleading the user.
+_NO_SERVICE = (q.DurabilityKind.TRANSIENT, q.DurabilityKind.PERSISTENT)
+
+
+def check_supported(value: q.QosSet, entity: str) -> None:
+    """Raise :class:`UnsupportedError` for policy values dcps accepts but cannot honour."""
+    if value.applies(q.Durability) and isinstance(value, q.DataWriterQos | q.DataReaderQos):
+        kind = value[q.Durability].kind
+        if kind in _NO_SERVICE:
+            raise UnsupportedError(
+                f"{entity}: Durability {kind.name} needs a durability service, which "
+                f"Cyclone DDS does not provide here (a late joiner would get nothing); "
+                f"use Durability.TRANSIENT_LOCAL (history kept by the live writer) or "
+                f"a channelled topic with the dcps store"
+            )
+    if value.applies(q.EntityFactory) and not value[q.EntityFactory].autoenable_created_entities:
+        raise UnsupportedError(
+            f"{entity}: EntityFactory(autoenable_created_entities=False) is not supported: "
+            f"dcps enables every entity when it is created (there is no enable())"
+        )
+
+
+def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None) -> Q:
+    """The QoS set an entity starts with: ``value`` checked, or the default."""
+    if value is None:
+        return default if default is not None else kind()
+    if not isinstance(value, kind):
+        raise BadParameterError(f"{entity} takes a {kind.__name__}, got {type(value).__name__}")
+    value.check()
+    check_supported(value, entity)
+    return value
+
+
+def apply_qos(entity: Any, current: Q, new: Q) -> Q:
+    """Check ``new`` against ``current`` (immutable policies) and push it to Cyclone."""
+    if type(new) is not type(current):
+        raise BadParameterError(
+            f"{entity._describe()} takes a {type(current).__name__}, got {type(new).__name__}"
+        )
+    new.check()
+    q.check_change(current, new)
+    check_supported(new, entity._describe())
+    with cyclone_call(f"set QoS of {entity._describe()}"):
+        entity._cyclone.set_qos(q.to_cyclone(new))
+    return new

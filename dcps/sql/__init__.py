@@ -1,0 +1,9 @@
+"""The filter language: SQL-like content filters and query expressions (DDS 1.4 Annex B).
+
+Grammar (``_grammar``), parser (``_parse``), type check (``_types``) and
+compiler (``_compile``) behind two public names.
+"""
+
+from dcps.sql._filter import ContentFilter, QueryExpression
+
+__all__ = ["ContentFilter", "QueryExpression"]

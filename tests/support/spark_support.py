@@ -1,0 +1,113 @@
+"""Fixtures and helpers of the Spark tests: one SparkSession per worker, a store process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+PEERS = TESTS / "peers"
+TIMEOUT = 120.0
+if str(PEERS) not in sys.path:  # spark_types is imported as Spark's workers import it
+    sys.path.append(str(PEERS))
+
+
+def spark_session() -> Any:
+    """The worker's local SparkSession (started once; Spark's workers import tests/peers)."""
+    pytest.importorskip("pyspark")
+    path = os.environ.get("PYTHONPATH", "")
+    if str(PEERS) not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(PEERS), path) if p)
+    from dcps.spark import local_session
+
+    return local_session("dcps-tests")
+
+
+def run_peer(*args: str, timeout: float = TIMEOUT) -> str:
+    """Run a peer script to completion; return its stdout (fail on a non-zero exit)."""
+    done = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"peer {args} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def publish(domain: int, namespace: str, topic: str, channels: int, first: int, count: int) -> None:
+    """Publish readings ``first .. first + count - 1`` from another process."""
+    out = run_peer(
+        str(PEERS / "spark_publisher.py"),
+        str(domain),
+        namespace,
+        topic,
+        str(channels),
+        str(first),
+        str(count),
+    )
+    assert f"published {count}" in out
+
+
+class StoreProcess:
+    """``python -m dcps.store`` in a child process, until :meth:`stop`."""
+
+    def __init__(self, data: Path, domain: int, namespace: str) -> None:
+        self.data = data
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dcps.store",
+                "--data",
+                str(data),
+                "--domain",
+                str(domain),
+                "--namespace",
+                namespace,
+                "--sync",
+                "NORMAL",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + TIMEOUT
+        line = self.proc.stdout.readline()
+        if not line.startswith("dcps store ready") or time.monotonic() > deadline:
+            self.stop()
+            raise AssertionError(f"the store did not start: {line!r}")
+
+    def stop(self) -> None:
+        """Terminate the store and wait for it."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def store_process(tmp: Path, domain: int, namespace: str) -> Iterator[StoreProcess]:
+    """Yield a running store process; stop it afterwards."""
+    store = StoreProcess(tmp / "store", domain, namespace)
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+def worker_domain(worker_id: str) -> int:
+    """The DDS domain of this xdist worker (as the ``domain_id`` fixture computes it)."""
+    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
+    return base + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
