@@ -16,7 +16,7 @@ app = typer.Typer(
 
 
 class Sync(StrEnum):
-    """How hard the store pushes each commit to disk."""
+    """How hard the store pushes each commit to disk (``--sync``, any case)."""
 
     full = "full"
     normal = "normal"
@@ -30,7 +30,16 @@ def store(
     domain: int = typer.Option(0, "--domain", help="DDS domain id."),
     namespace: str = typer.Option("dcps", "--namespace", help="Partition namespace of channels."),
     sync: Sync = typer.Option(
-        Sync.full, "--sync", help="full: fsync every commit; normal: at checkpoints."
+        Sync.full,
+        "--sync",
+        case_sensitive=False,
+        help="full: fsync every commit; normal: at checkpoints.",
+    ),
+    partitions: int = typer.Option(
+        257,
+        "--partitions",
+        min=1,
+        help="Partition count: new topics default to the next prime above its square root.",
     ),
     share: str = typer.Option(
         "0/1",
@@ -44,7 +53,11 @@ def store(
         3, "--fetch-threads", help="Threads answering reads of stored elements.", min=1
     ),
 ) -> None:
-    """Run the persistence service for channelled topics until interrupted."""
+    """Run the persistence service for channelled topics until interrupted.
+
+    The same command as ``python -m dcps.store``.
+    """
+    # function-local: keep `dcps --help` and the other commands from loading the store
     from dcps import DcpsError
     from dcps.store import Share, SyncMode, run_store
 
@@ -58,12 +71,20 @@ def store(
             domain_id=domain,
             namespace=namespace,
             sync=SyncMode(sync.value.upper()),
+            partition_count=partitions,
             share=parsed,
             fetch_threads=fetch_threads,
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+def store_main(argv: list[str] | None = None) -> None:
+    """``python -m dcps.store``: the ``dcps store`` command on its own."""
+    single = typer.Typer(add_completion=False, help="Run a dcps store.")
+    single.command()(store)
+    single(args=argv, prog_name="python -m dcps.store")
 
 
 @app.command()

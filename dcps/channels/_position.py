@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 import attrs
 
+from dcps.wire._codes import CommitStatus
 from idl._errors import BadParameterError
 
 __all__ = ["CommitResult", "CommitStatus", "Position", "trusted_position"]
@@ -78,21 +78,6 @@ _new_tuple = tuple.__new__
 def trusted_position(channel: int, offset: int) -> Position:
     """A Position from values known to be valid (skips validation on hot paths)."""
     return _new_tuple(Position, (channel, offset))
-
-
-class CommitStatus(enum.Enum):
-    """The outcome of committing one channel's position."""
-
-    COMMITTED = "committed"
-    """The position (and every earlier one in the channel) is now committed."""
-    ALREADY_COMMITTED = "already_committed"
-    """The group had already committed this position or a later one."""
-    NOTHING_TO_COMMIT = "nothing_to_commit"
-    """The channel holds nothing at or before the position (empty, or removed)."""
-    REJECTED = "rejected"
-    """The position does not exist yet in the channel (beyond its tail)."""
-    UNOWNED = "unowned"
-    """The committing subscriber does not own the channel."""
 
 
 @attrs.frozen

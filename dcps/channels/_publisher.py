@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
-from dcps.wire._protocol import Endpoint, Op, Reply, StoreClient, raise_for_reply
+from dcps.wire._replies import Published
+from dcps.wire._transport import Endpoint
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -24,6 +25,7 @@ from idl._errors import (
     InconsistentPolicyError,
 )
 
+from ._client import StoreClient
 from ._flow import FlowControl, InFlightFlowControl
 from ._position import Position, trusted_position
 from ._topic import ChannelledTopic
@@ -80,15 +82,13 @@ def _seconds(value: timedelta, what: str) -> float:
 
 def connect_topic(client: StoreClient, topic: ChannelledTopic) -> tuple[int, bool]:
     """Make sure the store knows ``topic``; return its ``(channel_count, retain_consumed)``."""
-    flag = -1 if topic.retain_consumed is None else int(topic.retain_consumed)
-    reply = client.call(
-        Op.ENSURE_TOPIC,
-        topic=topic.name,
-        number=topic.channel_count or 0,
-        flag=flag,
-        text=getattr(topic.type, "__idl_typename__", topic.type.__name__),
+    config = client.ensure_topic(
+        topic.name,
+        topic.channel_count or 0,
+        topic.retain_consumed,
+        getattr(topic.type, "__idl_typename__", topic.type.__name__),
     )
-    return int(reply.number), bool(reply.flag)
+    return config.channel_count, config.retain_consumed
 
 
 def encoder_of(cls: type) -> Callable[[Any], bytes]:
@@ -327,7 +327,7 @@ class ChannelPublisher(Generic[T]):
         stores = max(1, self._client.store_count)
         self._slots = [threading.Semaphore(max_in_flight) for _ in range(stores)]
         self._pending: dict[int, _Batch] = {}
-        self._in_flight: set[Future[Reply]] = set()
+        self._in_flight: set[Future[Published]] = set()
         # in-flight bookkeeping has its own lock: confirmations (on the client's
         # reply thread) must never wait for a publish/flush holding self._lock
         self._idle = threading.Condition(threading.Lock())
@@ -491,12 +491,11 @@ class ChannelPublisher(Generic[T]):
         """Send the channel's batch; the caller holds the lock and one in-flight slot."""
         batch = self._pending.pop(channel)
         try:
-            reply = self._client.call_async(
-                Op.PUBLISH,
-                topic=self.topic.name,
-                channels=[channel],
-                sizes=list(map(len, batch.payloads)),  # protocol.pack's fields, a C loop
-                blob=b"".join(batch.payloads),
+            reply = self._client.publish_async(
+                self.topic.name,
+                channel,
+                list(map(len, batch.payloads)),  # a C loop
+                b"".join(batch.payloads),
             )
         except BaseException as exc:
             self._slot(channel).release()
@@ -508,14 +507,14 @@ class ChannelPublisher(Generic[T]):
             self._in_flight.add(reply)
         reply.add_done_callback(lambda r: self._confirmed(r, batch))
 
-    def _confirmed(self, reply_future: Future[Reply], batch: _Batch) -> None:
+    def _confirmed(self, reply_future: Future[Published], batch: _Batch) -> None:
         self._slot(batch.channel).release()
         try:
-            reply = raise_for_reply(reply_future.result())
+            published = reply_future.result()
         except BaseException as exc:
             batch.resolve(0, exc if isinstance(exc, DcpsError) else DcpsError(str(exc)))
         else:
-            batch.resolve(reply.offsets[0], None)
+            batch.resolve(published.first, None)
         with self._idle:
             self._in_flight.discard(reply_future)
             self._idle.notify_all()

@@ -17,24 +17,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import attrs
 
-from dcps.wire._batches import ElementRun
-from dcps.wire._protocol import (
-    ASSIGN_QOS,
-    BATCH_READER_QOS,
-    COMMIT_UNOWNED,
-    Assignment,
-    Endpoint,
-    LiveBatch,
-    Op,
-    Reply,
-    SeekMode,
-    StoreClient,
-    Waiter,
-    batch_partition,
-    check_name,
-    drop_endpoint,
-    raise_for_reply,
-)
+from dcps.wire._codes import SeekMode
+from dcps.wire._messages import Assignment, LiveBatch
+from dcps.wire._names import ASSIGN_QOS, BATCH_READER_QOS, batch_partition, check_name
+from dcps.wire._replies import ChannelStates, Commits, Membership
+from dcps.wire._transport import Endpoint, Waiter, drop_endpoint
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -43,6 +30,7 @@ from idl._errors import (
     PreconditionNotMetError,
 )
 
+from ._client import StoreClient
 from ._element import Element
 from ._flow import FlowControl, ReceiveFlowControl
 from ._position import CommitResult, CommitStatus, Position
@@ -63,7 +51,6 @@ _log = logging.getLogger("dcps.channels.subscriber")
 #: Seconds the delivery thread waits for a FETCH or JOIN at least (see _round_timeout).
 _ROUND_TIMEOUT_MIN = 5.0
 T = TypeVar("T")
-COMMIT_CODES = list(CommitStatus)
 FETCH_MAX = 512
 LIVE_KEPT = 64
 
@@ -365,20 +352,19 @@ class ChannelSubscriber(Generic[T]):
     # -- membership --------------------------------------------------------------
 
     def _join(self, timeout: float | None) -> None:
-        reply = self._client.call(
-            Op.JOIN,
+        joined = self._client.join(
+            self.topic.name,
+            self.group,
+            self.member,
+            int(self._timeout * 1000),
+            anonymous=self.anonymous,
             timeout=timeout,
-            topic=self.topic.name,
-            group=self.group,
-            member=self.member,
-            number=int(self._timeout * 1000),
-            flag=int(self.anonymous),
         )
         self._need_join = False
-        self._incarnation = reply.text
-        self._generation = int(reply.number)
+        self._incarnation = joined.incarnation
+        self._generation = joined.generation
         self._last_heartbeat = time.monotonic()
-        self._set_owned(set(reply.channels), lost=False)
+        self._set_owned(set(joined.channels), lost=False)
 
     def _set_owned(self, owned: set[int], *, lost: bool) -> None:
         with self._lock:
@@ -402,15 +388,13 @@ class ChannelSubscriber(Generic[T]):
         self._notify(gained, gone, lost)
 
     def _refresh_cursors(self, channels: list[int]) -> None:
-        reply = self._client.call(
-            Op.STATE, topic=self.topic.name, group=self.group, channels=channels
-        )
-        for i, c in enumerate(reply.channels):
+        states = self._client.state(self.topic.name, self.group, channels)
+        for i, c in enumerate(states.channels):
             ch = self._chans.get(c)
             if ch is None:
                 continue
-            committed = reply.offsets[i] if reply.offsets else reply.heads[i] - 1
-            ch.next = max(committed + 1, reply.heads[i])
+            committed = states.committed[i] if states.committed else states.heads[i] - 1
+            ch.next = max(committed + 1, states.heads[i])
             ch.runs.clear()
             ch.need_fetch = True
 
@@ -452,17 +436,17 @@ class ChannelSubscriber(Generic[T]):
         self._last_heartbeat = time.monotonic()
         if self._need_join:
             return
-        fut = self._client.call_async(
-            Op.HEARTBEAT, topic=self.topic.name, group=self.group, member=self.member
-        )
+        fut = self._client.heartbeat_async(self.topic.name, self.group, self.member)
         fut.add_done_callback(self._heartbeat_done)
 
-    def _heartbeat_done(self, fut: Future[Reply]) -> None:
+    def _heartbeat_done(self, fut: Future[Membership]) -> None:
         try:
-            reply = fut.result()
-        except Exception:
+            membership = fut.result()
+        except DcpsTimeoutError:
             return  # no answer (store down): the next heartbeat retries
-        if reply.status != 0 or reply.text != self._incarnation:
+        except Exception:
+            membership = None  # refused: join again
+        if membership is None or membership.incarnation != self._incarnation:
             self._need_join = True
             self._waiter.wake()
 
@@ -540,14 +524,12 @@ class ChannelSubscriber(Generic[T]):
         try:
             # A safety net must not hold the delivery thread: if the store is out of
             # reach, give up quickly and let the heartbeat/assignment path take over.
-            reply = self._client.call(
-                Op.STATE, timeout=1.0, topic=self.topic.name, channels=sorted(self._chans)
-            )
+            states = self._client.state(self.topic.name, "", sorted(self._chans), timeout=1.0)
         except DcpsTimeoutError:
             return
-        for i, c in enumerate(reply.channels):
+        for i, c in enumerate(states.channels):
             ch = self._chans.get(c)
-            if ch is not None and ch.next is not None and reply.tails[i] >= ch.end:
+            if ch is not None and ch.next is not None and states.tails[i] >= ch.end:
                 ch.need_fetch = True
 
     def _fetch(self, c: int, ch: _Channel) -> None:
@@ -559,13 +541,13 @@ class ChannelSubscriber(Generic[T]):
         limit = min(FETCH_MAX, ch.live[0].first - expected) if ch.live else FETCH_MAX
         # the bulk form: the stored batches as they are (no per-element fields to
         # build in the store, encode, decode and turn back into lists here)
-        reply = self._client.fetch(self.topic.name, c, expected, limit, self._round_timeout)
-        run = ElementRun.from_reply(reply)
+        fetched = self._client.fetch(self.topic.name, c, expected, limit, self._round_timeout)
+        run = fetched.run
         count = run.count
         if count and run.first > expected and not ch.runs:
             ch.next = expected = run.first  # removed by retention: skip ahead
-        elif not count and reply.heads[0] > expected and not ch.runs:
-            ch.next = reply.heads[0]
+        elif not count and fetched.head > expected and not ch.runs:
+            ch.next = fetched.head
         if count and run.first == expected:  # a run is dense: no gap inside it
             stamps: int | list[int] = (
                 run.stamps[0] if len(run.stamps) == 1 else run.timestamps().tolist()
@@ -671,7 +653,7 @@ class ChannelSubscriber(Generic[T]):
         finally:
             gc.enable()
 
-    def _commit_consumed_locked(self) -> Future[Reply] | None:
+    def _commit_consumed_locked(self) -> Future[Commits] | None:
         """Send the anonymous group's commit of what was delivered, unless one is in flight.
 
         (``_consumed_lock`` held.) One such commit is in flight at a time, so a
@@ -682,20 +664,13 @@ class ChannelSubscriber(Generic[T]):
             return None
         consumed, self._consumed = self._consumed, {}
         try:
-            request = self._client.call_async(
-                Op.COMMIT,
-                topic=self.topic.name,
-                group=self.group,
-                member=self.member,
-                channels=list(consumed),
-                offsets=list(consumed.values()),
-            )
+            request = self._client.commit_async(self.topic.name, self.group, self.member, consumed)
         except DcpsError:
             return None  # closed: the anonymous group goes with the subscriber
         self._commit_in_flight = True
         return request
 
-    def _consumed_committed(self, _: Future[Reply]) -> None:
+    def _consumed_committed(self, _: Future[Commits]) -> None:
         with self._consumed_lock:  # never self._lock: this runs on the client's reply thread
             self._commit_in_flight = False
             request = self._commit_consumed_locked()
@@ -809,23 +784,21 @@ class ChannelSubscriber(Generic[T]):
         self._check_open()
         positions = self._positions(channel_or_map, position)
         single = not isinstance(channel_or_map, Mapping)
-        request = self._client.call_async(
-            Op.COMMIT,
-            topic=self.topic.name,
-            group=self.group,
-            member=self.member,
-            channels=list(positions),
-            offsets=[p.offset for p in positions.values()],
-            flag=COMMIT_UNOWNED if self.allow_unowned_commits else 0,
-            # lets a restarted store re-admit this member (see Store._readmit)
-            text=self._incarnation,
-            number=int(self._timeout * 1000),
+        request = self._client.commit_async(
+            self.topic.name,
+            self.group,
+            self.member,
+            {c: p.offset for c, p in positions.items()},
+            allow_unowned=self.allow_unowned_commits,
+            # lets a restarted store re-admit this member (see GroupCoordinator.readmit)
+            incarnation=self._incarnation,
+            member_timeout_ms=int(self._timeout * 1000),
         )
         out: Future[Any] = Future()
 
-        def done(f: Future[Reply]) -> None:
+        def done(f: Future[Commits]) -> None:
             try:
-                reply = raise_for_reply(f.result())
+                commits = f.result()
             except BaseException as exc:
                 if isinstance(exc, PreconditionNotMetError):
                     results = {
@@ -837,8 +810,8 @@ class ChannelSubscriber(Generic[T]):
                     return
             else:
                 results = {
-                    c: CommitResult(c, positions[c], COMMIT_CODES[code])
-                    for c, code in zip(reply.channels, reply.codes, strict=True)
+                    c: CommitResult(c, positions[c], status)
+                    for c, status in commits.statuses.items()
                 }
             out.set_result(next(iter(results.values())) if single else results)
 
@@ -868,21 +841,15 @@ class ChannelSubscriber(Generic[T]):
                     f"cannot seek channels {sorted(unowned)} of {self.topic.name!r}: "
                     "this subscriber does not own them"
                 )
-            reply = self._client.call(
-                Op.SEEK,
-                topic=self.topic.name,
-                group=self.group,
-                member=self.member,
-                number=int(mode),
-                channels=list(targets),
-                offsets=list(targets.values()),
+            seeked = self._client.seek(
+                self.topic.name, self.group, self.member, mode, dict(targets)
             )
             result = {}
             self._carry = [e for e in self._carry if e.channel not in targets]
             with self._consumed_lock:  # a commit queued before the seek must not follow it
                 for c in targets:
                     self._consumed.pop(c, None)
-            for c, target in zip(reply.channels, reply.offsets, strict=True):
+            for c, target in seeked.targets.items():
                 ch = self._chans[c]
                 ch.next = target + 1
                 ch.runs.clear()
@@ -949,14 +916,12 @@ class ChannelSubscriber(Generic[T]):
 
     # -- state ---------------------------------------------------------------------------------
 
-    def _state(self) -> Reply:
+    def _state(self) -> ChannelStates:
         self._check_open()
         return (
-            self._client.call(
-                Op.STATE, topic=self.topic.name, group=self.group, channels=self.channels or []
-            )
+            self._client.state(self.topic.name, self.group, self.channels)
             if self.channels
-            else Reply(client="", request_id=0)
+            else ChannelStates(0, (), (), ())
         )
 
     def heads(self) -> dict[int, Position]:
@@ -982,7 +947,9 @@ class ChannelSubscriber(Generic[T]):
         reply = self._state()
         result = {
             c: Position(c, off)
-            for c, off, explicit in zip(reply.channels, reply.offsets, reply.codes, strict=True)
+            for c, off, explicit in zip(
+                reply.channels, reply.committed, reply.explicit, strict=False
+            )
             if explicit
         }
         return result if channel is None else result.get(channel)
@@ -1025,13 +992,7 @@ class ChannelSubscriber(Generic[T]):
                 fut.cancel()
             self._requests.clear()
             with contextlib.suppress(DcpsError):  # else the store times this member out
-                self._client.call(
-                    Op.LEAVE,
-                    timeout=2.0,
-                    topic=self.topic.name,
-                    group=self.group,
-                    member=self.member,
-                )
+                self._client.leave(self.topic.name, self.group, self.member, timeout=2.0)
             for ch in self._chans.values():
                 self._waiter.unwatch(ch.reader)
                 drop_endpoint(ch.reader)
@@ -1055,9 +1016,9 @@ class ChannelSubscriber(Generic[T]):
         if self.anonymous:
             raise BadParameterError("an anonymous subscriber has no group to destroy")
         self._check_open()
-        reply = self._client.call(Op.DESTROY_GROUP, topic=self.topic.name, group=self.group)
+        existed = self._client.destroy_group(self.topic.name, self.group)
         self.close()
-        return bool(reply.flag)
+        return existed
 
     def __enter__(self) -> ChannelSubscriber[T]:
         return self
@@ -1090,8 +1051,7 @@ def destroy_subscriber_group(
     client = StoreClient(endpoint)
     try:
         client.connect(_seconds(connect_timeout, "connect_timeout"))
-        reply = client.call(Op.DESTROY_GROUP, topic=topic.name, group=group)
-        return bool(reply.flag)
+        return client.destroy_group(topic.name, group)
     finally:
         client.close()
         endpoint.close()

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from dcps.wire._protocol import check_name
+from dcps.wire._names import check_name
 from idl._errors import BadParameterError
 
 __all__ = ["ChannelledTopic"]

@@ -33,9 +33,11 @@ from idl._errors import (
 )
 
 if TYPE_CHECKING:
-    from dcps.wire._protocol import Endpoint, Reply, StoreClient
+    from dcps.channels._client import StoreClient
+    from dcps.wire._replies import Fetched
+    from dcps.wire._transport import Endpoint
 
-# dcps.wire._protocol (Cyclone DDS) is imported only on the DDS path, so a
+# dcps.wire._transport (Cyclone DDS) is imported only on the DDS path, so a
 # Spark worker reading the store file directly does not load the DDS stack.
 
 __all__ = ["StoreAccess", "connect_store"]
@@ -94,7 +96,8 @@ class StoreAccess:
                     "when a dcps store opens it; or read over DDS without data_dir)"
                 )
         else:
-            from dcps.wire._protocol import Endpoint, StoreClient
+            from dcps.channels._client import StoreClient
+            from dcps.wire._transport import Endpoint
 
             self._endpoint = Endpoint(domain_id, namespace)
             self._client = StoreClient(self._endpoint, request_timeout=timeout)
@@ -140,13 +143,11 @@ class StoreAccess:
                 (tid,),
             ).fetchall()
             return {int(c): (int(h), int(n)) for c, h, n in rows}
-        from dcps.wire._protocol import Op
-
         assert self._client is not None
-        reply = self._client.call(Op.STATE, topic=topic)
+        states = self._client.state(topic)
         return {
-            int(c): (int(h), int(t) + 1)
-            for c, h, t in zip(reply.channels, reply.heads, reply.tails, strict=True)
+            c: (h, t + 1)
+            for c, h, t in zip(states.channels, states.heads, states.tails, strict=True)
         }
 
     def first_at(self, topic: str, channel: int, timestamp_ns: int, end: int) -> int:
@@ -216,7 +217,7 @@ class StoreAccess:
             for pos in range(start, end, max(1, step)):
                 yield self.fetch(topic, channel, pos, min(end, pos + max(1, step)))
             return
-        pending: deque[tuple[int, int, Future[Reply]]] = deque()
+        pending: deque[tuple[int, int, Future[Fetched]]] = deque()
         pos = expect = start
         runs: list[ElementRun] = []
         while expect < end:
@@ -225,7 +226,7 @@ class StoreAccess:
                 pending.append((pos, count, self._request_fetch(topic, channel, pos, count)))
                 pos += count
             at, count, fut = pending.popleft()
-            run = ElementRun.from_reply(self._result(fut))
+            run = self._result(fut).run
             if run.count != count or run.first != at:
                 raise _retained(topic, channel, at, at + count, run.count)
             runs.append(run)
@@ -271,7 +272,7 @@ class StoreAccess:
         moved the head), the rest is fetched one request at a time.
         """
         runs: list[ElementRun] = []
-        pending: deque[tuple[int, int, Future[Reply]]] = deque()
+        pending: deque[tuple[int, int, Future[Fetched]]] = deque()
         pos = expect = start
         pipelined = True
         while True:
@@ -288,7 +289,7 @@ class StoreAccess:
                 fut = self._request_fetch(topic, channel, at, count)
             else:
                 break
-            run = ElementRun.from_reply(self._result(fut))
+            run = self._result(fut).run
             if not run.count or (runs and run.first != expect):
                 break  # the tail, or a gap (retention moved the head meanwhile)
             runs.append(run)
@@ -297,19 +298,18 @@ class StoreAccess:
                 pipelined = False
         return ElementRun.join(runs)
 
-    def _request_fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Reply]:
+    def _request_fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Fetched]:
         assert self._client is not None
         return self._client.fetch_async(topic, channel, offset, count)
 
-    def _result(self, fut: Future[Reply]) -> Reply:
-        from dcps.wire._protocol import raise_for_reply
-
+    def _result(self, fut: Future[Fetched]) -> Fetched:
         assert self._client is not None
         try:
-            reply = fut.result(timeout=self._client.request_timeout + 1)
+            return fut.result(timeout=self._client.request_timeout + 1)
         except TimeoutError as exc:
+            if isinstance(exc, DcpsTimeoutError):
+                raise
             raise DcpsTimeoutError("the store did not answer FETCH in time") from exc
-        return raise_for_reply(reply)
 
     # -- publishing (the sink) ------------------------------------------------
 
@@ -321,26 +321,14 @@ class StoreAccess:
         """Create ``topic`` in the store if new (``channels`` 0: the store's default); its count."""
         if self._client is None:
             raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
-        from dcps.wire._protocol import Op
-
-        reply = self._client.call(
-            Op.ENSURE_TOPIC,
-            topic=topic,
-            number=channels,
-            flag=-1 if retain is None else int(retain),
-            text=type_name,
-        )
-        return int(reply.number)
+        return self._client.ensure_topic(topic, channels, retain, type_name).channel_count
 
     def publish_keyed(self, topic: str, channel: int, payloads: Sequence[bytes], key: str) -> Any:
         """Send one idempotent publish batch; returns the reply future."""
         if self._client is None:
             raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
-        from dcps.wire._protocol import Op, pack
-
-        return self._client.call_async(
-            Op.PUBLISH, topic=topic, channels=[channel], text=key, **pack(list(payloads))
-        )
+        sizes = [len(p) for p in payloads]
+        return self._client.publish_async(topic, channel, sizes, b"".join(payloads), key)
 
 
 def _retained(topic: str, channel: int, start: int, end: int, got: int) -> PreconditionNotMetError:

@@ -31,7 +31,6 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from dcps.wire._protocol import raise_for_reply
 from idl import describe
 from idl._errors import BadParameterError
 
@@ -116,11 +115,11 @@ def publish_batches(opts: SourceOptions, batches: Iterator[Any], prefix: str) ->
             futures.append(access.publish_keyed(opts.topic, channel, [p for _, p in part], key))
     appended = duplicates = 0
     for fut in futures:
-        reply = raise_for_reply(fut.result(timeout=opts.timeout + 1))
-        if reply.flag:
-            duplicates += int(reply.number)
+        published = fut.result(timeout=opts.timeout + 1)
+        if published.duplicate:
+            duplicates += published.count
         else:
-            appended += int(reply.number)
+            appended += published.count
     return PublishedMessage(n, appended, duplicates)
 
 

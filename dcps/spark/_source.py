@@ -39,6 +39,9 @@ from ._schema import spark_schema
 
 __all__ = ["ChannelRange", "DcpsDataSource", "offsets_json"]
 
+#: How long the store keeps a streaming query's group member without a commit (ms).
+_MEMBER_TIMEOUT_MS = 30_000
+
 
 class ChannelRange(InputPartition):
     """One input partition: elements ``start .. end - 1`` of one channel."""
@@ -219,8 +222,6 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Commit the group's positions (the last consumed offset per channel)."""
         if not self.opts.group:
             return
-        from dcps.wire._protocol import Op
-
         done = {c: n - 1 for c, n in _from_offset(end).items() if n > 0}
         if not done:
             return
@@ -229,24 +230,10 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return  # local file access: no group commits
         for attempt in range(2):
             if not self.joined:
-                client.call(
-                    Op.JOIN,
-                    topic=self.opts.topic,
-                    group=self.opts.group,
-                    member=self.member,
-                    number=30_000,
-                    flag=0,
-                )
+                client.join(self.opts.topic, self.opts.group, self.member, _MEMBER_TIMEOUT_MS)
                 self.joined = True
             try:
-                client.call(
-                    Op.COMMIT,
-                    topic=self.opts.topic,
-                    group=self.opts.group,
-                    member=self.member,
-                    channels=list(done),
-                    offsets=list(done.values()),
-                )
+                client.commit(self.opts.topic, self.opts.group, self.member, done)
                 return
             except PreconditionNotMetError:  # membership expired: join again
                 self.joined = False
@@ -255,13 +242,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         if self.joined:
-            from dcps.wire._protocol import Op
-
             client = _access(self.opts)._client
-            if client is not None:
-                client.call(
-                    Op.LEAVE, topic=self.opts.topic, group=self.opts.group, member=self.member
-                )
+            if client is not None and self.opts.group:
+                client.leave(self.opts.topic, self.opts.group, self.member)
             self.joined = False
 
 

@@ -1,7 +1,7 @@
 """The store's replies to one client: an ordered outbox in front of the client's reply writer.
 
 The store answers each client through a writer of its own (see ``REPLY_QOS``
-in ``_protocol.py``). A reply is given a slot in the client's outbox when its
+in ``dcps/wire/_names.py``). A reply is given a slot in the client's outbox when its
 request is taken, in request order, and filled when the answer is ready: at
 once on the store's service thread, or later on a fetch thread. Replies leave
 in slot order, so a client sees its replies in the order it sent the
@@ -30,10 +30,11 @@ from cyclonedds.core import DDSException
 from cyclonedds.util import duration
 
 from dcps._cyclone.calls import wait_for_acks
-from dcps.wire._protocol import Reply, drop_endpoint
+from dcps.wire._messages import Reply
+from dcps.wire._transport import drop_endpoint
 from idl._errors import DcpsError
 
-__all__ = ["REPLY_WRITER_IDLE", "ReplyOutbox"]
+__all__ = ["REPLY_WRITER_IDLE", "ReplyOutbox", "Slot"]
 
 _log = logging.getLogger("dcps.store")
 #: Seconds after which a reply nobody took is dropped, and the reply writer of a
@@ -44,7 +45,7 @@ _ACK_WAIT = duration(milliseconds=20)
 
 
 @attrs.define(eq=False)
-class _Slot:
+class Slot:
     """One reply of the outbox: ``reply`` is None until its answer is ready."""
 
     queued: float
@@ -62,26 +63,26 @@ class ReplyOutbox:
     def __init__(self, writer: Any, now: float) -> None:
         self.writer = writer
         self.used = now
-        self._slots: deque[_Slot] = deque()
+        self._slots: deque[Slot] = deque()
         self._lock = threading.Lock()
         self._sending = False  # a fetch thread is writing the outbox out
 
-    def reserve(self, now: float) -> _Slot:
+    def reserve(self, now: float) -> Slot:
         """A slot for the answer to a request just taken (service thread)."""
         with self._lock:
             self.used = now
-            slot = _Slot(now)
+            slot = Slot(now)
             self._slots.append(slot)
             return slot
 
-    def put(self, slot: _Slot, reply: Reply) -> None:
+    def put(self, slot: Slot, reply: Reply) -> None:
         """Fill ``slot``; write every ready reply in order (a full writer: later retries)."""
         with self._lock:
             slot.reply = reply
             if not self._sending:  # otherwise the sending thread writes it too
                 self._flush()
 
-    def send(self, slot: _Slot, reply: Reply, patience: float, stop: Callable[[], bool]) -> None:
+    def send(self, slot: Slot, reply: Reply, patience: float, stop: Callable[[], bool]) -> None:
         """Fill ``slot`` from a fetch thread and write the ready replies in order.
 
         While the client has not acknowledged a large reply, wait for it (up

@@ -4,123 +4,166 @@ A store serves the channels of its share (``share=(index, count)``, default
 ``(0, 1)``: all of them); several store processes split a namespace's
 channels between them, the one of index 0 coordinating the groups. The design
 of the split is described in ``_shares.py`` and ``docs/deployment.md``.
+
+The service thread takes request samples in rounds. Each one is decoded and
+validated whole (``dcps.wire._requests``) before it has any effect; one that
+does not pass is answered alone with the error naming its fault, and the
+others of the round go on (publishes are appended together).
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import logging
 import os
-import queue
 import signal
 import socket
 import sys
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
-from dcps.channels._position import CommitStatus
-from dcps.channels._topic import ChannelledTopic
-from dcps.wire._batches import BULK_FETCH, PackedPayloads
-from dcps.wire._protocol import (
+from dcps.wire._batches import PackedPayloads
+from dcps.wire._codes import CommitStatus, SeekMode
+from dcps.wire._limits import MAX_CLIENTS, check_client_id
+from dcps.wire._messages import Assignment, LiveBatch, Reply, Request, StoreAnnouncement
+from dcps.wire._messages import UndecodableRequest as _Undecodable
+from dcps.wire._names import (
     ANNOUNCE_QOS,
     ASSIGN_QOS,
     BATCH_WRITER_QOS,
-    COMMIT_UNOWNED,
     CONTROL_QOS,
     REPLY_QOS,
-    Assignment,
-    Endpoint,
-    LiveBatch,
-    Op,
-    Reply,
-    Request,
-    SeekMode,
-    StoreAnnouncement,
-    Waiter,
     batch_partition,
-    drop_endpoint,
-    error_code,
-    live_announcements,
     reply_partition,
+    request_partition,
 )
+from dcps.wire._replies import (
+    ChannelStates,
+    Commits,
+    GroupDestroyed,
+    Pong,
+    Published,
+    Seeked,
+    TopicConfig,
+    error_reply,
+    ok_reply,
+)
+from dcps.wire._requests import (
+    AnyRequest,
+    CommitRequest,
+    DestroyGroupRequest,
+    EnsureTopicRequest,
+    FetchRequest,
+    HeartbeatRequest,
+    JoinRequest,
+    LeaveRequest,
+    PingRequest,
+    PublishRequest,
+    SeekRequest,
+    StateRequest,
+    decode_request,
+)
+from dcps.wire._transport import Endpoint, Waiter, drop_endpoint, live_announcements
 from idl._errors import (
+    AlreadyClosedError,
     BadParameterError,
     IllegalOperationError,
     InconsistentPolicyError,
+    OutOfResourcesError,
     PreconditionNotMetError,
 )
 
-from ._assignment import assign_channels
-from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, LogReader, SyncMode, default_channel_count
+from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
+from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
+from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, SyncMode, default_channel_count
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
-from ._shares import OWNERSHIP_GRACE, SETTLE, Share, request_partition, share_conflict
+from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
 
 if TYPE_CHECKING:
     from dcps._network import NetworkConfig
 
-__all__ = ["STORE_FILE", "Store", "run_store"]
+__all__ = ["DEFAULT_FETCH_THREADS", "STORE_FILE", "Store", "StoreState", "TopicSpec", "run_store"]
 
 _log = logging.getLogger("dcps.store")
-#: Threads answering FETCH requests by default, each with its own read connection.
-DEFAULT_FETCH_THREADS = 3
-#: Seconds a fetch thread waits for a client to acknowledge replies before it
-#: leaves the rest to the service thread (so a stuck client holds it briefly).
-_SEND_PATIENCE = 1.0
 STORE_FILE = "channels.db"
-ANONYMOUS_PREFIX = "~anonymous/"
-COMMIT_CODES = list(CommitStatus)
+#: Refusals sent to clients over MAX_CLIENTS whose writers are kept (the oldest is deleted).
+_REFUSAL_WRITERS = 16
+
+
+class TopicSpec(Protocol):
+    """What ``Store(topics=...)`` needs of a topic (a ``dcps.channels.ChannelledTopic`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def channel_count(self) -> int | None: ...
+
+    @property
+    def retain_consumed(self) -> bool | None: ...
+
+
+class StoreState(enum.Enum):
+    """Where a :class:`Store` is in its life."""
+
+    CREATED = "created"
+    """The log is open; nothing is served yet (:meth:`Store.start`)."""
+    SERVING = "serving"
+    """The service threads run."""
+    CLOSED = "closed"
+    """Closed: the log and every DDS entity are released."""
 
 
 class _DeferredError(Exception):
     """A request held back until the coordinator's assignment may grant its ownership."""
 
 
-@attrs.define
-class _Member:
-    name: str
-    timeout: float
-    last_seen: float
-    anonymous: bool
+R = TypeVar("R", bound=AnyRequest, covariant=True)
 
 
-@attrs.define
-class _Group:
-    topic: str
-    name: str
-    members: dict[str, _Member] = attrs.Factory(dict)
-    owners: dict[int, str] = attrs.Factory(dict)
-    generation: int = 0
-    anonymous: bool = False
+@attrs.frozen
+class _Call(Generic[R]):
+    """One validated request and who to answer."""
+
+    client: str
+    request_id: int
+    request: R
 
 
 class Store:
     """The store of one namespace: a SQLite log plus its DDS service threads.
 
-    ``Store(data_dir, domain_id=...)`` opens (or creates) ``data_dir/channels.db``
-    and starts serving at once; use it as a context manager or call
-    :meth:`close`. ``topics`` pre-configures channelled topics. ``sync`` picks
-    the fsync policy. Topics created without a channel count get the next
-    prime above the square root of ``partition_count`` (17 for the default
-    257). Opening a corrupt, foreign or newer data file raises a
-    :class:`~dcps.DcpsError` before anything is started.
+    ``Store(data_dir, domain_id=...)`` opens (or creates) ``data_dir/channels.db``;
+    :meth:`start` (or ``with Store(...) as store:``) starts serving, and
+    :meth:`close` (or leaving the ``with``) stops. ``topics`` pre-configures
+    channelled topics (anything with ``name``, ``channel_count`` and
+    ``retain_consumed``, see :class:`TopicSpec`). ``sync`` picks the fsync
+    policy. Topics created without a channel count get the next prime above
+    the square root of ``partition_count`` (17 for the default 257). Opening
+    a corrupt, foreign or newer data file raises a :class:`~dcps.DcpsError`
+    before anything is started.
 
     ``share`` (a :class:`Share`, ``(index, count)`` or ``"index/count"``)
     makes this store serve only channel ``c`` of every topic with
     ``c % count == index``; run one store per share, each on its own data
     directory (see ``docs/deployment.md``). A share that is invalid raises
     :class:`~dcps.BadParameterError`; one that overlaps a running store of
-    the namespace raises :class:`~dcps.PreconditionNotMetError` (if the
-    overlap shows up later, the younger store stops and sets :attr:`failure`).
+    the namespace makes :meth:`start` raise
+    :class:`~dcps.PreconditionNotMetError` (if the overlap shows up later, the
+    younger store stops and sets :attr:`failure`).
 
     ``fetch_threads`` threads answer FETCH requests (subscribers catching up,
     Spark reads), each reading the log through its own read-only connection,
-    beside the thread that handles publishes and commits; more of them help
-    when many readers fetch at once on a machine with cores to spare.
+    beside the thread that handles publishes and commits.
     """
 
     def __init__(
@@ -131,7 +174,7 @@ class Store:
         namespace: str = "dcps",
         network: NetworkConfig | None = None,
         sync: SyncMode = SyncMode.FULL,
-        topics: Iterable[ChannelledTopic] = (),
+        topics: Iterable[TopicSpec] = (),
         partition_count: int = DEFAULT_PARTITION_COUNT,
         share: Share | tuple[int, int] | str = (0, 1),
         fetch_threads: int = DEFAULT_FETCH_THREADS,
@@ -142,7 +185,6 @@ class Store:
             or fetch_threads < 1
         ):
             raise BadParameterError(f"fetch_threads must be an int >= 1, got {fetch_threads!r}")
-        self._fetch_thread_count = fetch_threads
         self.share = Share.of(share)
         #: Why this store stopped serving (an overlapping store), or None.
         self.failure: str | None = None
@@ -151,6 +193,10 @@ class Store:
             raise BadParameterError(f"the store data directory {self.data_dir} is not a directory")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.default_channel_count = default_channel_count(partition_count)
+        self.namespace = namespace
+        self.domain_id = domain_id
+        self.incarnation = uuid.uuid4().hex
+        self._network = network
         self.log = ChannelLog(self.data_dir / STORE_FILE, sync=sync)
         try:
             for info in self.log.topics():  # anonymous subscribers do not outlive a store
@@ -159,73 +205,152 @@ class Store:
                         self.log.destroy_group(info.name, group)
             for topic in topics:
                 self._ensure(topic.name, topic.channel_count or 0, topic.retain_consumed, "")
-            self.namespace = namespace
-            self.incarnation = uuid.uuid4().hex
-            self._endpoint = Endpoint(domain_id, namespace, network)
         except BaseException:
             self.log.close()
             raise
-        ep = self._endpoint
-        self._requests: Any = ep.reader(
-            ep.request_topic,
-            request_partition(namespace, self.share.index, self.share.count),
-            CONTROL_QOS,
-        )
-        self._reply_writers: dict[str, ReplyOutbox] = {}
-        self._next_reply_sweep = time.monotonic() + REPLY_WRITER_IDLE
-        # FETCHes are answered off the service thread (see _on_fetch); None stops a thread
-        self._fetch_jobs: queue.SimpleQueue[tuple[Request, ReplyOutbox, Any] | None] = (
-            queue.SimpleQueue()
-        )
-        self._fetchers: list[threading.Thread] = []
-        self._assignments = ep.writer(ep.assign_topic, namespace, ASSIGN_QOS)
-        self._batch_writers: dict[tuple[str, int], Any] = {}
-        self._groups: dict[tuple[str, str], _Group] = {}
-        self._waiter = Waiter(ep)
-        self._waiter.watch(self._requests)
+        self._state = StoreState.CREATED
         self._stopping = False
-        self._closed = False
+        self._fetchers = FetchPool(self.log, fetch_threads, lambda: self._stopping)
         self._thread: threading.Thread | None = None
-        self._init_share()
+        self._endpoint: Endpoint | None = None
+        self._requests: Any = None
+        self._announcer: Any = None
+        self._announced: Any = None
+        self._mirror_reader: Any = None
+        self._assignments: Any = None
+        self._waiter: Waiter | None = None
+        self._reply_writers: dict[str, ReplyOutbox] = {}
+        self._refusals: deque[Any] = deque()
+        self._next_reply_sweep = time.monotonic() + REPLY_WRITER_IDLE
+        self._batch_writers: dict[tuple[str, int], Any] = {}
+        self._deferred: dict[tuple[str, int], tuple[_Call[Any], float]] = {}
+        self._mirror: dict[tuple[str, str], Assignment] = {}
+        self._coordinator: str | None = None  # incarnation of the coordinating store
+        self._next_share_check = 0.0
+        self._handlers = self._HANDLERS if self.share.coordinates else self._SHARE_HANDLERS
+        #: Request samples refused before decoding (no answer possible), for operators.
+        self.dropped_requests = 0
 
     # -- lifecycle -------------------------------------------------------------
 
-    def __enter__(self) -> Store:
+    @property
+    def state(self) -> StoreState:
+        """Where the store is in its life."""
+        return self._state
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._state is StoreState.CLOSED
+
+    def start(self) -> Store:
+        """Announce this store's share and start serving; returns the store.
+
+        Raises :class:`~dcps.PreconditionNotMetError` (and closes the store)
+        when a running store already serves an overlapping share. Starting a
+        serving store does nothing; a closed one raises
+        :class:`~dcps.AlreadyClosedError`.
+        """
+        if self._state is StoreState.SERVING:
+            return self
+        if self._state is StoreState.CLOSED:
+            raise AlreadyClosedError(f"the store of {self.data_dir} is closed")
+        try:
+            self._open_endpoints()
+            self._check_share()
+        except BaseException:
+            self.close()
+            raise
+        self._state = StoreState.SERVING
+        self._fetchers.start()
+        self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
+        self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __enter__(self) -> Store:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
 
     def close(self) -> None:
         """Stop serving and close the log (idempotent)."""
-        if self._closed:
+        if self._state is StoreState.CLOSED:
             return
-        self._closed = True
+        self._state = StoreState.CLOSED
         self._stopping = True
-        self._waiter.wake()
+        if self._waiter is not None:
+            self._waiter.wake()
         if self._thread is not None:
             self._thread.join()
-        for _ in self._fetchers:
-            self._fetch_jobs.put(None)
-        for fetcher in self._fetchers:
-            fetcher.join()
-        self._waiter.close()
+        self._fetchers.stop()
+        if self._waiter is not None:
+            self._waiter.close()
         for writer in self._batch_writers.values():
             drop_endpoint(writer)
-        if self._requests is not None:
-            drop_endpoint(self._requests)
-        for entity in (self._announcer, self._announced, self._mirror_reader):
+        for entity in (
+            self._requests,
+            self._announcer,
+            self._announced,
+            self._mirror_reader,
+            self._assignments,
+            *self._refusals,
+        ):
             if entity is not None:
                 drop_endpoint(entity)
         for out in self._reply_writers.values():
             out.close()
-        drop_endpoint(self._assignments)
-        self._endpoint.close()
+        if self._endpoint is not None:
+            self._endpoint.close()
         self.log.close()
+
+    def _open_endpoints(self) -> None:
+        self._endpoint = ep = Endpoint(self.domain_id, self.namespace, self._network)
+        self._waiter = Waiter(ep)
+        self._requests = ep.reader(
+            ep.request_topic,
+            request_partition(self.namespace, self.share.index, self.share.count),
+            CONTROL_QOS,
+        )
+        self._waiter.watch(self._requests)
+        self._assignments = ep.writer(ep.assign_topic, self.namespace, ASSIGN_QOS)
+        self._groups = GroupCoordinator(self.log, self._assignments, self.incarnation)
+        self._announced = ep.reader(ep.store_topic, self.namespace, ANNOUNCE_QOS)
+        self._announcer = ep.writer(ep.store_topic, self.namespace, ANNOUNCE_QOS)
+        self.announcement = StoreAnnouncement(
+            incarnation=self.incarnation,
+            index=self.share.index,
+            count=self.share.count,
+            started_ns=time.time_ns(),
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            data_dir=str(self.data_dir.resolve()),
+        )
+        self._announcer.write(self.announcement)
+        if not self.share.coordinates:
+            self._mirror_reader = ep.reader(ep.assign_topic, self.namespace, ASSIGN_QOS)
+            self._waiter.watch(self._mirror_reader)
+
+    def _check_share(self) -> None:
+        """With several shares, refuse to serve next to an overlapping store."""
+        if self.share.count == 1:
+            return
+        deadline = time.monotonic() + SETTLE
+        while time.monotonic() < deadline:
+            conflict = share_conflict(self.announcement, live_announcements(self._announced))
+            if conflict is not None:
+                raise PreconditionNotMetError(f"store not started: {conflict}")
+            time.sleep(0.02)
 
     # -- the service loop ------------------------------------------------------
 
     def _run(self) -> None:
+        assert self._waiter is not None
         while not self._stopping:
             self._waiter.wait(0.05)
             if self._stopping:
@@ -239,62 +364,125 @@ class Store:
         self._watch_shares()
         if self._requests is None:  # refused: an overlapping store serves this share
             return
-        requests = [r for r in self._requests.take(N=1024) if isinstance(r, Request)]
-        publishes: list[Request] = []
-        for request in requests:
-            if request.op == Op.PUBLISH:
-                publishes.append(request)
+        publishes: list[_Call[PublishRequest]] = []
+        for sample in self._requests.take(N=1024):
+            call = self._admit(sample)
+            if call is None:
+                continue
+            if isinstance(call.request, PublishRequest):
+                publishes.append(call)
                 continue
             if publishes:
                 self._publish(publishes)
                 publishes = []
-            self._handle(request)
+            self._handle(call)
         if publishes:
             self._publish(publishes)
-        for request, _ in list(self._deferred.values()):  # waiting for an assignment
-            self._handle(request)
-        self._expire_members()
+        for call, _ in list(self._deferred.values()):  # waiting for an assignment
+            self._handle(call)
+        if self.share.coordinates:
+            self._groups.expire()
         self._retry_replies()
 
-    def _outbox(self, client: str, now: float) -> ReplyOutbox:
-        """The client's reply outbox, created with its writer on first use (service thread)."""
+    def _admit(self, sample: Any) -> _Call[Any] | None:
+        """Decode and validate one request sample whole; refuse it alone if it fails."""
+        if isinstance(sample, Request | _Undecodable):
+            client, request_id = sample.client, sample.request_id
+        else:
+            return None  # an invalid sample (dispose, unregister): nothing asked
+        try:
+            check_client_id(client)
+        except BadParameterError as exc:  # nowhere safe to answer
+            self._drop(f"{exc}")
+            return None
+        try:
+            if isinstance(sample, _Undecodable):
+                raise BadParameterError(sample.problem)
+            return _Call(client, request_id, decode_request(sample))
+        except Exception as exc:
+            self._answer(client, request_id, error_reply(client, request_id, exc))
+            return None
+
+    def _drop(self, why: str) -> None:
+        self.dropped_requests += 1
+        if self.dropped_requests & (self.dropped_requests - 1) == 0:  # 1, 2, 4, 8...: rate-limited
+            _log.warning("dcps store: request dropped (%d so far): %s", self.dropped_requests, why)
+
+    def _outbox(self, client: str, now: float) -> ReplyOutbox | None:
+        """The client's reply outbox, created with its writer on first use (service thread).
+
+        None when MAX_CLIENTS clients are being answered already: the client
+        is then told so once, through a short-lived writer.
+        """
         if now >= self._next_reply_sweep:  # before the lookup: never hand out a deleted one
             self._sweep_reply_writers(now)
         out = self._reply_writers.get(client)
         if out is None:
-            partition = reply_partition(self.namespace, client)
-            writer = self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS)
-            out = self._reply_writers[client] = ReplyOutbox(writer, now)
+            if len(self._reply_writers) >= MAX_CLIENTS:
+                self._sweep_reply_writers(now, idle_only=False)
+            if len(self._reply_writers) >= MAX_CLIENTS:
+                return None
+            out = self._reply_writers[client] = ReplyOutbox(self._reply_writer(client), now)
         return out
 
-    def _reply(self, request: Request, **fields: Any) -> None:
-        out = self._outbox(request.client, time.monotonic())
-        out.put(out.reserve(time.monotonic()), _make_reply(request, **fields))
+    def _reply_writer(self, client: str) -> Any:
+        assert self._endpoint is not None
+        partition = reply_partition(self.namespace, client)
+        return self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS)
+
+    def _refuse_client(self, client: str, request_id: int) -> None:
+        """Tell a client over MAX_CLIENTS that it is refused (a bounded set of writers)."""
+        self._drop(f"client {client!r} refused: {MAX_CLIENTS} clients (MAX_CLIENTS) are served")
+        writer = self._reply_writer(client)
+        exc = OutOfResourcesError(
+            f"the store answers at most {MAX_CLIENTS} clients at once (MAX_CLIENTS); "
+            "try again later"
+        )
+        with contextlib.suppress(Exception):  # best effort: the client times out otherwise
+            writer.write(error_reply(client, request_id, exc))
+        self._refusals.append(writer)
+        while len(self._refusals) > _REFUSAL_WRITERS:
+            drop_endpoint(self._refusals.popleft())
+
+    def _answer(self, client: str, request_id: int, reply: Reply) -> None:
+        now = time.monotonic()
+        out = self._outbox(client, now)
+        if out is None:
+            self._refuse_client(client, request_id)
+            return
+        out.put(out.reserve(now), reply)
+
+    def _reply(self, call: _Call[Any], answer: Any) -> None:
+        self._answer(call.client, call.request_id, answer.to_wire(call.client, call.request_id))
+
+    def _fail(self, call: _Call[Any], exc: BaseException) -> None:
+        self._answer(call.client, call.request_id, error_reply(call.client, call.request_id, exc))
 
     def _retry_replies(self) -> None:
         """Write the replies that found their client's writer full; drop those nobody awaits."""
         for out in self._reply_writers.values():
             out.retry()
 
-    def _sweep_reply_writers(self, now: float) -> None:
-        """Delete the reply writers of clients that are gone (no reader, idle)."""
+    def _sweep_reply_writers(self, now: float, *, idle_only: bool = True) -> None:
+        """Delete the reply writers of clients that are gone (no reader, idle).
+
+        ``idle_only=False`` (at MAX_CLIENTS) deletes every writer whose
+        client's reader is gone, however recently it was used.
+        """
         self._next_reply_sweep = now + REPLY_WRITER_IDLE
         for client, out in list(self._reply_writers.items()):
-            if out.idle(now) and not out.writer.get_matched_subscriptions():
+            if (out.idle(now) or not idle_only) and not out.writer.get_matched_subscriptions():
                 out.close()
                 del self._reply_writers[client]
 
-    def _fail(self, request: Request, exc: BaseException) -> None:
-        self._reply(request, status=error_code(exc), error=str(exc) or type(exc).__name__)
-
-    def _handle(self, request: Request) -> None:
-        handler = self._handlers.get(request.op)
+    def _handle(self, call: _Call[Any]) -> None:
+        handler = self._handlers[call.request.op]
         try:
-            if handler is None:
-                raise BadParameterError(f"unknown store request {request.op}")
-            handler(self, request)
+            handler(self, call)
+        except _DeferredError:
+            pass
         except Exception as exc:  # every failure becomes an error reply
-            self._fail(request, exc)
+            self._fail(call, exc)
 
     # -- topics and publishing -------------------------------------------------
 
@@ -314,411 +502,219 @@ class Store:
                 )
         return info
 
-    def _on_ensure(self, request: Request) -> None:
-        retain = None if request.flag < 0 else bool(request.flag)
-        info = self._ensure(request.topic, int(request.number), retain, request.text)
-        self._reply(request, number=info.channel_count, flag=int(info.retain_consumed))
+    def _on_ensure(self, call: _Call[EnsureTopicRequest]) -> None:
+        r = call.request
+        info = self._ensure(r.topic, r.channel_count, r.retain_consumed, r.type_name)
+        self._reply(call, TopicConfig(info.channel_count, bool(info.retain_consumed)))
 
-    def _publish(self, requests: list[Request]) -> None:
-        for request in [r for r in requests if r.text]:  # idempotent (keyed) publishes
-            self._publish_keyed(request)
-        requests = [r for r in requests if not r.text]
-        good: list[Request] = []
-        for request in requests:
+    def _publish(self, calls: list[_Call[PublishRequest]]) -> None:
+        for call in calls:  # idempotent (keyed) publishes
+            if call.request.key:
+                self._publish_keyed(call)
+        good: list[_Call[PublishRequest]] = []
+        for call in calls:
+            r = call.request
+            if r.key:
+                continue
             try:
-                if len(request.channels) != 1:
-                    raise BadParameterError("a publish request names exactly one channel")
-                self.log.channel_state(request.topic, request.channels[0])
-                self._foreign(request.topic, request.channels)
-                good.append(request)
+                self.log.channel_state(r.topic, r.channel)
+                self._foreign(r.topic, (r.channel,))
+                good.append(call)
             except Exception as exc:
-                self._fail(request, exc)
+                self._fail(call, exc)
         if not good:
             return
         try:
             results = self.log.append_packed(
-                (r.topic, r.channels[0], PackedPayloads(r.sizes, r.blob)) for r in good
+                (r.topic, r.channel, PackedPayloads(r.sizes, r.blob))
+                for r in (c.request for c in good)
             )
         except Exception as exc:
-            for request in good:
-                self._fail(request, exc)
+            for call in good:
+                self._fail(call, exc)
             return
-        for request, (first, count, stamp) in zip(good, results, strict=True):
+        for call, (first, count, stamp) in zip(good, results, strict=True):
             if not count:
                 first, stamp = 0, 0
-            self._reply(request, number=count, offsets=[first], stamps=[stamp])
-        for request, (first, count, stamp) in zip(good, results, strict=True):
+            self._reply(call, Published(first, count, stamp))
+        for call, (first, count, stamp) in zip(good, results, strict=True):
             if count:
-                self._push(request, (first, stamp))
-        for topic in {r.topic for r in good}:
+                self._push(call.request, (first, stamp))
+        for topic in {c.request.topic for c in good}:
             info = self.log.topic(topic)
             if not info.retain_consumed and not self.log.groups(topic):
                 self.log.trim(topic)
 
-    def _publish_keyed(self, request: Request) -> None:
-        """A publish carrying an idempotence key in ``text``: a repeated key is not appended.
-
-        The reply's ``flag`` is 1 for a duplicate (with the original placement).
-        """
+    def _publish_keyed(self, call: _Call[PublishRequest]) -> None:
+        """A publish carrying an idempotence key: a repeated key is not appended again."""
+        r = call.request
         try:
-            if len(request.channels) != 1:
-                raise BadParameterError("a publish request names exactly one channel")
-            self._foreign(request.topic, request.channels)
+            self._foreign(r.topic, (r.channel,))
             placed, duplicate = self.log.append_keyed(
-                request.topic,
-                request.channels[0],
-                PackedPayloads(request.sizes, request.blob),
-                request.text,
+                r.topic, r.channel, PackedPayloads(r.sizes, r.blob), r.key
             )
         except Exception as exc:
-            self._fail(request, exc)
+            self._fail(call, exc)
             return
         first, stamp = placed[0] if placed else (0, 0)
-        self._reply(
-            request, number=len(placed), offsets=[first], stamps=[stamp], flag=int(duplicate)
-        )
+        self._reply(call, Published(first, len(placed), stamp, duplicate))
         if placed and not duplicate:
-            self._push(request, placed[0])
-            info = self.log.topic(request.topic)
-            if not info.retain_consumed and not self.log.groups(request.topic):
-                self.log.trim(request.topic)
+            self._push(r, placed[0])
+            info = self.log.topic(r.topic)
+            if not info.retain_consumed and not self.log.groups(r.topic):
+                self.log.trim(r.topic)
 
-    def _push(self, request: Request, first: tuple[int, int]) -> None:
-        topic, channel = request.topic, request.channels[0]
-        writer = self._batch_writers.get((topic, channel))
+    def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
+        writer = self._batch_writers.get((r.topic, r.channel))
         if writer is None:
             ep = self._endpoint
+            assert ep is not None
             writer = ep.writer(
-                ep.batch_topic, batch_partition(self.namespace, topic, channel), BATCH_WRITER_QOS
+                ep.batch_topic,
+                batch_partition(self.namespace, r.topic, r.channel),
+                BATCH_WRITER_QOS,
             )
-            self._batch_writers[(topic, channel)] = writer
+            self._batch_writers[(r.topic, r.channel)] = writer
         writer.write(
             LiveBatch(
-                topic=topic,
-                channel=channel,
+                topic=r.topic,
+                channel=r.channel,
                 first=first[0],
                 timestamp=first[1],
-                sizes=request.sizes,
-                blob=request.blob,
+                sizes=r.sizes,
+                blob=r.blob,
             )
         )
 
-    def _on_fetch(self, request: Request) -> None:
-        """Up to ``number`` elements of one channel from an offset (answered by a fetch thread).
-
-        Per-element form (``flag`` 0): ``offsets``, ``stamps`` and ``sizes``
-        per element, payloads in ``blob``. Bulk form (``flag`` BULK_FETCH): the
-        stored batches as they are, see ``ElementRun.reply_fields``.
+    def _on_fetch(self, call: _Call[FetchRequest]) -> None:
+        """Queue a FETCH for the fetch pool (``_fetchers.py``).
 
         The reply's place among the client's replies is taken here, so it
         leaves in request order; a fetch thread reads the log in a snapshot
         taken after every earlier request was handled (a FETCH sees what a
-        PUBLISH before it appended) and writes the reply, while this thread
-        goes on with other requests.
+        PUBLISH before it appended) and writes the reply.
         """
-        self._foreign(request.topic, request.channels)
+        r = call.request
+        self._foreign(r.topic, (r.channel,))
         now = time.monotonic()
-        out = self._outbox(request.client, now)
-        self._fetch_jobs.put((request, out, out.reserve(now)))
+        out = self._outbox(call.client, now)
+        if out is None:
+            self._refuse_client(call.client, call.request_id)
+            return
+        self._fetchers.submit(call.client, call.request_id, r, out, out.reserve(now))
 
-    def _start_fetchers(self) -> None:
-        for i in range(self._fetch_thread_count):
-            thread = threading.Thread(
-                target=self._fetch_loop, name=f"dcps-store-fetch-{i}", daemon=True
-            )
-            thread.start()
-            self._fetchers.append(thread)
-
-    def _fetch_loop(self) -> None:
-        """A fetch thread: answer queued FETCHes until told to stop."""
-        reader = self.log.reader()
-        try:
-            while True:
-                job = self._fetch_jobs.get()
-                if job is None or self._stopping:
-                    return
-                request, out, slot = job
-                try:
-                    reply = self._answer_fetch(reader, request)
-                    out.send(slot, reply, _SEND_PATIENCE, lambda: self._stopping)
-                except Exception:  # keep serving; the reply, if filled in, is retried
-                    _log.exception("dcps store: unexpected error in a fetch thread")
-        finally:
-            reader.close()
-
-    @staticmethod
-    def _answer_fetch(reader: LogReader, request: Request) -> Reply:
-        try:
-            channel, offset = request.channels[0], request.offsets[0]
-            run, state = reader.fetch(request.topic, channel, offset, max(1, int(request.number)))
-            fields = run.reply_fields() if request.flag == BULK_FETCH else run.element_fields()
-            return _make_reply(
-                request, channels=[channel], **fields, heads=[state.head], tails=[state.tail]
-            )
-        except Exception as exc:  # every failure becomes an error reply
-            error = str(exc) or type(exc).__name__
-            return _make_reply(request, status=error_code(exc), error=error)
-
-    def _on_state(self, request: Request) -> None:
-        topic = request.topic
-        info = self.log.topic(topic)
-        self._foreign(topic, request.channels)
-        channels = list(request.channels) or [
+    def _on_state(self, call: _Call[StateRequest]) -> None:
+        r = call.request
+        info = self.log.topic(r.topic)
+        self._foreign(r.topic, r.channels)
+        channels = list(r.channels) or [
             c for c in range(info.channel_count) if self.share.serves(c)
         ]
-        states = [self.log.channel_state(topic, c) for c in channels]
+        states = [self.log.channel_state(r.topic, c) for c in channels]
         committed: list[int] = []
-        explicit: list[int] = []
-        if request.group and self.log.has_group(topic, request.group):
+        explicit: list[bool] = []
+        if r.group and self.log.has_group(r.topic, r.group):
             for c in channels:
-                off, exp = self.log.committed(topic, request.group, c)
+                off, exp = self.log.committed(r.topic, r.group, c)
                 committed.append(off)
-                explicit.append(int(exp))
+                explicit.append(bool(exp))
         self._reply(
-            request,
-            number=info.channel_count,
-            channels=channels,
-            heads=[s.head for s in states],
-            tails=[s.tail for s in states],
-            offsets=committed,
-            codes=explicit,
+            call,
+            ChannelStates(
+                info.channel_count,
+                tuple(channels),
+                tuple(s.head for s in states),
+                tuple(s.tail for s in states),
+                tuple(committed),
+                tuple(explicit),
+            ),
         )
 
-    # -- groups ----------------------------------------------------------------
+    def _on_ping(self, call: _Call[PingRequest]) -> None:
+        self._reply(call, Pong(self.incarnation, self.share.index, self.share.count))
 
-    def _group(self, request: Request) -> _Group:
-        group = self._groups.get((request.topic, request.group))
-        if group is None or request.member not in group.members:
-            raise PreconditionNotMetError(
-                f"{request.member!r} is not a member of group {request.group!r} of topic "
-                f"{request.topic!r} (left, timed out, or the store restarted)"
-            )
-        group.members[request.member].last_seen = time.monotonic()
-        return group
+    # -- groups (the coordinating store: _groups.py) ---------------------------------
 
-    def _owned(self, group: _Group, member: str) -> list[int]:
-        return sorted(c for c, m in group.owners.items() if m == member)
+    def _on_join(self, call: _Call[JoinRequest]) -> None:
+        self._reply(call, self._groups.join(call.request))
 
-    def _rebalance(self, group: _Group, expelled: Iterable[str] = ()) -> None:
-        count = self.log.topic(group.topic).channel_count
-        owners = assign_channels(count, group.members, group.owners)
-        group.owners = owners
-        group.generation += 1
-        members = sorted(group.members)
-        index = {m: i for i, m in enumerate(members)}
-        self._assignments.write(
-            Assignment(
-                topic=group.topic,
-                group=group.name,
-                incarnation=self.incarnation,
-                generation=group.generation,
-                members=members,
-                owners=[index[owners[c]] if c in owners else -1 for c in range(count)],
-                expelled=list(expelled),
-            )
-        )
+    def _on_heartbeat(self, call: _Call[HeartbeatRequest]) -> None:
+        r = call.request
+        self._reply(call, self._groups.heartbeat(r.topic, r.group, r.member))
 
-    def _on_join(self, request: Request) -> None:
-        topic, name = request.topic, request.group
-        self.log.topic(topic)
-        if not name:
-            raise BadParameterError("joining needs a group name")
-        self.log.create_group(topic, name)
-        group = self._groups.setdefault((topic, name), _Group(topic, name))
-        group.anonymous = bool(request.flag)
-        timeout = max(0.05, request.number / 1000.0)
-        group.members[request.member] = _Member(
-            request.member, timeout, time.monotonic(), bool(request.flag)
-        )
-        self._rebalance(group)
-        self._reply(
-            request,
-            number=group.generation,
-            text=self.incarnation,
-            channels=self._owned(group, request.member),
-        )
+    def _on_leave(self, call: _Call[LeaveRequest]) -> None:
+        r = call.request
+        self._groups.leave(r.topic, r.group, r.member)
+        self._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
 
-    def _on_heartbeat(self, request: Request) -> None:
-        group = self._group(request)
-        self._reply(
-            request,
-            number=group.generation,
-            text=self.incarnation,
-            channels=self._owned(group, request.member),
-        )
+    def _on_destroy_group(self, call: _Call[DestroyGroupRequest]) -> None:
+        r = call.request
+        self._reply(call, GroupDestroyed(self._groups.destroy(r.topic, r.group)))
 
-    def _on_leave(self, request: Request) -> None:
-        group = self._groups.get((request.topic, request.group))
-        if group is not None and request.member in group.members:
-            del group.members[request.member]
-            self._after_departure(group, [])
-        self._reply(request)
-
-    def _after_departure(self, group: _Group, expelled: list[str]) -> None:
-        if group.anonymous and not group.members:
-            self.log.destroy_group(group.topic, group.name)
-            del self._groups[(group.topic, group.name)]
-            self._rebalance(group, expelled)
-            return
-        self._rebalance(group, expelled)
-
-    def _expire_members(self) -> None:
-        now = time.monotonic()
-        for group in list(self._groups.values()):
-            dead = [m.name for m in group.members.values() if now - m.last_seen > m.timeout]
-            if dead:
-                for name in dead:
-                    del group.members[name]
-                self._after_departure(group, dead)
-
-    def _on_destroy_group(self, request: Request) -> None:
-        existed = self.log.destroy_group(request.topic, request.group)
-        group = self._groups.pop((request.topic, request.group), None)
-        if group is not None:
-            expelled = list(group.members)
-            group.members.clear()
-            self._rebalance(group, expelled)
-        self._reply(request, flag=int(existed))
-
-    def _check_owned(self, group: _Group, member: str, channels: Iterable[int]) -> list[int]:
-        count = self.log.topic(group.topic).channel_count
-        bad = [c for c in channels if not 0 <= c < count]
-        if bad:
-            raise BadParameterError(
-                f"topic {group.topic!r} has channels 0..{count - 1}; {bad} do not exist"
-            )
-        return [c for c in channels if group.owners.get(c) != member]
-
-    def _on_commit(self, request: Request) -> None:
-        self._foreign(request.topic, request.channels)
-        if request.text and request.text != self.incarnation:
-            self._readmit(request)
-        if request.flag & COMMIT_UNOWNED:
-            unowned = self._commit_anyway(request)
+    def _on_commit(self, call: _Call[CommitRequest]) -> None:
+        r = call.request
+        self._foreign(r.topic, r.channels)
+        if r.incarnation and r.incarnation != self.incarnation:
+            self._groups.readmit(r)
+        if r.allow_unowned:
+            unowned = self._commit_anyway(r)
         else:
-            group = self._group(request)
-            unowned = set(self._check_owned(group, request.member, request.channels))
-        self._commit_and_reply(request, unowned)
+            group = self._groups.member_of(r.topic, r.group, r.member)
+            unowned = set(self._groups.unowned(group, r.member, r.channels))
+        self._commit_and_reply(call, unowned)
 
-    def _commit_and_reply(self, request: Request, unowned: set[int]) -> None:
-        """Commit the request's positions except on ``unowned`` channels; answer the codes."""
-        codes = []
-        for channel, offset in zip(request.channels, request.offsets, strict=True):
+    def _commit_and_reply(self, call: _Call[CommitRequest], unowned: set[int]) -> None:
+        """Commit the request's positions except on ``unowned`` channels; answer the statuses."""
+        r = call.request
+        statuses: dict[int, CommitStatus] = {}
+        for channel, offset in zip(r.channels, r.offsets, strict=True):
             if channel in unowned:
-                status = CommitStatus.UNOWNED
+                statuses[channel] = CommitStatus.UNOWNED
             else:
-                status = self.log.commit(request.topic, request.group, channel, offset)
-            codes.append(COMMIT_CODES.index(status))
-        self._reply(request, channels=list(request.channels), codes=codes)
+                statuses[channel] = self.log.commit(r.topic, r.group, channel, offset)
+        self._reply(call, Commits(statuses))
 
-    def _readmit(self, request: Request) -> None:
-        """Re-admit a member that joined an earlier incarnation of this store.
-
-        A restarted store has forgotten its members, while they go on
-        receiving the live tail of their channels until a heartbeat tells
-        them; without this their first commits would be refused as unowned.
-        ``text`` carries the incarnation the member joined, ``number`` its
-        timeout in ms. Channels another member rejoined with stay theirs
-        (the rebalance is sticky), so those commits are still UNOWNED.
-        """
-        key = (request.topic, request.group)
-        group = self._groups.get(key)
-        if group is not None and request.member in group.members:
-            return
-        if request.group.startswith(ANONYMOUS_PREFIX) or not self.log.has_group(*key):
-            return  # anonymous groups do not outlive a store; destroyed groups stay so
-        group = self._groups.setdefault(key, _Group(request.topic, request.group))
-        timeout = max(0.05, request.number / 1000.0) if request.number > 0 else 30.0
-        group.members[request.member] = _Member(request.member, timeout, time.monotonic(), False)
-        self._rebalance(group)
-
-    def _commit_anyway(self, request: Request) -> set[int]:
+    def _commit_anyway(self, r: CommitRequest) -> set[int]:
         """Check a commit that may name unowned channels; return those not to commit (none).
 
         The member may have been expelled (timed out) or may never have been
         known to this store incarnation: the group must exist, and the
         channels must too.
         """
-        if not self.log.has_group(request.topic, request.group):
-            raise PreconditionNotMetError(
-                f"group {request.group!r} of topic {request.topic!r} does not exist"
-            )
-        group = self._groups.get((request.topic, request.group))
-        if group is not None and request.member in group.members:
-            group.members[request.member].last_seen = time.monotonic()
-        count = self.log.topic(request.topic).channel_count
-        bad = [c for c in request.channels if not 0 <= c < count]
-        if bad:
-            raise BadParameterError(
-                f"topic {request.topic!r} has channels 0..{count - 1}; {bad} do not exist"
-            )
+        if not self.log.has_group(r.topic, r.group):
+            raise PreconditionNotMetError(f"group {r.group!r} of topic {r.topic!r} does not exist")
+        if self.share.coordinates:
+            self._groups.touch(r.topic, r.group, r.member)
+        check_channels_exist(self.log, r.topic, r.channels)
         return set()
 
-    def _on_seek(self, request: Request) -> None:
-        self._foreign(request.topic, request.channels)
-        group = self._group(request)
-        unowned = self._check_owned(group, request.member, request.channels)
+    def _on_seek(self, call: _Call[SeekRequest]) -> None:
+        r = call.request
+        self._foreign(r.topic, r.channels)
+        group = self._groups.member_of(r.topic, r.group, r.member)
+        unowned = self._groups.unowned(group, r.member, r.channels)
         if unowned:
             raise PreconditionNotMetError(
-                f"cannot seek channels {unowned} of topic {request.topic!r}: "
-                f"member {request.member!r} of group {request.group!r} does not own them"
+                f"cannot seek channels {unowned} of topic {r.topic!r}: "
+                f"member {r.member!r} of group {r.group!r} does not own them"
             )
-        self._seek_channels(request)
+        self._seek_channels(call)
 
-    def _seek_channels(self, request: Request) -> None:
-        mode = SeekMode(request.number)
-        targets = []
-        for i, channel in enumerate(request.channels):
+    def _seek_channels(self, call: _Call[SeekRequest]) -> None:
+        r = call.request
+        targets: dict[int, int] = {}
+        for channel, target in zip(r.channels, r.targets, strict=True):
             kwargs: dict[str, Any] = {}
-            if mode is SeekMode.POSITION:
-                kwargs["offset"] = request.offsets[i]
-            elif mode is SeekMode.TIMESTAMP:
-                kwargs["timestamp_ns"] = request.offsets[i]
+            if r.mode is SeekMode.POSITION:
+                kwargs["offset"] = target
+            elif r.mode is SeekMode.TIMESTAMP:
+                kwargs["timestamp_ns"] = target
             else:
-                kwargs["to"] = "head" if mode is SeekMode.HEAD else "tail"
-            targets.append(self.log.seek(request.topic, request.group, channel, **kwargs))
-        self._reply(request, channels=list(request.channels), offsets=targets)
-
-    def _on_ping(self, request: Request) -> None:
-        self._reply(request, text=self.incarnation, number=self.share.count, flag=self.share.index)
+                kwargs["to"] = "head" if r.mode is SeekMode.HEAD else "tail"
+            targets[channel] = self.log.seek(r.topic, r.group, channel, **kwargs)
+        self._reply(call, Seeked(targets))
 
     # -- sharing the channels with other stores (see _shares.py) -------------------
-
-    def _init_share(self) -> None:
-        """Announce this store's share; check no running store overlaps it."""
-        ep = self._endpoint
-        self._handlers = self._HANDLERS if self.share.coordinates else self._SHARE_HANDLERS
-        self._deferred: dict[tuple[str, int], tuple[Request, float]] = {}
-        self._mirror: dict[tuple[str, str], Assignment] = {}
-        self._coordinator: str | None = None  # incarnation of the coordinating store
-        self._next_share_check = 0.0
-        self._mirror_reader: Any = None
-        self._announced: Any = ep.reader(ep.store_topic, self.namespace, ANNOUNCE_QOS)
-        self._announcer: Any = ep.writer(ep.store_topic, self.namespace, ANNOUNCE_QOS)
-        self.announcement = StoreAnnouncement(
-            incarnation=self.incarnation,
-            index=self.share.index,
-            count=self.share.count,
-            started_ns=time.time_ns(),
-            pid=os.getpid(),
-            host=socket.gethostname(),
-            data_dir=str(self.data_dir.resolve()),
-        )
-        self._announcer.write(self.announcement)
-        if not self.share.coordinates:
-            self._mirror_reader = ep.reader(ep.assign_topic, self.namespace, ASSIGN_QOS)
-            self._waiter.watch(self._mirror_reader)
-        if self.share.count > 1:  # overlapping stores: refuse before serving
-            deadline = time.monotonic() + SETTLE
-            while time.monotonic() < deadline:
-                conflict = share_conflict(self.announcement, live_announcements(self._announced))
-                if conflict is not None:
-                    self.close()
-                    raise PreconditionNotMetError(f"store not started: {conflict}")
-                time.sleep(0.02)
-        self._start_fetchers()
-        self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
-        self._thread.start()
 
     def _watch_shares(self) -> None:
         """Stop serving if an older store overlaps; follow the coordinator's assignments."""
@@ -741,6 +737,7 @@ class Store:
                     self._follow(sample)
 
     def _refuse(self, why: str) -> None:
+        assert self._waiter is not None
         self.failure = f"store stopped: {why}"
         _log.error("dcps store %s: %s", self.share, self.failure)
         self._waiter.unwatch(self._requests)
@@ -773,108 +770,96 @@ class Store:
                 f"c % {self.share.count} == {self.share.index}"
             )
 
-    def _not_coordinator(self, request: Request) -> None:
+    def _not_coordinator(self, call: _Call[Any]) -> None:
         raise IllegalOperationError(
-            f"store {self.share} does not coordinate groups: {Op(request.op).name} goes to the "
+            f"store {self.share} does not coordinate groups: {call.request.op.name} goes to the "
             f"store of share 0/{self.share.count}"
         )
 
-    def _on_share_join(self, request: Request) -> None:
-        self.log.topic(request.topic)
-        if not request.group:
-            raise BadParameterError("joining needs a group name")
-        self.log.create_group(request.topic, request.group)
-        self._reply(request)
+    def _on_share_join(self, call: _Call[JoinRequest]) -> None:
+        r = call.request
+        self.log.topic(r.topic)
+        self.log.create_group(r.topic, r.group)
+        self._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
 
-    def _on_share_destroy_group(self, request: Request) -> None:
-        self._reply(request, flag=int(self.log.destroy_group(request.topic, request.group)))
+    def _on_share_destroy_group(self, call: _Call[DestroyGroupRequest]) -> None:
+        r = call.request
+        self._reply(call, GroupDestroyed(self.log.destroy_group(r.topic, r.group)))
 
-    def _owned_by_mirror(self, request: Request) -> list[int] | None:
+    def _owned_by_mirror(self, r: CommitRequest | SeekRequest) -> list[int] | None:
         """The request's channels its member does not own (None: not a member) per the mirror."""
-        count = self.log.topic(request.topic).channel_count
-        bad = [c for c in request.channels if not 0 <= c < count]
-        if bad:
-            raise BadParameterError(
-                f"topic {request.topic!r} has channels 0..{count - 1}; {bad} do not exist"
-            )
-        self._foreign(request.topic, request.channels)
-        a = self._mirror.get((request.topic, request.group))
-        if a is None or request.member not in a.members:
+        check_channels_exist(self.log, r.topic, r.channels)
+        self._foreign(r.topic, r.channels)
+        a = self._mirror.get((r.topic, r.group))
+        if a is None or r.member not in a.members:
             return None
         if self._coordinator is not None and a.incarnation != self._coordinator:
             return None  # an assignment of a coordinator that has restarted since
-        me = a.members.index(request.member)
-        return [c for c in request.channels if c >= len(a.owners) or a.owners[c] != me]
+        me = a.members.index(r.member)
+        return [c for c in r.channels if c >= len(a.owners) or a.owners[c] != me]
 
-    def _wait_for_ownership(self, request: Request) -> list[int] | None:
+    def _wait_for_ownership(self, call: _Call[CommitRequest | SeekRequest]) -> list[int]:
         """``_owned_by_mirror``, holding the request back while its ownership may still come.
 
-        Returns ``[]`` or the verdict once final, or raises ``_DeferredError``.
+        Returns the unowned channels once final, or raises ``_DeferredError``.
         """
-        key = (request.client, request.request_id)
-        _, deadline = self._deferred.pop(key, (request, time.monotonic() + OWNERSHIP_GRACE))
-        unowned = self._owned_by_mirror(request)
+        r = call.request
+        key = (call.client, call.request_id)
+        _, deadline = self._deferred.pop(key, (call, time.monotonic() + OWNERSHIP_GRACE))
+        unowned = self._owned_by_mirror(r)
         if unowned == []:
             return unowned
         if time.monotonic() < deadline:
-            self._deferred[key] = (request, deadline)
+            self._deferred[key] = (call, deadline)
             raise _DeferredError
         if unowned is None:
             raise PreconditionNotMetError(
-                f"{request.member!r} is not a member of group {request.group!r} of topic "
-                f"{request.topic!r} (left, timed out, or the store restarted)"
+                f"{r.member!r} is not a member of group {r.group!r} of topic "
+                f"{r.topic!r} (left, timed out, or the store restarted)"
             )
         return unowned
 
-    def _on_share_commit(self, request: Request) -> None:
-        if request.flag & COMMIT_UNOWNED:
-            self._foreign(request.topic, request.channels)
-            unowned = self._commit_anyway(request)
+    def _on_share_commit(self, call: _Call[CommitRequest]) -> None:
+        r = call.request
+        if r.allow_unowned:
+            self._foreign(r.topic, r.channels)
+            unowned = self._commit_anyway(r)
         else:
-            try:
-                unowned = set(self._wait_for_ownership(request) or ())
-            except _DeferredError:
-                return
-        self._commit_and_reply(request, unowned)
+            unowned = set(self._wait_for_ownership(call))
+        self._commit_and_reply(call, unowned)
 
-    def _on_share_seek(self, request: Request) -> None:
-        try:
-            unowned = self._wait_for_ownership(request)
-        except _DeferredError:
-            return
+    def _on_share_seek(self, call: _Call[SeekRequest]) -> None:
+        r = call.request
+        unowned = self._wait_for_ownership(call)
         if unowned:
             raise PreconditionNotMetError(
-                f"cannot seek channels {unowned} of topic {request.topic!r}: "
-                f"member {request.member!r} of group {request.group!r} does not own them"
+                f"cannot seek channels {unowned} of topic {r.topic!r}: "
+                f"member {r.member!r} of group {r.group!r} does not own them"
             )
-        self._seek_channels(request)
+        self._seek_channels(call)
 
-    _HANDLERS: ClassVar[dict[int, Callable[[Store, Request], None]]] = {
-        Op.PING: _on_ping,
-        Op.ENSURE_TOPIC: _on_ensure,
-        Op.FETCH: _on_fetch,
-        Op.STATE: _on_state,
-        Op.JOIN: _on_join,
-        Op.HEARTBEAT: _on_heartbeat,
-        Op.LEAVE: _on_leave,
-        Op.DESTROY_GROUP: _on_destroy_group,
-        Op.COMMIT: _on_commit,
-        Op.SEEK: _on_seek,
+    _HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {
+        PingRequest.op: _on_ping,
+        EnsureTopicRequest.op: _on_ensure,
+        FetchRequest.op: _on_fetch,
+        StateRequest.op: _on_state,
+        JoinRequest.op: _on_join,
+        HeartbeatRequest.op: _on_heartbeat,
+        LeaveRequest.op: _on_leave,
+        DestroyGroupRequest.op: _on_destroy_group,
+        CommitRequest.op: _on_commit,
+        SeekRequest.op: _on_seek,
     }
     # A store that does not coordinate groups (share index > 0).
-    _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Request], None]]] = {
+    _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {
         **_HANDLERS,
-        Op.JOIN: _on_share_join,
-        Op.HEARTBEAT: _not_coordinator,
-        Op.LEAVE: _not_coordinator,
-        Op.DESTROY_GROUP: _on_share_destroy_group,
-        Op.COMMIT: _on_share_commit,
-        Op.SEEK: _on_share_seek,
+        JoinRequest.op: _on_share_join,
+        HeartbeatRequest.op: _not_coordinator,
+        LeaveRequest.op: _not_coordinator,
+        DestroyGroupRequest.op: _on_share_destroy_group,
+        CommitRequest.op: _on_share_commit,
+        SeekRequest.op: _on_share_seek,
     }
-
-
-def _make_reply(request: Request, **fields: Any) -> Reply:
-    return Reply(client=request.client, request_id=request.request_id, **fields)
 
 
 def run_store(
@@ -894,29 +879,35 @@ def run_store(
     Prints ``dcps store ready`` to stdout once serving (``on_ready`` is called too).
     ``share`` is the store's share of the channels (see :class:`Store`); if an
     overlapping store turns up, this one stops with
-    :class:`~dcps.PreconditionNotMetError`.
+    :class:`~dcps.PreconditionNotMetError`. The signal handlers it installs
+    are restored when it returns.
     """
     event = stop or threading.Event()
+    replaced: dict[signal.Signals, Any] = {}
     if stop is None and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: event.set())
-    with Store(
-        data_dir,
-        domain_id=domain_id,
-        namespace=namespace,
-        sync=sync,
-        partition_count=partition_count,
-        share=share,
-        fetch_threads=fetch_threads,
-    ) as store:
-        if on_ready is not None:
-            on_ready(store)
-        print(
-            f"dcps store ready: {store.data_dir} domain={domain_id} namespace={namespace} "
-            f"share={store.share}",
-            flush=True,
-            file=sys.stdout,
-        )
-        while not event.wait(0.2):
-            if store.failure is not None:
-                raise PreconditionNotMetError(store.failure)
+            replaced[sig] = signal.signal(sig, lambda *_: event.set())
+    try:
+        with Store(
+            data_dir,
+            domain_id=domain_id,
+            namespace=namespace,
+            sync=sync,
+            partition_count=partition_count,
+            share=share,
+            fetch_threads=fetch_threads,
+        ) as store:
+            if on_ready is not None:
+                on_ready(store)
+            print(
+                f"dcps store ready: {store.data_dir} domain={domain_id} namespace={namespace} "
+                f"share={store.share}",
+                flush=True,
+                file=sys.stdout,
+            )
+            while not event.wait(0.2):
+                if store.failure is not None:
+                    raise PreconditionNotMetError(store.failure)
+    finally:
+        for sig, previous in replaced.items():
+            signal.signal(sig, previous)

@@ -53,9 +53,7 @@ __all__ = [
     "OWNERSHIP_GRACE",
     "SETTLE",
     "Share",
-    "request_partition",
     "share_conflict",
-    "share_count",
 ]
 
 #: Seconds a non-coordinating store waits for the assignment that makes a
@@ -127,11 +125,6 @@ class Share:
         return f"{self.index}/{self.count}"
 
 
-def request_partition(namespace: str, index: int, count: int) -> str:
-    """The partition in which the store of share ``index/count`` reads its requests."""
-    return namespace if count == 1 else f"{namespace}/store/{index}"
-
-
 def _describe(a: Any) -> str:
     return f"store {a.index}/{a.count} (pid {a.pid} on {a.host}, data {a.data_dir})"
 
@@ -156,22 +149,3 @@ def share_conflict(mine: Any, others: Iterable[Any]) -> str | None:
         if other.index == mine.index:
             return f"share {mine.index}/{mine.count} is already served by {_describe(other)}"
     return None
-
-
-def share_count(announcements: Iterable[Any]) -> tuple[int | None, str]:
-    """``(count, "")`` when the announcements cover every share of one count.
-
-    Otherwise ``(None, why)``, naming what is missing or inconsistent.
-    """
-    seen = {(a.index, a.count) for a in announcements}
-    if not seen:
-        return None, "no dcps store announced itself"
-    counts = sorted({n for _, n in seen})
-    listed = ", ".join(f"{i}/{n}" for i, n in sorted(seen, key=lambda s: (s[1], s[0])))
-    if len(counts) > 1:
-        return None, f"the stores disagree on the share count (shares {listed})"
-    count = counts[0]
-    missing = [f"{i}/{count}" for i in range(count) if (i, count) not in seen]
-    if missing:
-        return None, f"no store serves share {', '.join(missing)} (present: {listed})"
-    return count, ""

@@ -19,10 +19,7 @@ import numpy as np
 
 from idl._errors import BadParameterError
 
-__all__ = ["BULK_FETCH", "ElementRun", "PackedPayloads", "pack_sizes"]
-
-#: ``Request.flag`` of a FETCH asking for the bulk reply form.
-BULK_FETCH = 1
+__all__ = ["ElementRun", "PackedPayloads", "pack_sizes"]
 
 _SIZE = np.dtype("<i4")
 
@@ -188,15 +185,6 @@ class ElementRun:
             "stamps": list(self.stamps),
             "number": self.count,
             "blob": self.sizes + self.data,
-        }
-
-    def element_fields(self) -> dict[str, Any]:
-        """The FETCH reply fields of the per-element form (offsets, stamps, sizes, blob)."""
-        return {
-            "offsets": list(range(self.first, self.end)),
-            "stamps": self.timestamps().tolist(),
-            "sizes": self.element_sizes().tolist(),
-            "blob": self.data,
         }
 
     @classmethod

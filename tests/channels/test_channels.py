@@ -175,7 +175,7 @@ class TestPublisher:
         self, tmp_path: Path, domain_id: int, namespace: str, topic: ChannelledTopic
     ) -> None:
         """With the store gone and the in-flight window full, publish raises DcpsTimeoutError."""
-        store = Store(tmp_path / "s", domain_id=domain_id, namespace=namespace)
+        store = Store(tmp_path / "s", domain_id=domain_id, namespace=namespace).start()
         pub: ChannelPublisher[Msg] = ChannelPublisher(
             topic,
             domain_id=domain_id,

@@ -15,7 +15,7 @@ HEAVY = [
     "qos",
     "dcps._participant",
     "dcps.sql._filter",
-    "dcps.wire._protocol",
+    "dcps.wire._transport",
     "dcps.store._service",
 ]
 

@@ -15,7 +15,6 @@ from tests.support.spark_support import publish, spark_session, store_process, w
 pytest.importorskip("pyspark")
 
 from dcps.spark._access import StoreAccess
-from dcps.wire._protocol import raise_for_reply
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
 
@@ -91,12 +90,12 @@ class TestStoreIdempotence:
         try:
             topic = f"idem_{unique}"
             access.ensure_topic(topic, 1, True, "")
-            first = raise_for_reply(access.publish_keyed(topic, 0, [b"a", b"b"], "k1").result(10))
-            again = raise_for_reply(access.publish_keyed(topic, 0, [b"a", b"b"], "k1").result(10))
-            other = raise_for_reply(access.publish_keyed(topic, 0, [b"c"], "k2").result(10))
-            assert (first.flag, again.flag, other.flag) == (0, 1, 0)
-            assert list(again.offsets) == list(first.offsets) == [0]
-            assert list(other.offsets) == [2]
+            first = access.publish_keyed(topic, 0, [b"a", b"b"], "k1").result(10)
+            again = access.publish_keyed(topic, 0, [b"a", b"b"], "k1").result(10)
+            other = access.publish_keyed(topic, 0, [b"c"], "k2").result(10)
+            assert (first.duplicate, again.duplicate, other.duplicate) == (False, True, False)
+            assert again.first == first.first == 0
+            assert other.first == 2
             assert access.bounds(topic) == {0: (0, 3)}
         finally:
             access.close()

@@ -6,13 +6,16 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dcps import BadParameterError
+from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode
 from dcps.wire._batches import ElementRun
-from dcps.wire._protocol import Endpoint, Op, Reply, StoreClient, pack, raise_for_reply
+from dcps.wire._replies import Fetched
+from dcps.wire._transport import Endpoint
 
 TIMEOUT = 20.0
 CHANNELS = 2
@@ -35,7 +38,7 @@ class Client:
         self.client = StoreClient(self.endpoint, request_timeout=TIMEOUT)
         self.client.connect(TIMEOUT)
 
-    def fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Reply]:
+    def fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Fetched]:
         return self.client.fetch_async(topic, channel, offset, count)
 
     def close(self) -> None:
@@ -45,7 +48,7 @@ class Client:
 
 def ensure(client: Client, topic: str, channels: int) -> None:
     """Create ``topic`` with ``channels`` channels that retain everything."""
-    client.client.call(Op.ENSURE_TOPIC, topic=topic, number=channels, flag=1, text="")
+    client.client.ensure_topic(topic, channels, True, "")
 
 
 @pytest.fixture
@@ -63,19 +66,20 @@ def clients(
 def publish(client: Client, topic: str, channel: int, first: int, count: int) -> None:
     """Append elements ``first .. first + count - 1`` of ``channel`` and check where they went."""
     data = [payload(channel, o) for o in range(first, first + count)]
-    reply = client.client.call(Op.PUBLISH, topic=topic, channels=[channel], **pack(data))
-    assert (reply.number, reply.offsets[0]) == (count, first)
+    fut = client.client.publish_async(topic, channel, [len(d) for d in data], b"".join(data))
+    published = fut.result(TIMEOUT)
+    assert (published.count, published.first) == (count, first)
 
 
-def read_all(client: Client, topic: str, channel: int, total: int, chunk: int) -> list[Reply]:
+def read_all(client: Client, topic: str, channel: int, total: int, chunk: int) -> list[Fetched]:
     """Fetch elements 0 .. total - 1 of ``channel``, 3 requests in flight, as they get stored."""
-    replies: list[Reply] = []
+    replies: list[Fetched] = []
     pos = 0
     while pos < total:
         futures = [client.fetch(topic, channel, pos + i * chunk, chunk) for i in range(3)]
         for fut in futures:
-            reply = raise_for_reply(fut.result(TIMEOUT))
-            run = ElementRun.from_reply(reply)
+            reply = fut.result(TIMEOUT)
+            run = reply.run
             if run.count and run.first == pos:
                 replies.append(reply)
                 pos = run.end
@@ -105,7 +109,7 @@ class TestParallelFetches:
             except BaseException as exc:
                 errors.append(exc)
 
-        results: dict[tuple[int, int], list[Reply]] = {}
+        results: dict[tuple[int, int], list[Fetched]] = {}
 
         def consume(i: int, channel: int) -> None:
             try:
@@ -123,10 +127,10 @@ class TestParallelFetches:
         assert not errors
         assert sorted(results) == [(i, c) for i in range(2) for c in range(CHANNELS)]
         for (_, channel), replies in results.items():
-            run = ElementRun.join([ElementRun.from_reply(r) for r in replies])
+            run = ElementRun.join([r.run for r in replies])
             assert (run.first, run.count) == (0, total)
             assert run.payloads() == [payload(channel, o) for o in range(total)]
-            assert all(r.tails[0] >= ElementRun.from_reply(r).end - 1 for r in replies)
+            assert all(r.tail >= r.run.end - 1 for r in replies)
 
     def test_replies_arrive_in_request_order(
         self, store: Store, clients: list[Client], topic_name: str
@@ -135,19 +139,19 @@ class TestParallelFetches:
         writer, reader, _ = clients
         publish(writer, topic_name, 0, 0, 600)
         arrived: list[int] = []
-        futures: list[Future[Reply]] = []
+        futures: list[Future[Any]] = []
         for i in range(40):
             if i % 3:
-                fut = reader.client.call_async(Op.STATE, topic=topic_name)
+                fut: Future[Any] = reader.client.state_async(topic_name)
             else:
                 fut = reader.fetch(topic_name, 0, (i * 37) % 300, 300)
-            fut.add_done_callback(lambda f: arrived.append(f.result().request_id))
+            fut.add_done_callback(lambda f, i=i: arrived.append(i))  # type: ignore[misc]
             futures.append(fut)
-        replies = [raise_for_reply(f.result(TIMEOUT)) for f in futures]
-        assert arrived == [r.request_id for r in replies]
+        replies = [f.result(TIMEOUT) for f in futures]
+        assert arrived == list(range(40))
         for i, reply in enumerate(replies):
             if i % 3 == 0:
-                run = ElementRun.from_reply(reply)
+                run = reply.run
                 first = (i * 37) % 300
                 assert run.payloads() == [payload(0, o) for o in range(first, first + 300)]
 
@@ -156,9 +160,9 @@ class TestParallelFetches:
     ) -> None:
         """A FETCH of a channel the topic does not have fails with BadParameterError naming it."""
         with pytest.raises(BadParameterError, match=r"channels 0\.\.1"):
-            raise_for_reply(clients[1].fetch(topic_name, 5, 0, 10).result(TIMEOUT))
+            clients[1].fetch(topic_name, 5, 0, 10).result(TIMEOUT)
         with pytest.raises(BadParameterError, match="no channelled topic"):
-            raise_for_reply(clients[1].fetch("missing", 0, 0, 10).result(TIMEOUT))
+            clients[1].fetch("missing", 0, 0, 10).result(TIMEOUT)
 
 
 class TestFetchThreadCount:
@@ -188,7 +192,7 @@ class TestFetchThreadCount:
                 replies = read_all(client, topic_name, 0, 900, 200)
             finally:
                 client.close()
-        run = ElementRun.join([ElementRun.from_reply(r) for r in replies])
+        run = ElementRun.join([r.run for r in replies])
         assert run.payloads() == [payload(0, o) for o in range(900)]
 
     @pytest.mark.parametrize("count", [0, -1, 2.5, True])
@@ -209,13 +213,13 @@ class TestCloseWithFetchesInFlight:
         before = {t.ident for t in threading.enumerate()}
         store = Store(
             tmp_path / "store", domain_id=domain_id, namespace=namespace, sync=SyncMode.NORMAL
-        )
+        ).start()
         client = Client(domain_id, namespace)
         try:
             ensure(client, topic_name, 1)
             publish(client, topic_name, 0, 0, 2000)
             futures = [client.fetch(topic_name, 0, (i * 50) % 1500, 500) for i in range(60)]
-            raise_for_reply(futures[0].result(TIMEOUT))  # the fetch threads are at work
+            futures[0].result(TIMEOUT)  # the fetch threads are at work
             store.close()
             fetchers = [
                 t
@@ -228,8 +232,8 @@ class TestCloseWithFetchesInFlight:
             store.close()
             client.close()
         for i, fut in enumerate(futures):  # answered exactly, or not at all
-            if fut.done() and fut.exception() is None and not fut.result().status:
-                run = ElementRun.from_reply(fut.result())
+            if fut.done() and fut.exception() is None:
+                run = fut.result().run
                 first = (i * 50) % 1500
                 assert run.payloads() == [payload(0, o) for o in range(first, first + 500)]
         with Store(tmp_path / "store", domain_id=domain_id, namespace=namespace) as reopened:

@@ -20,7 +20,7 @@ from dcps.spark._access import StoreAccess
 from dcps.store import Store
 from dcps.store._log import ChannelLog, SyncMode, default_channel_count
 from dcps.wire._batches import ElementRun, PackedPayloads
-from dcps.wire._protocol import Reply
+from dcps.wire._messages import Reply
 from tests.support.peers import PEERS_DIR
 
 PEERS = PEERS_DIR

@@ -4,7 +4,13 @@ import struct
 
 import pytest
 
-from dcps.wire._protocol import LiveBatch, Reply, Request, pack
+from dcps.wire._messages import LiveBatch, Reply, Request
+
+
+def pack(payloads: list[bytes]) -> dict[str, object]:
+    """The ``sizes``/``blob`` fields carrying ``payloads``."""
+    return {"sizes": [len(p) for p in payloads], "blob": b"".join(payloads)}
+
 
 MESSAGES = [
     Request(client="c-1", request_id=7, op=2),
