@@ -161,4 +161,9 @@ def error_from_code(code: int, message: str) -> DcpsError:
         cls = _ERROR_CLASSES[ErrorCode(code)]
     except (ValueError, KeyError):
         cls = DcpsError
-    return cls(message)
+    try:
+        return cls(message)
+    except TypeError:  # a class with structured arguments: the message already says it all
+        error = cls.__new__(cls)
+        Exception.__init__(error, message)
+        return error
