@@ -156,17 +156,18 @@ class StoreAnnouncement(IdlStruct, typename="dcps_channels.StoreAnnouncement"):
     data_dir: str = ""
 
 
-@attrs.frozen
+@attrs.define
 class UndecodableRequest:
     """A request sample that could not be decoded: who sent it (if readable) and why.
 
     ``client`` is ``""`` when even the sender's id is unreadable: nobody can
-    be answered then.
+    be answered then. (Mutable: the binding sets ``sample_info`` on what it takes.)
     """
 
     client: str
     request_id: int
     problem: str
+    sample_info: Any = None
 
 
 def _bytes_fields(cls: Any, names: frozenset[str]) -> None:
