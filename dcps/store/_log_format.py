@@ -107,6 +107,8 @@ _SQLITE_CORRUPT = 11
 _SQLITE_FULL = 13
 _SQLITE_CANTOPEN = 14
 _SQLITE_NOTADB = 26
+#: The -shm file could not be grown: SQLite's word for a full disk at open.
+_SQLITE_IOERR_SHMSIZE = _SQLITE_IOERR | (19 << 8)
 
 
 def sql_error(exc: sqlite3.Error, path: Path, doing: str) -> DcpsError:
@@ -121,7 +123,7 @@ def sql_error(exc: sqlite3.Error, path: Path, doing: str) -> DcpsError:
     code = getattr(exc, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     detail = f"{exc}" + (f" [{exc.sqlite_errorname}]" if code is not None else "")
-    if primary == _SQLITE_FULL:
+    if primary == _SQLITE_FULL or code == _SQLITE_IOERR_SHMSIZE:
         return OutOfResourcesError(f"{path}: the disk is full ({doing}; {detail})")
     if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return PreconditionNotMetError(
@@ -234,7 +236,7 @@ def inspect_file(db: sqlite3.Connection, path: Path, *, verify: bool) -> int:
         try:
             problems = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
         except sqlite3.DatabaseError as exc:
-            raise _unreadable(exc, path) from exc
+            problems = [str(exc)]
         if problems != ["ok"]:
             raise BadParameterError(
                 f"{path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); "
