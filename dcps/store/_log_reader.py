@@ -359,42 +359,55 @@ def read_run(
         (tid, channel, start, start + max_count),
     )
     try:
-        run = ElementRun.from_rows(_checked(cur, path, topic, channel), start, max_count)
+        run = ElementRun.from_rows(cur, start, max_count)
     finally:
         cur.close()
     want = min(max_count, end - start)
     if run.count != want or run.first != start:
         missing = start if run.first != start or not run.count else run.end
-        error = PreconditionNotMetError(
-            f"{path} is damaged at topic {topic!r} channel {channel} offset {missing}: "
-            f"elements {start}..{start + want - 1} should be stored, {run.count} were found"
+        raise _damaged_run(
+            path,
+            topic,
+            channel,
+            missing,
+            f"elements {start}..{start + want - 1} should be stored, {run.count} were found",
         )
-        _log.error("dcps store: %s", error)
-        raise error
+    # One check per run, not per row (the hot path): the sizes must add up to the data.
+    if len(run.sizes) != 4 * run.count or _total(run.sizes) != len(run.data):
+        bad = _first_inconsistent_row(db, tid, channel, start, start + want)
+        raise _damaged_run(
+            path, topic, channel, bad, "the stored batch's element sizes do not match its data"
+        )
     return run
 
 
-def _checked(
-    rows: Iterator[Any], path: Path, topic: str, channel: int
-) -> Iterator[tuple[int, int, int, bytes, bytes]]:
-    """The stored batch rows, each checked for consistent sizes (never a silent bad element)."""
-    for row in rows:
-        first, count, _, sizes, data = row
-        ok = (
-            isinstance(count, int)
-            and count >= 1
-            and isinstance(sizes, bytes)
-            and isinstance(data, bytes)
-            and len(sizes) == 4 * count
-        )
-        if ok:
-            each = np.frombuffer(sizes, dtype="<i4")
-            ok = int(each.sum()) == len(data) and int(each.min()) >= 0
-        if not ok:
-            error = PreconditionNotMetError(
-                f"{path} is damaged at topic {topic!r} channel {channel} offset {first}: "
-                "the stored batch's element sizes do not match its data"
-            )
-            _log.error("dcps store: %s", error)
-            raise error
-        yield row
+def _total(sizes: bytes) -> int:
+    each = np.frombuffer(sizes, dtype="<i4")
+    return -1 if each.size and int(each.min()) < 0 else int(each.sum())
+
+
+def _first_inconsistent_row(
+    db: sqlite3.Connection, tid: int, channel: int, start: int, end: int
+) -> int:
+    """The first offset of the first stored batch in range whose sizes do not add up."""
+    for first, count, sizes, data in db.execute(
+        "SELECT first_offset, count, sizes, data FROM batches"
+        " WHERE topic_id = ? AND channel = ? AND first_offset < ? AND first_offset + count > ?"
+        " ORDER BY first_offset",
+        (tid, channel, end, start),
+    ):
+        if not isinstance(sizes, bytes) or not isinstance(data, bytes):
+            return int(first)
+        if len(sizes) != 4 * count or _total(sizes) != len(data):
+            return int(first)
+    return start
+
+
+def _damaged_run(
+    path: Path, topic: str, channel: int, offset: int, why: str
+) -> PreconditionNotMetError:
+    error = PreconditionNotMetError(
+        f"{path} is damaged at topic {topic!r} channel {channel} offset {offset}: {why}"
+    )
+    _log.error("dcps store: %s", error)
+    return error
