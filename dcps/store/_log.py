@@ -552,19 +552,21 @@ class ChannelLog:
     def groups(self, topic: str) -> list[str]:
         """Names of the topic's subscriber groups, sorted."""
         tid, _ = self._topic(topic)
-        return [
-            r[0]
-            for r in self._conn.execute(
-                "SELECT name FROM groups WHERE topic_id = ? ORDER BY name", (tid,)
-            )
-        ]
+        with self._reading(f"listing the groups of topic {topic!r}") as db:
+            return [
+                r[0]
+                for r in db.execute(
+                    "SELECT name FROM groups WHERE topic_id = ? ORDER BY name", (tid,)
+                )
+            ]
 
     def has_group(self, topic: str, group: str) -> bool:
         """True when ``group`` exists on ``topic``."""
         tid, _ = self._topic(topic)
-        row = self._conn.execute(
-            "SELECT 1 FROM groups WHERE topic_id = ? AND name = ?", (tid, group)
-        ).fetchone()
+        with self._reading(f"looking up group {group!r} of topic {topic!r}") as db:
+            row = db.execute(
+                "SELECT 1 FROM groups WHERE topic_id = ? AND name = ?", (tid, group)
+            ).fetchone()
         return row is not None
 
     def create_group(self, topic: str, group: str) -> bool:
@@ -604,13 +606,6 @@ class ChannelLog:
 
         return self._write(f"destroying group {group!r} of topic {topic!r}", destroy)
 
-    def _require_group(self, tid: int, topic: str, group: str) -> None:
-        row = self._conn.execute(
-            "SELECT 1 FROM groups WHERE topic_id = ? AND name = ?", (tid, group)
-        ).fetchone()
-        if row is None:
-            raise PreconditionNotMetError(f"topic {topic!r} has no subscriber group {group!r}")
-
     def committed(self, topic: str, group: str, channel: int) -> tuple[int, bool]:
         """``(offset, explicit)``: the group's commit point in a channel.
 
@@ -618,11 +613,12 @@ class ChannelLog:
         ``explicit`` is False while nothing was committed by a subscriber.
         """
         tid, _ = self._state(topic, channel)
-        row = self._conn.execute(
-            "SELECT committed, explicit FROM commits"
-            " WHERE topic_id = ? AND grp = ? AND channel = ?",
-            (tid, group, channel),
-        ).fetchone()
+        with self._reading(f"reading the commit of group {group!r} of topic {topic!r}") as db:
+            row = db.execute(
+                "SELECT committed, explicit FROM commits"
+                " WHERE topic_id = ? AND grp = ? AND channel = ?",
+                (tid, group, channel),
+            ).fetchone()
         if row is None:
             raise PreconditionNotMetError(f"topic {topic!r} has no subscriber group {group!r}")
         return int(row[0]), bool(row[1])

@@ -193,6 +193,18 @@ class TestFileErrors:
             log.ensure_topic("t", 1)
         assert (tmp_path / "a" / "b" / STORE_FILE).is_file()
 
+    def test_a_store_on_a_read_only_dir_says_so(
+        self, small_disk: SmallDisk, domain_id: int, namespace: str
+    ) -> None:
+        """An embedded Store on a read-only data dir fails once, saying read-only."""
+        make_store(small_disk.path / STORE_FILE, batches=1)
+        small_disk.remount("ro")
+        try:
+            with pytest.raises(PreconditionNotMetError, match="read-only"):
+                Store(small_disk.path, domain_id=domain_id, namespace=namespace)
+        finally:
+            small_disk.remount("rw")
+
 
 class TestFullDisk:
     def test_full_disk_refuses_appends_and_keeps_the_rest_working(
