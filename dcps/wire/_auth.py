@@ -39,6 +39,8 @@ one HMAC and no memory.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import hmac
 import logging
 import struct
@@ -100,6 +102,40 @@ UNAUTHENTICATED_WARNING = (
 def _lp(text: str) -> bytes:
     raw = text.encode("utf-8", "surrogatepass")
     return len(raw).to_bytes(4, "big") + raw
+
+
+@functools.lru_cache(maxsize=4096)
+def _names(kind: str, sender: str, incarnation: str) -> bytes:
+    """The length-prefixed names of a message (cached: a process uses few combinations)."""
+    return _lp(kind) + _lp(sender) + _lp(incarnation)
+
+
+class _Mac:
+    """HMAC-SHA256 under one key, its padded-key hash states computed once.
+
+    Same result as ``hmac.digest(key, label + header + names + body)``
+    (RFC 2104), without concatenating the body or re-deriving the padded key
+    per message: about half the cost of ``hmac.digest`` for a small message.
+    """
+
+    __slots__ = ("_inner", "_outer")
+
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) > 64:
+            secret = hashlib.sha256(secret).digest()
+        padded = secret.ljust(64, b"\0")
+        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in padded))
+        self._inner.update(_LABEL)
+        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in padded))
+
+    def tag(self, header: bytes, names: bytes, body: bytes) -> bytes:
+        inner = self._inner.copy()
+        inner.update(header)
+        inner.update(names)
+        inner.update(body)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
 
 
 class RateLimitedLog:
@@ -170,8 +206,10 @@ class Authenticator:
     ) -> None:
         self._key = key
         self._admin_key = admin_key
-        self._keys = {k.key_id: k.secret for k in (*accepted_keys, key)}
-        if admin_key is not None and admin_key.key_id in self._keys:
+        self._macs = {k.key_id: _Mac(k.secret) for k in (*accepted_keys, key)}
+        self._mac = self._macs[key.key_id]
+        self._admin_mac = None if admin_key is None else _Mac(admin_key.secret)
+        if admin_key is not None and admin_key.key_id in self._macs:
             raise PreconditionNotMetError(
                 f"the admin key ({admin_key.source}) must differ from the namespace keys"
             )
@@ -220,13 +258,13 @@ class Authenticator:
         or a member kind without a member secret.
         """
         if kind in self.admin_kinds:
-            if self._admin_key is None:
+            if self._admin_key is None or self._admin_mac is None:
                 raise PreconditionNotMetError(
                     f"{kind} needs the admin key (set {ADMIN_KEY_FILE_ENV})"
                 )
-            key = self._admin_key
+            key, mac = self._admin_key, self._admin_mac
         else:
-            key = self._key
+            key, mac = self._key, self._mac
         if kind in self.member_kinds and member is None:
             raise PreconditionNotMetError(f"{kind} needs the member secret agreed at JOIN")
         with self._lock:
@@ -235,18 +273,10 @@ class Authenticator:
         header = _HEADER.pack(
             _VERSION, _FLAG_MEMBER if member is not None else 0, key.key_id, counter, self._clock()
         )
-        tag = self._tag(key.secret, header, kind, sender, incarnation, body)
+        sealed = header + mac.tag(header, _names(kind, sender, incarnation), body)
         if member is None:
-            return header + tag
-        sealed = header + tag
+            return sealed
         return sealed + member.proof(sealed)
-
-    @staticmethod
-    def _tag(
-        secret: bytes, header: bytes, kind: str, sender: str, incarnation: str, body: bytes
-    ) -> bytes:
-        data = b"".join((_LABEL, header, _lp(kind), _lp(sender), _lp(incarnation), body))
-        return hmac.digest(secret, data, "sha256")
 
     # -- opening ---------------------------------------------------------------
 
@@ -314,14 +344,15 @@ class Authenticator:
         if bool(flags & _FLAG_MEMBER) != (len(trailer) == MEMBER_TRAILER_BYTES):
             raise refuse(DropReason.MALFORMED, "member flag and trailer size disagree")
         if kind in self.admin_kinds:
-            if self._admin_key is None or key_id != self._admin_key.key_id:
+            admin = self._admin_key
+            if admin is None or self._admin_mac is None or key_id != admin.key_id:
                 raise refuse(DropReason.ADMIN_KEY_REQUIRED)
-            secret = self._admin_key.secret
+            mac = self._admin_mac
         else:
-            found = self._keys.get(key_id)
+            found = self._macs.get(key_id)
             if found is None:
                 raise refuse(DropReason.UNKNOWN_KEY, f"key id {key_id.hex()}")
-            secret = found
+            mac = found
         durable = kind in self.durable_kinds
         if not durable:
             age = self._clock() - stamp
@@ -337,7 +368,8 @@ class Authenticator:
                 )
         header = trailer[: _HEADER.size]
         tag = trailer[_HEADER.size : TRAILER_BYTES]
-        if not hmac.compare_digest(tag, self._tag(secret, header, kind, sender, incarnation, body)):
+        expected = mac.tag(header, _names(kind, sender, incarnation), body)
+        if not hmac.compare_digest(tag, expected):
             raise refuse(DropReason.BAD_TAG, "tampered, or another key or store incarnation")
         if kind in self.member_kinds:
             if member is None:

@@ -7,6 +7,7 @@ forges them, and time is a clock the test moves.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 from datetime import timedelta
@@ -98,6 +99,17 @@ class TestRoundTrip:
         sender, receiver, _ = pair()
         trailer = sender.seal(kind, sender_id, body, incarnation=INC)
         receiver.open(kind, sender_id, body, trailer, incarnation=INC)
+
+    @pytest.mark.parametrize("secret", [b"k" * 32, b"long" * 40])
+    def test_tag_is_standard_hmac_sha256(self, secret: bytes) -> None:
+        """The tag is plain RFC 2104 HMAC-SHA256 over label, header, names and body, so any
+        implementation (another language, a capture analyser) can check it."""
+        key = StoreKey(secret)
+        trailer = Authenticator(key).seal("reply", "s", b"body", incarnation="i")
+        header, tag = trailer[:22], trailer[22:TRAILER_BYTES]
+        names = b"".join(len(n).to_bytes(4, "big") + n for n in (b"reply", b"s", b"i"))
+        data = b"dcps-auth/v1\x00" + header + names + b"body"
+        assert tag == hmac.digest(secret, data, "sha256")
 
     def test_error_is_a_dcps_error_naming_kind_sender_reason(self) -> None:
         """A refusal is a typed DcpsError (IllegalOperationError) naming kind, sender and reason."""
