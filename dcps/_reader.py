@@ -44,8 +44,12 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-#: Read or take everything available (the binding caps one call at this many samples).
-LENGTH_UNLIMITED = 1_000_000
+#: ``max_samples`` meaning "everything available": the DDS value, the one ``qos`` uses.
+LENGTH_UNLIMITED = q.LENGTH_UNLIMITED
+
+#: What one read/take moves at most, whatever ``max_samples`` says (an internal cap:
+#: callers pass LENGTH_UNLIMITED or any positive count).
+_MAX_PER_CALL = 1_000_000
 
 #: Samples a SubscriptionKeys reader moves out of Cyclone per call.
 _DRAIN_CHUNK = 256
@@ -53,6 +57,18 @@ _DRAIN_CHUNK = 256
 #: A SubscriptionKeys reader that drains as data arrives does so every this many
 #: arrivals (one take per sample would cost more than the samples' decoding).
 _EAGER_DRAIN = 32
+
+
+def _sample_count(max_samples: int) -> int:
+    """How many samples one read/take may return: ``max_samples`` checked, with
+    LENGTH_UNLIMITED (and anything above it) as the internal cap."""
+    if max_samples == LENGTH_UNLIMITED:
+        return _MAX_PER_CALL
+    if not isinstance(max_samples, int) or max_samples < 1:
+        raise BadParameterError(
+            f"max_samples must be a positive count or LENGTH_UNLIMITED (-1), got {max_samples!r}"
+        )
+    return min(max_samples, _MAX_PER_CALL)
 
 
 _MASKS: dict[tuple[int, int, int], int] = {}
@@ -282,7 +298,7 @@ class DataReader(Entity, Generic[T]):
                 self._refresh_conditions()
 
     def _observe_states(self) -> None:
-        infos = peek_infos(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED)
+        infos = peek_infos(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL)
         self._autopurge.observe({row[5]: InstanceState(row[2]) for row in infos})
 
     def _purge(self) -> None:
@@ -295,7 +311,7 @@ class DataReader(Entity, Generic[T]):
             if self._keyed is not None:
                 self._keyed.purge(handle)
             else:
-                self._buffer.take(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED, handle)
+                self._buffer.take(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL, handle)
 
     def _drain(self) -> None:
         """Move everything Cyclone holds into the SubscriptionKeys cache."""
@@ -479,6 +495,7 @@ class DataReader(Entity, Generic[T]):
         instance_states: InstanceState,
     ) -> list[Sample[T]]:
         self._check_open()
+        max_samples = _sample_count(max_samples)
         mask = state_mask(sample_states, view_states, instance_states)
         if self._autopurge.active:
             self._purge()
@@ -490,7 +507,7 @@ class DataReader(Entity, Generic[T]):
                 self._refresh_conditions()
             return out
         floor = -1 if previous is None else previous
-        handles = {row[5] for row in peek_infos(self._cyclone._ref, mask, LENGTH_UNLIMITED)}
+        handles = {row[5] for row in peek_infos(self._cyclone._ref, mask, _MAX_PER_CALL)}
         later = [h for h in handles if h > floor]
         if not later:
             return []
@@ -509,10 +526,7 @@ class DataReader(Entity, Generic[T]):
         condition: ReadCondition | None,
     ) -> list[Sample[T]]:
         self._check_open()
-        if not isinstance(max_samples, int) or not (1 <= max_samples <= LENGTH_UNLIMITED):
-            raise BadParameterError(
-                f"max_samples must be from 1 to {LENGTH_UNLIMITED}, got {max_samples!r}"
-            )
+        max_samples = _sample_count(max_samples)
         if condition is not None:
             if condition._reader is not self:
                 raise BadParameterError("the condition belongs to another reader")
