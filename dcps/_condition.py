@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from cyclonedds.core import DDSException
@@ -19,12 +18,12 @@ from cyclonedds.core import ReadCondition as CycloneRead
 from cyclonedds.core import WaitSet as CycloneWaitSet
 
 from dcps._cyclone.retcode import cyclone_call, error_for
-from dcps._cyclone.timing import INFINITE_NS, duration_ns
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
 from dcps._reader import DataReader, state_mask
 from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState
 from dcps._status import StatusKind
+from dcps._timeout import INFINITE_NS, Timeout, timeout_ns
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
 
 if TYPE_CHECKING:
@@ -414,7 +413,7 @@ class WaitSet(Entity):
         self._conditions.remove(condition)
         condition._waitsets.remove(self)
 
-    def wait(self, timeout: timedelta | float | None = None) -> list[Condition]:
+    def wait(self, timeout: Timeout | None = None) -> list[Condition]:
         """Block until at least one attached condition holds; return those that do.
 
         Raises :class:`DcpsTimeoutError` if none holds within ``timeout``.
@@ -422,7 +421,7 @@ class WaitSet(Entity):
         # the wake-up path of every event loop: kept to plain statements (no context
         # manager, no generator), it runs on a cold cache after each wake-up
         self._check_open()
-        ns = INFINITE_NS if timeout is None else duration_ns(timeout)
+        ns = timeout_ns(timeout)
         deadline = None if ns == INFINITE_NS else time.monotonic() + ns / 1e9
         wait = self._cyclone.wait
         remaining = ns

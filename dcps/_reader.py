@@ -9,7 +9,6 @@ import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from cyclonedds.sub import DataReader as CycloneReader
@@ -21,7 +20,6 @@ from dcps._autopurge import AutoPurge
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
-from dcps._cyclone.timing import duration_ns
 from dcps._entity import Entity
 from dcps._listener import Listener, _overridden, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
@@ -35,7 +33,9 @@ from dcps._sample import (
     samples_from_rows,
 )
 from dcps._subscription_keys import KeyedCache
+from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import ContentFilteredTopic, Topic
+from dcps._wait import wait_until
 from idl._errors import BadParameterError, DcpsTimeoutError
 from idl._struct import decoder
 
@@ -583,25 +583,23 @@ class DataReader(Entity, Generic[T]):
         return self._type.deserialize_key(data)  # type: ignore[attr-defined,no-any-return]
 
     # -- waiting -------------------------------------------------------------
-    def wait_for_historical_data(self, timeout: timedelta | float | None = 10.0) -> None:
+    def wait_for_historical_data(self, timeout: Timeout | None = 10.0) -> None:
         """Block until transient-local history from matched writers has arrived."""
         self._check_open()
         with cyclone_call("wait for historical data"):
-            ok = self._cyclone.wait_for_historical_data(duration_ns(timeout))
+            ok = self._cyclone.wait_for_historical_data(timeout_ns(timeout))
         if not ok:
             raise DcpsTimeoutError(f"historical data did not arrive within {timeout}")
 
-    def wait_for_writers(self, count: int = 1, timeout: timedelta | float | None = 10.0) -> None:
+    def wait_for_writers(self, count: int = 1, timeout: Timeout | None = 10.0) -> None:
         """Block until at least ``count`` writers are matched."""
-        from dcps._wait import wait_until
-
         wait_until(
             lambda: self.subscription_matched_status.current_count >= count,
             timeout,
             f"{self._describe()} waiting for {count} matched writer(s)",
         )
 
-    def wait_for_data(self, timeout: timedelta | float | None = 10.0) -> None:
+    def wait_for_data(self, timeout: Timeout | None = 10.0) -> None:
         """Block until the reader holds an unread sample."""
         from dcps._condition import ReadCondition, WaitSet
 
