@@ -20,13 +20,14 @@ from cyclonedds.core import WaitSet as CycloneWaitSet
 from dcps._cyclone.retcode import cyclone_call, error_for
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
-from dcps._reader import DataReader, state_mask
-from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState
+from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState, state_mask
 from dcps._status import StatusKind
 from dcps._timeout import INFINITE_NS, Timeout, timeout_ns
+from dcps._watched import Watched, WatchedReader
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the readers and writers import this module
+    from dcps._reader import DataReader
     from dcps._writer import DataWriter
 
 
@@ -85,7 +86,7 @@ class Condition(Entity):
         parent = self._parent
         return (
             parent._conditions_lock()
-            if isinstance(parent, DataReader)
+            if isinstance(parent, WatchedReader)
             else contextlib.nullcontext()
         )
 
@@ -101,7 +102,7 @@ class ReadCondition(Condition):
         view_states: ViewState = ViewState.ANY,
         instance_states: InstanceState = InstanceState.ANY,
     ) -> None:
-        if not isinstance(reader, DataReader):
+        if not isinstance(reader, WatchedReader):
             raise BadParameterError(
                 f"a ReadCondition needs a DataReader, got {type(reader).__name__}"
             )
@@ -178,6 +179,8 @@ class QueryCondition(ReadCondition):
         instance_states: InstanceState = InstanceState.ANY,
     ) -> None:
         if isinstance(query, str):
+            # late: the SQL grammar loads only once a query is used (keeps plain
+            # conditions light); dcps.sql imports nothing of the core
             from dcps.sql._filter import QueryExpression
 
             self._filter: Any = QueryExpression(query, reader.topic.data_type, tuple(parameters))
@@ -265,14 +268,12 @@ class StatusCondition(Condition):
     def __init__(
         self, entity: DataReader[Any] | DataWriter[Any], enabled_statuses: StatusKind
     ) -> None:
-        from dcps._writer import DataWriter
-
-        if not isinstance(entity, DataReader | DataWriter):
+        if not isinstance(entity, Watched):
             raise BadParameterError("a StatusCondition watches a DataReader or DataWriter")
         super().__init__(entity)
         self._entity = entity
         self._cyclone = None  # the Cyclone entity itself is what a wait set attaches
-        if isinstance(entity, DataReader):
+        if isinstance(entity, WatchedReader):
             # Where Cyclone's DATA_AVAILABLE cannot serve, the reader keeps its own
             # and sets this guard: while dcps' data listener consumes Cyclone's
             # status, and on a SubscriptionKeys reader, whose data (and rejections:
@@ -322,7 +323,7 @@ class StatusCondition(Condition):
     def _reader_statuses(self) -> bool:
         """Whether a status the reader keeps itself (not Cyclone) is enabled and changed."""
         reader = self._entity
-        assert isinstance(reader, DataReader)
+        assert isinstance(reader, WatchedReader)
         enabled, keyed = self.enabled_statuses, reader._keyed
         return bool(
             (enabled & StatusKind.DATA_AVAILABLE and reader._data_available)

@@ -143,7 +143,7 @@ def _make_callback(
             if status_cls is None:
                 method(entity)
             else:
-                method(entity, st._from_cyclone(status_cls, status))
+                method(entity, st.from_cyclone(status_cls, status))
         except Exception:
             log.exception("listener %s raised", name)
 

@@ -9,7 +9,7 @@ import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from cyclonedds.sub import DataReader as CycloneReader
 
@@ -17,10 +17,10 @@ import idl
 import qos as q
 from dcps import _status as st
 from dcps._autopurge import AutoPurge
+from dcps._condition import ReadCondition, WaitSet
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
-from dcps._entity import Entity
 from dcps._listener import Listener, _overridden, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
@@ -31,16 +31,15 @@ from dcps._sample import (
     SampleState,
     ViewState,
     samples_from_rows,
+    state_mask,
 )
 from dcps._subscription_keys import KeyedCache
 from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import ContentFilteredTopic, Topic
 from dcps._wait import wait_until
+from dcps._watched import WatchedReader
 from idl._errors import BadParameterError, DcpsTimeoutError
 from idl._struct import decoder
-
-if TYPE_CHECKING:
-    from dcps._condition import ReadCondition
 
 T = TypeVar("T")
 
@@ -69,33 +68,6 @@ def _sample_count(max_samples: int) -> int:
             f"max_samples must be a positive count or LENGTH_UNLIMITED (-1), got {max_samples!r}"
         )
     return min(max_samples, _MAX_PER_CALL)
-
-
-_MASKS: dict[tuple[int, int, int], int] = {}
-
-
-def state_mask(
-    sample_states: SampleState | int,
-    view_states: ViewState | int,
-    instance_states: InstanceState | int,
-) -> int:
-    """The Cyclone mask for a combination of state selections (checked once, then cached)."""
-    key = (sample_states, view_states, instance_states)
-    mask = _MASKS.get(key)
-    if mask is not None:
-        return mask
-    for value, kind, full in (
-        (sample_states, "sample_states", SampleState.ANY),
-        (view_states, "view_states", ViewState.ANY),
-        (instance_states, "instance_states", InstanceState.ANY),
-    ):
-        if not isinstance(value, int) or not value or int(value) & ~int(full):
-            raise BadParameterError(
-                f"{kind} must be a non-empty combination of "
-                f"{full.__class__.__name__}, got {value!r}"
-            )
-    mask = _MASKS[key] = int(sample_states) | int(view_states) | int(instance_states)
-    return mask
 
 
 class _StateObserver:
@@ -150,7 +122,7 @@ def _ordered(samples: list[Sample[T]], condition: Any) -> list[Sample[T]]:
     return sorted(samples, key=lambda s: query.sort_key(s.data) if s.valid_data else ())
 
 
-class DataReader(Entity, Generic[T]):
+class DataReader(WatchedReader, Generic[T]):
     """Receives samples of one topic.
 
     ``read`` leaves samples in the reader (marked READ); ``take`` removes them.
@@ -358,7 +330,7 @@ class DataReader(Entity, Generic[T]):
         except Exception:
             logging.getLogger("dcps.listener").exception("listener on_sample_rejected raised")
 
-    def _conditions_lock(self) -> Any:
+    def _conditions_lock(self) -> Any:  # WatchedReader
         """The lock under which the reader's own statuses and their guards change (the
         keyed cache's; Cyclone's listener thread takes it as well as the application)."""
         return self._keyed.lock if self._keyed is not None else self._status_lock
@@ -601,8 +573,6 @@ class DataReader(Entity, Generic[T]):
 
     def wait_for_data(self, timeout: Timeout | None = 10.0) -> None:
         """Block until the reader holds an unread sample."""
-        from dcps._condition import ReadCondition, WaitSet
-
         self._check_open()
         participant = self._topic.participant
         with (

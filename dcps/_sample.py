@@ -54,6 +54,33 @@ _VIEW_STATES = {int(m): m for m in ViewState}
 _INSTANCE_STATES = {int(m): m for m in InstanceState}
 
 
+_MASKS: dict[tuple[int, int, int], int] = {}
+
+
+def state_mask(
+    sample_states: SampleState | int,
+    view_states: ViewState | int,
+    instance_states: InstanceState | int,
+) -> int:
+    """The Cyclone mask for a combination of state selections (checked once, then cached)."""
+    key = (sample_states, view_states, instance_states)
+    mask = _MASKS.get(key)
+    if mask is not None:
+        return mask
+    for value, kind, full in (
+        (sample_states, "sample_states", SampleState.ANY),
+        (view_states, "view_states", ViewState.ANY),
+        (instance_states, "instance_states", InstanceState.ANY),
+    ):
+        if not isinstance(value, int) or not value or int(value) & ~int(full):
+            raise BadParameterError(
+                f"{kind} must be a non-empty combination of "
+                f"{full.__class__.__name__}, got {value!r}"
+            )
+    mask = _MASKS[key] = int(sample_states) | int(view_states) | int(instance_states)
+    return mask
+
+
 class SampleInfo(Record):
     """Everything DDS says about one sample (DDS 1.4, 2.2.2.5.5).
 

@@ -99,6 +99,8 @@ class ContentFilteredTopic(Entity, Generic[T]):
         filter_expression: str,
         expression_parameters: Sequence[str] = (),
     ) -> None:
+        # late: the SQL grammar loads only once a filter is used (keeps ``import dcps``
+        # and plain topics light); dcps.sql imports nothing of the core
         from dcps.sql._filter import ContentFilter
 
         if not isinstance(related_topic, Topic):

@@ -16,20 +16,21 @@ from dcps._cyclone.calls import write as c_write
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
 from dcps._cyclone.timing import timestamp_ns
-from dcps._entity import Entity, EntityState
+from dcps._entity import EntityState
 from dcps._listener import Listener, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher
 from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import Topic
 from dcps._wait import wait_until
+from dcps._watched import Watched
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
 from idl._struct import encoder
 
 T = TypeVar("T")
 
 
-class DataWriter(Entity, Generic[T]):
+class DataWriter(Watched, Generic[T]):
     """Publishes samples of one topic.
 
     Created on a :class:`Publisher` (whose partitions it uses) or directly on a
