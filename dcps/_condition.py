@@ -25,6 +25,7 @@ from dcps._status import StatusKind
 from dcps._timeout import INFINITE_NS, Timeout, timeout_ns
 from dcps._watched import Watched, WatchedReader
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+from idl._public import show_as
 
 if TYPE_CHECKING:  # annotations only: the readers and writers import this module
     from dcps._reader import DataReader
@@ -462,3 +463,6 @@ def _target(condition: Condition) -> Any:
     if isinstance(condition, StatusCondition):
         return condition._attach_target()
     return condition._cyclone
+
+
+show_as("dcps", Condition, GuardCondition, QueryCondition, ReadCondition, StatusCondition, WaitSet)

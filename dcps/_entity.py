@@ -11,6 +11,7 @@ from dcps._cyclone.qos_bridge import apply_qos
 from dcps._cyclone.retcode import cyclone_call
 from dcps._status import from_cyclone
 from idl._errors import AlreadyClosedError
+from idl._public import show_as
 
 S = TypeVar("S")
 
@@ -118,3 +119,6 @@ class Entity:
         with cyclone_call(f"{getter} on {self._describe()}"):
             value: S = from_cyclone(cls, getattr(self._cyclone, getter)())
             return value
+
+
+show_as("dcps", Entity)

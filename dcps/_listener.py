@@ -15,6 +15,7 @@ from cyclonedds.core import Listener as CycloneListener
 
 from dcps import _status as st
 from dcps._cyclone.retcode import error_for
+from idl._public import show_as
 
 if TYPE_CHECKING:
     from dcps._reader import DataReader
@@ -167,3 +168,6 @@ def install_listener(cyclone_entity: Any, listener: CycloneListener | None) -> N
         raise error_for(rc, "set listener")
     cyclone_entity._listener = listener  # keeps the installed callbacks alive
     del old
+
+
+show_as("dcps", Listener)

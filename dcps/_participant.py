@@ -15,6 +15,7 @@ from dcps._cyclone.retcode import cyclone_call
 from dcps._entity import Entity
 from dcps._network import ENV_SETTINGS, NetworkConfig
 from idl._errors import BadParameterError, PreconditionNotMetError
+from idl._public import show_as
 
 #: Cyclone maps domain ids to UDP ports; ids above this do not fit.
 MAX_DOMAIN_ID = 232
@@ -137,3 +138,6 @@ class DomainParticipant(Entity):
     def qos(self) -> q.DomainParticipantQos:
         """The participant's current QoS."""
         return self._qos
+
+
+show_as("dcps", DomainParticipant)

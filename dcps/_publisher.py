@@ -16,6 +16,7 @@ from dcps._entity import Entity
 from dcps._participant import DomainParticipant
 from dcps._timeout import Timeout, timeout_ns
 from idl._errors import BadParameterError, DcpsTimeoutError
+from idl._public import show_as
 
 Q = TypeVar("Q", q.PublisherQos, q.SubscriberQos)
 
@@ -157,3 +158,6 @@ class Subscriber(_Group):
     def qos(self) -> q.SubscriberQos:
         """The subscriber's current QoS."""
         return self._qos
+
+
+show_as("dcps", Publisher, Subscriber)

@@ -39,6 +39,7 @@ from dcps._topic import ContentFilteredTopic, Topic
 from dcps._wait import wait_until
 from dcps._watched import WatchedReader
 from idl._errors import BadParameterError, DcpsTimeoutError
+from idl._public import show_as
 from idl._struct import decoder
 
 T = TypeVar("T")
@@ -691,3 +692,6 @@ class DataReader(WatchedReader, Generic[T]):
             self._refresh_conditions()
             return status
         return self._status("get_sample_rejected_status", st.SampleRejectedStatus)
+
+
+show_as("dcps", DataReader)

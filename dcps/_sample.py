@@ -10,6 +10,7 @@ from typing import Any, Generic, TypeVar
 from dcps._cyclone.timing import ns_to_datetime
 from dcps._record import Record, field, new_record
 from idl._errors import BadParameterError
+from idl._public import show_as
 
 T = TypeVar("T")
 
@@ -236,3 +237,6 @@ def samples_from_rows(
         new(Sample, (decode(data) if info[3] else decode_key(data), new(SampleInfo, info)))
         for data, info in rows
     ]
+
+
+show_as("dcps", InstanceState, Sample, SampleInfo, SampleState, ViewState)

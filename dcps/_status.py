@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import attrs
 
 import qos
+from idl._public import show_as
 
 S = TypeVar("S")
 
@@ -166,3 +167,21 @@ class SubscriptionMatchedStatus:
     current_count: int
     current_count_change: int
     last_publication_handle: int
+
+
+show_as(
+    "dcps",
+    InconsistentTopicStatus,
+    LivelinessChangedStatus,
+    LivelinessLostStatus,
+    OfferedDeadlineMissedStatus,
+    OfferedIncompatibleQosStatus,
+    PublicationMatchedStatus,
+    RequestedDeadlineMissedStatus,
+    RequestedIncompatibleQosStatus,
+    SampleLostStatus,
+    SampleRejectedReason,
+    SampleRejectedStatus,
+    StatusKind,
+    SubscriptionMatchedStatus,
+)

@@ -14,6 +14,7 @@ from dcps._cyclone.retcode import cyclone_call
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
 from idl._errors import BadParameterError
+from idl._public import show_as
 
 T = TypeVar("T")
 
@@ -174,3 +175,6 @@ class ContentFilteredTopic(Entity, Generic[T]):
         """Change the ``%n`` parameters (checked against the type before anything changes)."""
         self._check_open()
         self._filter = self._filter.with_parameters(tuple(parameters))
+
+
+show_as("dcps", ContentFilteredTopic, Topic)

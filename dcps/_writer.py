@@ -25,6 +25,7 @@ from dcps._topic import Topic
 from dcps._wait import wait_until
 from dcps._watched import Watched
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+from idl._public import show_as
 from idl._struct import encoder
 
 T = TypeVar("T")
@@ -298,3 +299,6 @@ class DataWriter(Watched, Generic[T]):
     def offered_incompatible_qos_status(self) -> st.OfferedIncompatibleQosStatus:
         """Readers that requested a QoS this writer does not offer."""
         return self._status("get_offered_incompatible_qos_status", st.OfferedIncompatibleQosStatus)
+
+
+show_as("dcps", DataWriter)
