@@ -590,6 +590,19 @@ class TestErrors:
         with pytest.raises(dcps.BadParameterError, match="max_samples"):
             reader.read(0)
 
+    def test_length_unlimited_means_one_thing(self, pair) -> None:
+        """``LENGTH_UNLIMITED`` is the DDS -1 in both dcps and qos; any positive count works."""
+        assert dcps.LENGTH_UNLIMITED == qos.LENGTH_UNLIMITED == -1
+        writer, reader = pair
+        for i in range(3):
+            writer.write(Reading(i, float(i), "x"))
+        eventually(lambda: len(reader.read(dcps.LENGTH_UNLIMITED)) == 3, what="three samples")
+        assert len(reader.read(10**9)) == 3  # above the reader's internal cap: still all
+        assert len(reader.read(2)) == 2
+        with pytest.raises(dcps.BadParameterError, match="LENGTH_UNLIMITED"):
+            reader.take(-2)
+        assert len(reader.take(dcps.LENGTH_UNLIMITED)) == 3  # nothing lost by the refusal
+
     def test_inconsistent_qos_is_refused_at_creation(self, participant, topic) -> None:
         """A QoS whose history exceeds its resource limits is refused, naming both policies."""
         with pytest.raises(
