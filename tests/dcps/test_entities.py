@@ -14,6 +14,8 @@ import pytest
 
 import dcps
 import qos
+from dcps._cyclone.calls import peek_infos
+from dcps._sample import ANY_STATE
 from tests.support.peers import PEERS_DIR
 from tests.support.qos_spec import reader_qos, writer_qos
 from tests.support.topic_types import Reading
@@ -46,8 +48,14 @@ def pair(
 
 
 def settle(writer: dcps.DataWriter[Reading], reader: dcps.DataReader[Reading], count: int) -> None:
-    """Wait until the reader holds ``count`` samples."""
-    writer.wait_for_acknowledgments(10)  # reliable and acknowledged: the samples are in the reader
+    """Wait until the reader holds ``count`` samples (counted by peeking at its cache,
+    which leaves every sample, view and instance state as it was)."""
+    writer.wait_for_acknowledgments(10)
+
+    def held() -> bool:
+        return len(peek_infos(reader._cyclone._ref, ANY_STATE, 1024)) == count
+
+    eventually(held, what=f"the reader holding {count} samples")
 
 
 class TestReadTake:
