@@ -49,7 +49,7 @@ if _typing.TYPE_CHECKING:
     from dcps._network import NetworkConfig, NetworkInterface
     from dcps._participant import DomainParticipant
     from dcps._publisher import Publisher, Subscriber
-    from dcps._reader import LENGTH_UNLIMITED, DataReader
+    from dcps._reader import DataReader
     from dcps._sample import InstanceState, Sample, SampleInfo, SampleState, ViewState
     from dcps._status import (
         InconsistentTopicStatus,
@@ -69,6 +69,7 @@ if _typing.TYPE_CHECKING:
     from dcps._topic import ContentFilteredTopic, Topic
     from dcps._writer import DataWriter
     from dcps.sql._filter import ContentFilter, QueryExpression
+    from qos import LENGTH_UNLIMITED
 
 # public name -> defining module, imported by __getattr__ on first access
 _LAZY: dict[str, str] = {
@@ -82,7 +83,7 @@ _LAZY: dict[str, str] = {
     "GuardCondition": "dcps._condition",
     "InconsistentTopicStatus": "dcps._status",
     "InstanceState": "dcps._sample",
-    "LENGTH_UNLIMITED": "dcps._reader",
+    "LENGTH_UNLIMITED": "qos",
     "Listener": "dcps._listener",
     "LivelinessChangedStatus": "dcps._status",
     "LivelinessLostStatus": "dcps._status",

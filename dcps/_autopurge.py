@@ -11,25 +11,26 @@ return.
 from __future__ import annotations
 
 import time
-from datetime import timedelta
 
 import qos as q
 from dcps._sample import InstanceState
+from dcps._timeout import timeout_seconds
 
 _NOT_ALIVE = (InstanceState.NOT_ALIVE_NO_WRITERS, InstanceState.NOT_ALIVE_DISPOSED)
-
-
-def _seconds(delay: timedelta) -> float | None:
-    return None if delay >= q.INFINITE else delay.total_seconds()
 
 
 class AutoPurge:
     """Deadlines for purging not-alive instances, per instance handle."""
 
     def __init__(self, policy: q.ReaderDataLifecycle) -> None:
+        # seconds, None for never (an INFINITE delay)
+        nowriter, disposed = (
+            policy.autopurge_nowriter_samples_delay,
+            policy.autopurge_disposed_samples_delay,
+        )
         self._delays = {
-            InstanceState.NOT_ALIVE_NO_WRITERS: _seconds(policy.autopurge_nowriter_samples_delay),
-            InstanceState.NOT_ALIVE_DISPOSED: _seconds(policy.autopurge_disposed_samples_delay),
+            InstanceState.NOT_ALIVE_NO_WRITERS: timeout_seconds(nowriter, "autopurge delay"),
+            InstanceState.NOT_ALIVE_DISPOSED: timeout_seconds(disposed, "autopurge delay"),
         }
         self._since: dict[int, tuple[InstanceState, float]] = {}
         #: Whether any delay is finite (else the reader skips all of this).

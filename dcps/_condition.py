@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from cyclonedds.core import DDSException
@@ -19,15 +18,17 @@ from cyclonedds.core import ReadCondition as CycloneRead
 from cyclonedds.core import WaitSet as CycloneWaitSet
 
 from dcps._cyclone.retcode import cyclone_call, error_for
-from dcps._cyclone.timing import INFINITE_NS, duration_ns
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
-from dcps._reader import DataReader, state_mask
-from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState
+from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState, state_mask
 from dcps._status import StatusKind
+from dcps._timeout import INFINITE_NS, Timeout, timeout_ns
+from dcps._watched import Watched, WatchedReader
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+from idl._public import show_as
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the readers and writers import this module
+    from dcps._reader import DataReader
     from dcps._writer import DataWriter
 
 
@@ -86,7 +87,7 @@ class Condition(Entity):
         parent = self._parent
         return (
             parent._conditions_lock()
-            if isinstance(parent, DataReader)
+            if isinstance(parent, WatchedReader)
             else contextlib.nullcontext()
         )
 
@@ -102,7 +103,7 @@ class ReadCondition(Condition):
         view_states: ViewState = ViewState.ANY,
         instance_states: InstanceState = InstanceState.ANY,
     ) -> None:
-        if not isinstance(reader, DataReader):
+        if not isinstance(reader, WatchedReader):
             raise BadParameterError(
                 f"a ReadCondition needs a DataReader, got {type(reader).__name__}"
             )
@@ -179,6 +180,8 @@ class QueryCondition(ReadCondition):
         instance_states: InstanceState = InstanceState.ANY,
     ) -> None:
         if isinstance(query, str):
+            # late: the SQL grammar loads only once a query is used (keeps plain
+            # conditions light); dcps.sql imports nothing of the core
             from dcps.sql._filter import QueryExpression
 
             self._filter: Any = QueryExpression(query, reader.topic.data_type, tuple(parameters))
@@ -266,14 +269,12 @@ class StatusCondition(Condition):
     def __init__(
         self, entity: DataReader[Any] | DataWriter[Any], enabled_statuses: StatusKind
     ) -> None:
-        from dcps._writer import DataWriter
-
-        if not isinstance(entity, DataReader | DataWriter):
+        if not isinstance(entity, Watched):
             raise BadParameterError("a StatusCondition watches a DataReader or DataWriter")
         super().__init__(entity)
         self._entity = entity
         self._cyclone = None  # the Cyclone entity itself is what a wait set attaches
-        if isinstance(entity, DataReader):
+        if isinstance(entity, WatchedReader):
             # Where Cyclone's DATA_AVAILABLE cannot serve, the reader keeps its own
             # and sets this guard: while dcps' data listener consumes Cyclone's
             # status, and on a SubscriptionKeys reader, whose data (and rejections:
@@ -323,7 +324,7 @@ class StatusCondition(Condition):
     def _reader_statuses(self) -> bool:
         """Whether a status the reader keeps itself (not Cyclone) is enabled and changed."""
         reader = self._entity
-        assert isinstance(reader, DataReader)
+        assert isinstance(reader, WatchedReader)
         enabled, keyed = self.enabled_statuses, reader._keyed
         return bool(
             (enabled & StatusKind.DATA_AVAILABLE and reader._data_available)
@@ -414,7 +415,7 @@ class WaitSet(Entity):
         self._conditions.remove(condition)
         condition._waitsets.remove(self)
 
-    def wait(self, timeout: timedelta | float | None = None) -> list[Condition]:
+    def wait(self, timeout: Timeout | None = None) -> list[Condition]:
         """Block until at least one attached condition holds; return those that do.
 
         Raises :class:`DcpsTimeoutError` if none holds within ``timeout``.
@@ -422,7 +423,7 @@ class WaitSet(Entity):
         # the wake-up path of every event loop: kept to plain statements (no context
         # manager, no generator), it runs on a cold cache after each wake-up
         self._check_open()
-        ns = INFINITE_NS if timeout is None else duration_ns(timeout)
+        ns = timeout_ns(timeout)
         deadline = None if ns == INFINITE_NS else time.monotonic() + ns / 1e9
         wait = self._cyclone.wait
         remaining = ns
@@ -462,3 +463,6 @@ def _target(condition: Condition) -> Any:
     if isinstance(condition, StatusCondition):
         return condition._attach_target()
     return condition._cyclone
+
+
+show_as("dcps", Condition, GuardCondition, QueryCondition, ReadCondition, StatusCondition, WaitSet)

@@ -9,7 +9,9 @@ from typing import Any, Self, TypeVar
 
 from dcps._cyclone.qos_bridge import apply_qos
 from dcps._cyclone.retcode import cyclone_call
+from dcps._status import from_cyclone
 from idl._errors import AlreadyClosedError
+from idl._public import show_as
 
 S = TypeVar("S")
 
@@ -113,9 +115,10 @@ class Entity:
 
     def _status(self, getter: str, cls: type[S]) -> S:
         """A communication status, read (and its change counts reset) from Cyclone."""
-        from dcps import _status as st
-
         self._check_open()
         with cyclone_call(f"{getter} on {self._describe()}"):
-            value: S = st._from_cyclone(cls, getattr(self._cyclone, getter)())
+            value: S = from_cyclone(cls, getattr(self._cyclone, getter)())
             return value
+
+
+show_as("dcps", Entity)

@@ -15,6 +15,7 @@ from cyclonedds.core import Listener as CycloneListener
 
 from dcps import _status as st
 from dcps._cyclone.retcode import error_for
+from idl._public import show_as
 
 if TYPE_CHECKING:
     from dcps._reader import DataReader
@@ -143,7 +144,7 @@ def _make_callback(
             if status_cls is None:
                 method(entity)
             else:
-                method(entity, st._from_cyclone(status_cls, status))
+                method(entity, st.from_cyclone(status_cls, status))
         except Exception:
             log.exception("listener %s raised", name)
 
@@ -167,3 +168,6 @@ def install_listener(cyclone_entity: Any, listener: CycloneListener | None) -> N
         raise error_for(rc, "set listener")
     cyclone_entity._listener = listener  # keeps the installed callbacks alive
     del old
+
+
+show_as("dcps", Listener)

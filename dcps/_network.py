@@ -52,6 +52,7 @@ from xml.sax.saxutils import escape, quoteattr
 import attrs
 
 from idl._errors import BadParameterError, PreconditionNotMetError
+from idl._public import show_as
 
 __all__ = ["ENV_SETTINGS", "NetworkConfig", "NetworkInterface", "Peer"]
 
@@ -584,3 +585,6 @@ def _parse_bool(setting: str, text: str) -> bool:
     if value in {"0", "false", "no", "off"}:
         return False
     raise BadParameterError(f"{setting}: {text!r} is not a boolean (1/0, true/false, on/off)")
+
+
+show_as("dcps", NetworkConfig, NetworkInterface)

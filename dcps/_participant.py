@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cyclonedds.domain import DomainParticipant as CycloneParticipant
 
 import qos as q
+from dcps._cyclone.calls import assert_liveliness
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call
 from dcps._entity import Entity
+from dcps._network import ENV_SETTINGS, NetworkConfig
 from idl._errors import BadParameterError, PreconditionNotMetError
-
-if TYPE_CHECKING:
-    from dcps._network import NetworkConfig
+from idl._public import show_as
 
 #: Cyclone maps domain ids to UDP ports; ids above this do not fit.
 MAX_DOMAIN_ID = 232
@@ -56,8 +56,6 @@ _domains = _Domains()
 
 
 def _network_from_env() -> NetworkConfig | None:
-    from dcps._network import ENV_SETTINGS, NetworkConfig
-
     if not any(name in os.environ for name in ENV_SETTINGS):
         return None
     return NetworkConfig.from_env()
@@ -129,8 +127,6 @@ class DomainParticipant(Entity):
     def assert_liveliness(self) -> None:
         """Assert liveliness of this participant's MANUAL_BY_PARTICIPANT writers."""
         self._check_open()
-        from dcps._cyclone.calls import assert_liveliness
-
         assert_liveliness(self._cyclone._ref)
 
     @property
@@ -142,3 +138,6 @@ class DomainParticipant(Entity):
     def qos(self) -> q.DomainParticipantQos:
         """The participant's current QoS."""
         return self._qos
+
+
+show_as("dcps", DomainParticipant)

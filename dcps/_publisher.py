@@ -12,10 +12,11 @@ import qos as q
 from dcps._cyclone.calls import wait_for_acks
 from dcps._cyclone.qos_bridge import apply_qos, check_supported, resolve_qos
 from dcps._cyclone.retcode import cyclone_call
-from dcps._cyclone.timing import duration_ns
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
+from dcps._timeout import Timeout, timeout_ns
 from idl._errors import BadParameterError, DcpsTimeoutError
+from idl._public import show_as
 
 Q = TypeVar("Q", q.PublisherQos, q.SubscriberQos)
 
@@ -121,10 +122,10 @@ class Publisher(_Group):
         """The publisher's current QoS."""
         return self._qos
 
-    def wait_for_acknowledgments(self, timeout: Any = None) -> None:
+    def wait_for_acknowledgments(self, timeout: Timeout | None = None) -> None:
         """Block until every reliable reader acknowledged all data of all writers here."""
         self._check_open()
-        ok = wait_for_acks(self._cyclone._ref, duration_ns(timeout))
+        ok = wait_for_acks(self._cyclone._ref, timeout_ns(timeout))
         if not ok:
             raise DcpsTimeoutError(f"not all samples were acknowledged within {timeout}")
 
@@ -157,3 +158,6 @@ class Subscriber(_Group):
     def qos(self) -> q.SubscriberQos:
         """The subscriber's current QoS."""
         return self._qos
+
+
+show_as("dcps", Publisher, Subscriber)

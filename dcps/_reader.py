@@ -9,8 +9,7 @@ import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from cyclonedds.sub import DataReader as CycloneReader
 
@@ -18,11 +17,10 @@ import idl
 import qos as q
 from dcps import _status as st
 from dcps._autopurge import AutoPurge
+from dcps._condition import ReadCondition, WaitSet
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
-from dcps._cyclone.timing import duration_ns
-from dcps._entity import Entity
 from dcps._listener import Listener, _overridden, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
@@ -33,19 +31,25 @@ from dcps._sample import (
     SampleState,
     ViewState,
     samples_from_rows,
+    state_mask,
 )
 from dcps._subscription_keys import KeyedCache
+from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import ContentFilteredTopic, Topic
+from dcps._wait import wait_until
+from dcps._watched import WatchedReader
 from idl._errors import BadParameterError, DcpsTimeoutError
+from idl._public import show_as
 from idl._struct import decoder
-
-if TYPE_CHECKING:
-    from dcps._condition import ReadCondition
 
 T = TypeVar("T")
 
-#: Read or take everything available (the binding caps one call at this many samples).
-LENGTH_UNLIMITED = 1_000_000
+#: ``max_samples`` meaning "everything available": the DDS value, the one ``qos`` uses.
+LENGTH_UNLIMITED = q.LENGTH_UNLIMITED
+
+#: What one read/take moves at most, whatever ``max_samples`` says (an internal cap:
+#: callers pass LENGTH_UNLIMITED or any positive count).
+_MAX_PER_CALL = 1_000_000
 
 #: Samples a SubscriptionKeys reader moves out of Cyclone per call.
 _DRAIN_CHUNK = 256
@@ -55,31 +59,16 @@ _DRAIN_CHUNK = 256
 _EAGER_DRAIN = 32
 
 
-_MASKS: dict[tuple[int, int, int], int] = {}
-
-
-def state_mask(
-    sample_states: SampleState | int,
-    view_states: ViewState | int,
-    instance_states: InstanceState | int,
-) -> int:
-    """The Cyclone mask for a combination of state selections (checked once, then cached)."""
-    key = (sample_states, view_states, instance_states)
-    mask = _MASKS.get(key)
-    if mask is not None:
-        return mask
-    for value, kind, full in (
-        (sample_states, "sample_states", SampleState.ANY),
-        (view_states, "view_states", ViewState.ANY),
-        (instance_states, "instance_states", InstanceState.ANY),
-    ):
-        if not isinstance(value, int) or not value or int(value) & ~int(full):
-            raise BadParameterError(
-                f"{kind} must be a non-empty combination of "
-                f"{full.__class__.__name__}, got {value!r}"
-            )
-    mask = _MASKS[key] = int(sample_states) | int(view_states) | int(instance_states)
-    return mask
+def _sample_count(max_samples: int) -> int:
+    """How many samples one read/take may return: ``max_samples`` checked, with
+    LENGTH_UNLIMITED (and anything above it) as the internal cap."""
+    if max_samples == LENGTH_UNLIMITED:
+        return _MAX_PER_CALL
+    if not isinstance(max_samples, int) or max_samples < 1:
+        raise BadParameterError(
+            f"max_samples must be a positive count or LENGTH_UNLIMITED (-1), got {max_samples!r}"
+        )
+    return min(max_samples, _MAX_PER_CALL)
 
 
 class _StateObserver:
@@ -134,7 +123,7 @@ def _ordered(samples: list[Sample[T]], condition: Any) -> list[Sample[T]]:
     return sorted(samples, key=lambda s: query.sort_key(s.data) if s.valid_data else ())
 
 
-class DataReader(Entity, Generic[T]):
+class DataReader(WatchedReader, Generic[T]):
     """Receives samples of one topic.
 
     ``read`` leaves samples in the reader (marked READ); ``take`` removes them.
@@ -282,7 +271,7 @@ class DataReader(Entity, Generic[T]):
                 self._refresh_conditions()
 
     def _observe_states(self) -> None:
-        infos = peek_infos(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED)
+        infos = peek_infos(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL)
         self._autopurge.observe({row[5]: InstanceState(row[2]) for row in infos})
 
     def _purge(self) -> None:
@@ -295,7 +284,7 @@ class DataReader(Entity, Generic[T]):
             if self._keyed is not None:
                 self._keyed.purge(handle)
             else:
-                self._buffer.take(self._cyclone._ref, ANY_STATE, LENGTH_UNLIMITED, handle)
+                self._buffer.take(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL, handle)
 
     def _drain(self) -> None:
         """Move everything Cyclone holds into the SubscriptionKeys cache."""
@@ -342,7 +331,7 @@ class DataReader(Entity, Generic[T]):
         except Exception:
             logging.getLogger("dcps.listener").exception("listener on_sample_rejected raised")
 
-    def _conditions_lock(self) -> Any:
+    def _conditions_lock(self) -> Any:  # WatchedReader
         """The lock under which the reader's own statuses and their guards change (the
         keyed cache's; Cyclone's listener thread takes it as well as the application)."""
         return self._keyed.lock if self._keyed is not None else self._status_lock
@@ -479,6 +468,7 @@ class DataReader(Entity, Generic[T]):
         instance_states: InstanceState,
     ) -> list[Sample[T]]:
         self._check_open()
+        max_samples = _sample_count(max_samples)
         mask = state_mask(sample_states, view_states, instance_states)
         if self._autopurge.active:
             self._purge()
@@ -490,7 +480,7 @@ class DataReader(Entity, Generic[T]):
                 self._refresh_conditions()
             return out
         floor = -1 if previous is None else previous
-        handles = {row[5] for row in peek_infos(self._cyclone._ref, mask, LENGTH_UNLIMITED)}
+        handles = {row[5] for row in peek_infos(self._cyclone._ref, mask, _MAX_PER_CALL)}
         later = [h for h in handles if h > floor]
         if not later:
             return []
@@ -509,10 +499,7 @@ class DataReader(Entity, Generic[T]):
         condition: ReadCondition | None,
     ) -> list[Sample[T]]:
         self._check_open()
-        if not isinstance(max_samples, int) or not (1 <= max_samples <= LENGTH_UNLIMITED):
-            raise BadParameterError(
-                f"max_samples must be from 1 to {LENGTH_UNLIMITED}, got {max_samples!r}"
-            )
+        max_samples = _sample_count(max_samples)
         if condition is not None:
             if condition._reader is not self:
                 raise BadParameterError("the condition belongs to another reader")
@@ -569,28 +556,24 @@ class DataReader(Entity, Generic[T]):
         return self._type.deserialize_key(data)  # type: ignore[attr-defined,no-any-return]
 
     # -- waiting -------------------------------------------------------------
-    def wait_for_historical_data(self, timeout: timedelta | float | None = 10.0) -> None:
+    def wait_for_historical_data(self, timeout: Timeout | None = 10.0) -> None:
         """Block until transient-local history from matched writers has arrived."""
         self._check_open()
         with cyclone_call("wait for historical data"):
-            ok = self._cyclone.wait_for_historical_data(duration_ns(timeout))
+            ok = self._cyclone.wait_for_historical_data(timeout_ns(timeout))
         if not ok:
             raise DcpsTimeoutError(f"historical data did not arrive within {timeout}")
 
-    def wait_for_writers(self, count: int = 1, timeout: timedelta | float | None = 10.0) -> None:
+    def wait_for_writers(self, count: int = 1, timeout: Timeout | None = 10.0) -> None:
         """Block until at least ``count`` writers are matched."""
-        from dcps._wait import wait_until
-
         wait_until(
             lambda: self.subscription_matched_status.current_count >= count,
             timeout,
             f"{self._describe()} waiting for {count} matched writer(s)",
         )
 
-    def wait_for_data(self, timeout: timedelta | float | None = 10.0) -> None:
+    def wait_for_data(self, timeout: Timeout | None = 10.0) -> None:
         """Block until the reader holds an unread sample."""
-        from dcps._condition import ReadCondition, WaitSet
-
         self._check_open()
         participant = self._topic.participant
         with (
@@ -709,3 +692,6 @@ class DataReader(Entity, Generic[T]):
             self._refresh_conditions()
             return status
         return self._status("get_sample_rejected_status", st.SampleRejectedStatus)
+
+
+show_as("dcps", DataReader)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from datetime import datetime
-from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from dcps._cyclone.timing import ns_to_datetime
+from dcps._record import Record, field, new_record
 from idl._errors import BadParameterError
+from idl._public import show_as
 
 T = TypeVar("T")
 
@@ -54,32 +55,34 @@ _VIEW_STATES = {int(m): m for m in ViewState}
 _INSTANCE_STATES = {int(m): m for m in InstanceState}
 
 
-_new_tuple = tuple.__new__
+_MASKS: dict[tuple[int, int, int], int] = {}
 
 
-class _ValueTuple(tuple[Any, ...]):
-    """A record stored as a tuple: one allocation and C-level getters, for the records a
-    reader builds per sample on the wake-up path. Equal only to its own kind."""
+def state_mask(
+    sample_states: SampleState | int,
+    view_states: ViewState | int,
+    instance_states: InstanceState | int,
+) -> int:
+    """The Cyclone mask for a combination of state selections (checked once, then cached)."""
+    key = (sample_states, view_states, instance_states)
+    mask = _MASKS.get(key)
+    if mask is not None:
+        return mask
+    for value, kind, full in (
+        (sample_states, "sample_states", SampleState.ANY),
+        (view_states, "view_states", ViewState.ANY),
+        (instance_states, "instance_states", InstanceState.ANY),
+    ):
+        if not isinstance(value, int) or not value or int(value) & ~int(full):
+            raise BadParameterError(
+                f"{kind} must be a non-empty combination of "
+                f"{full.__class__.__name__}, got {value!r}"
+            )
+    mask = _MASKS[key] = int(sample_states) | int(view_states) | int(instance_states)
+    return mask
 
-    __slots__ = ()
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            # False for other tuples: NotImplemented would let tuple's own == answer
-            return False if isinstance(other, tuple) else NotImplemented
-        return tuple.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = tuple.__hash__
-
-    def __getnewargs__(self) -> tuple[Any, ...]:  # pickle and copy through __new__
-        return tuple(self)
-
-
-class SampleInfo(_ValueTuple):
+class SampleInfo(Record):
     """Everything DDS says about one sample (DDS 1.4, 2.2.2.5.5).
 
     Immutable; compares and hashes by value; ``case SampleInfo(state, ...)``
@@ -105,26 +108,28 @@ class SampleInfo(_ValueTuple):
         "absolute_generation_rank",
     )
 
-    if TYPE_CHECKING:  # read-only; the getters are made below from _INFO_DOCS
-
-        @property
-        def valid_data(self) -> bool: ...
-        @property
-        def source_timestamp_ns(self) -> int: ...
-        @property
-        def instance_handle(self) -> int: ...
-        @property
-        def publication_handle(self) -> int: ...
-        @property
-        def disposed_generation_count(self) -> int: ...
-        @property
-        def no_writers_generation_count(self) -> int: ...
-        @property
-        def sample_rank(self) -> int: ...
-        @property
-        def generation_rank(self) -> int: ...
-        @property
-        def absolute_generation_rank(self) -> int: ...
+    # the three states are properties below: they turn the stored ints into enum members
+    valid_data: bool = field(3, "False for samples that only announce an instance state change.")
+    source_timestamp_ns: int = field(
+        4, "The writer's source timestamp, in ns since the Unix epoch."
+    )
+    instance_handle: int = field(5, "The handle of the sample's instance in this reader.")
+    publication_handle: int = field(6, "The handle of the writer that wrote the sample.")
+    disposed_generation_count: int = field(
+        7, "Times the instance went from disposed to alive before it."
+    )
+    no_writers_generation_count: int = field(
+        8, "Times the instance went from no writers to alive before it."
+    )
+    sample_rank: int = field(
+        9, "How many samples of the same instance follow this one in the result."
+    )
+    generation_rank: int = field(
+        10, "Generations between this sample and its instance's latest in the result."
+    )
+    absolute_generation_rank: int = field(
+        11, "Generations between this sample and its instance's latest."
+    )
 
     def __new__(
         cls,
@@ -151,7 +156,7 @@ class SampleInfo(_ValueTuple):
             if not single:
                 raise BadParameterError(f"{kind} must be a single state, got {value!r}")
             states.append(table[value])
-        return _new_tuple(
+        return new_record(
             cls,
             (
                 *states,
@@ -193,23 +198,7 @@ class SampleInfo(_ValueTuple):
         return f"SampleInfo({fields})"
 
 
-_INFO_DOCS = {
-    "valid_data": "False for samples that only announce an instance state change.",
-    "source_timestamp_ns": "The writer's source timestamp, in ns since the Unix epoch.",
-    "instance_handle": "The handle of the sample's instance in this reader.",
-    "publication_handle": "The handle of the writer that wrote the sample.",
-    "disposed_generation_count": "Times the instance went from disposed to alive before it.",
-    "no_writers_generation_count": "Times the instance went from no writers to alive before it.",
-    "sample_rank": "How many samples of the same instance follow this one in the result.",
-    "generation_rank": "Generations between this sample and its instance's latest in the result.",
-    "absolute_generation_rank": "Generations between this sample and its instance's latest.",
-}
-for _index, _name in enumerate(SampleInfo.__match_args__):
-    if _name in _INFO_DOCS:  # C-level getters; the three states become enum members
-        setattr(SampleInfo, _name, property(itemgetter(_index), doc=_INFO_DOCS[_name]))
-
-
-class Sample(_ValueTuple, Generic[T]):
+class Sample(Record, Generic[T]):
     """One sample: ``data`` (the full value, or only its key fields when
     ``info.valid_data`` is false, as after a dispose or unregister) and ``info``.
 
@@ -221,19 +210,11 @@ class Sample(_ValueTuple, Generic[T]):
 
     __match_args__ = ("data", "info")
 
-    if TYPE_CHECKING:
-
-        @property
-        def data(self) -> T: ...
-        @property
-        def info(self) -> SampleInfo: ...
-
-    else:  # C-level getters
-        data = property(itemgetter(0), doc="The value (only its keys when not ``valid_data``).")
-        info = property(itemgetter(1), doc="The sample's :class:`SampleInfo`.")
+    data: T = field(0, "The value (only its keys when not ``valid_data``).")
+    info: SampleInfo = field(1, "The sample's :class:`SampleInfo`.")
 
     def __new__(cls, data: T, info: SampleInfo) -> Sample[T]:
-        return _new_tuple(cls, (data, info))
+        return new_record(cls, (data, info))
 
     @property
     def valid_data(self) -> bool:
@@ -251,8 +232,11 @@ def samples_from_rows(
     decode_key: Callable[[bytes], T],
 ) -> list[Sample[T]]:
     """Samples from (CDR bytes, ``dds_sample_info_t`` fields) pairs: the reader's hot path."""
-    new = _new_tuple
+    new = new_record
     return [
         new(Sample, (decode(data) if info[3] else decode_key(data), new(SampleInfo, info)))
         for data, info in rows
     ]
+
+
+show_as("dcps", InstanceState, Sample, SampleInfo, SampleState, ViewState)

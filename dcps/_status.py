@@ -7,6 +7,9 @@ from typing import Any, TypeVar
 
 import attrs
 
+import qos
+from idl._public import show_as
+
 S = TypeVar("S")
 
 
@@ -40,7 +43,8 @@ class SampleRejectedReason(enum.IntEnum):
 _U64 = (1 << 64) - 1
 
 
-def _from_cyclone(cls: type[S], struct: Any) -> S:
+def from_cyclone(cls: type[S], struct: Any) -> S:
+    """A status value of class ``cls`` from the binding's status struct."""
     values = {f.name: getattr(struct, f.name) for f in attrs.fields(cls)}  # type: ignore[arg-type]
     for name, value in values.items():
         if name.endswith("_handle"):  # the binding declares handles signed; they are uint64
@@ -94,8 +98,6 @@ class RequestedDeadlineMissedStatus:
 
 
 def _policy_name(policy_id: int) -> str:
-    import qos
-
     return "" if policy_id == 0 else qos.policy_class(policy_id).__name__
 
 
@@ -165,3 +167,21 @@ class SubscriptionMatchedStatus:
     current_count: int
     current_count_change: int
     last_publication_handle: int
+
+
+show_as(
+    "dcps",
+    InconsistentTopicStatus,
+    LivelinessChangedStatus,
+    LivelinessLostStatus,
+    OfferedDeadlineMissedStatus,
+    OfferedIncompatibleQosStatus,
+    PublicationMatchedStatus,
+    RequestedDeadlineMissedStatus,
+    RequestedIncompatibleQosStatus,
+    SampleLostStatus,
+    SampleRejectedReason,
+    SampleRejectedStatus,
+    StatusKind,
+    SubscriptionMatchedStatus,
+)

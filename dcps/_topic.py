@@ -14,6 +14,7 @@ from dcps._cyclone.retcode import cyclone_call
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
 from idl._errors import BadParameterError
+from idl._public import show_as
 
 T = TypeVar("T")
 
@@ -99,6 +100,8 @@ class ContentFilteredTopic(Entity, Generic[T]):
         filter_expression: str,
         expression_parameters: Sequence[str] = (),
     ) -> None:
+        # late: the SQL grammar loads only once a filter is used (keeps ``import dcps``
+        # and plain topics light); dcps.sql imports nothing of the core
         from dcps.sql._filter import ContentFilter
 
         if not isinstance(related_topic, Topic):
@@ -172,3 +175,6 @@ class ContentFilteredTopic(Entity, Generic[T]):
         """Change the ``%n`` parameters (checked against the type before anything changes)."""
         self._check_open()
         self._filter = self._filter.with_parameters(tuple(parameters))
+
+
+show_as("dcps", ContentFilteredTopic, Topic)

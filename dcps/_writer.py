@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from cyclonedds.pub import DataWriter as CycloneWriter
@@ -15,19 +15,23 @@ from dcps._cyclone.calls import assert_liveliness, instance_key, wait_for_acks
 from dcps._cyclone.calls import write as c_write
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
-from dcps._cyclone.timing import duration_ns, timestamp_ns
-from dcps._entity import Entity, EntityState
+from dcps._cyclone.timing import timestamp_ns
+from dcps._entity import EntityState
 from dcps._listener import Listener, build_cyclone_listener, install_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher
+from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import Topic
+from dcps._wait import wait_until
+from dcps._watched import Watched
 from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+from idl._public import show_as
 from idl._struct import encoder
 
 T = TypeVar("T")
 
 
-class DataWriter(Entity, Generic[T]):
+class DataWriter(Watched, Generic[T]):
     """Publishes samples of one topic.
 
     Created on a :class:`Publisher` (whose partitions it uses) or directly on a
@@ -233,13 +237,13 @@ class DataWriter(Entity, Generic[T]):
         idl.validate(sample, self._type)
         return sample
 
-    def wait_for_acknowledgments(self, timeout: timedelta | float | None = None) -> None:
+    def wait_for_acknowledgments(self, timeout: Timeout | None = None) -> None:
         """Block until all reliable readers acknowledged everything written so far.
 
         Raises :class:`DcpsTimeoutError` if that does not happen within ``timeout``.
         """
         self._check_open()
-        ok = wait_for_acks(self._cyclone._ref, duration_ns(timeout))
+        ok = wait_for_acks(self._cyclone._ref, timeout_ns(timeout))
         if not ok:
             raise DcpsTimeoutError(
                 f"{self._describe()}: not all samples were acknowledged within {timeout}"
@@ -268,10 +272,8 @@ class DataWriter(Entity, Generic[T]):
                 for h in self._cyclone.get_matched_subscriptions()
             ]
 
-    def wait_for_readers(self, count: int = 1, timeout: timedelta | float | None = 10.0) -> None:
+    def wait_for_readers(self, count: int = 1, timeout: Timeout | None = 10.0) -> None:
         """Block until at least ``count`` readers are matched (discovery is asynchronous)."""
-        from dcps._wait import wait_until
-
         wait_until(
             lambda: self.publication_matched_status.current_count >= count,
             timeout,
@@ -297,3 +299,6 @@ class DataWriter(Entity, Generic[T]):
     def offered_incompatible_qos_status(self) -> st.OfferedIncompatibleQosStatus:
         """Readers that requested a QoS this writer does not offer."""
         return self._status("get_offered_incompatible_qos_status", st.OfferedIncompatibleQosStatus)
+
+
+show_as("dcps", DataWriter)

@@ -37,6 +37,7 @@ from ._introspect import (
     key_fields,
 )
 from ._loader import IdlModule, load, loads
+from ._public import show_as as _show_as
 from ._schema import arrow_schema, from_arrow, numpy_dtype, to_arrow
 from ._struct import Enum, Struct, make_enum, make_struct
 from ._types import (
@@ -107,3 +108,5 @@ __all__ = [
     "uint64",
     "validate",
 ]
+
+_show_as("idl", *(globals()[_name] for _name in __all__))

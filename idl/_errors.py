@@ -2,7 +2,9 @@
 
 It lives in the lowest package (``idl``) so that every layer raises from one
 tree; ``dcps`` re-exports all of it. Each class also derives from the standard
-exception a caller would naturally catch::
+exception a caller would naturally catch, and is shown (in tracebacks, ``repr``
+and docs) under the public package that exports it: ``dcps.BadParameterError``,
+``idl.IdlError``::
 
     DcpsError
     ├── BadParameterError (ValueError)
@@ -16,7 +18,7 @@ exception a caller would naturally catch::
     ├── AlreadyClosedError (RuntimeError)
     ├── DcpsTimeoutError (TimeoutError)
     ├── NotEnabledError (RuntimeError)
-    ├── OutOfResourcesError (MemoryError)
+    ├── OutOfResourcesError (RuntimeError)
     ├── IllegalOperationError (RuntimeError)
     └── UnsupportedError (NotImplementedError)
 """
@@ -108,8 +110,9 @@ class NotEnabledError(DcpsError, RuntimeError):
     """The entity is not enabled yet."""
 
 
-class OutOfResourcesError(DcpsError, MemoryError):
-    """A resource limit was reached."""
+class OutOfResourcesError(DcpsError, RuntimeError):
+    """A resource limit was reached (a DDS limit, not the interpreter's memory:
+    it is deliberately no ``MemoryError``)."""
 
 
 class IllegalOperationError(DcpsError, RuntimeError):
@@ -118,3 +121,11 @@ class IllegalOperationError(DcpsError, RuntimeError):
 
 class UnsupportedError(DcpsError, NotImplementedError):
     """The operation or policy value is not supported by dcps on Cyclone DDS."""
+
+
+# Tracebacks and docs name the public package, not this private module. The IDL
+# errors belong to ``idl`` (which ``dcps`` re-exports); the rest to ``dcps``.
+_PUBLIC_IDL = {"IdlError", "IdlSyntaxError"}
+for _name in __all__:
+    globals()[_name].__module__ = "idl" if _name in _PUBLIC_IDL else "dcps"
+del _name

@@ -131,9 +131,8 @@ def is_topic_type(t: object) -> bool:
 
 
 def _uses_numpy(t: type) -> bool:
-    from ._struct import _NumpyIDL
-
-    return isinstance(t.__dict__.get("__idl__"), _NumpyIDL)
+    # ``_struct`` (which imports this module) marks its IDL support class so.
+    return getattr(t.__dict__.get("__idl__"), "numpy_sequences", False) is True
 
 
 def _typename(t: Any) -> str:

@@ -28,6 +28,7 @@ from cyclonedds.idl._support import DeserializeKind, Endianness, SerializeKind
 
 from ._codec import Codec, build_codec
 from ._errors import IdlError
+from ._introspect import _members
 from ._numpy_machines import numpyfy
 from ._types import KEY
 
@@ -45,6 +46,9 @@ class _NumpyIDL(IDL):
     """
 
     _codec: Codec | None = None
+
+    #: Numeric sequences decode to numpy arrays (what ``_introspect`` looks for).
+    numpy_sequences: ClassVar[bool] = True
 
     def populate_locked(self) -> None:
         already = self._populating
@@ -214,8 +218,6 @@ class _StructMeta(IdlMeta):
         cls = super().__new__(mcls, name, bases, namespace)  # type: ignore[no-untyped-call]
         cls = dataclasses.dataclass(cls, eq=False)
         cls.__idl__ = _NumpyIDL(cls)  # type: ignore[no-untyped-call]
-        from ._introspect import _members  # late: _introspect imports this module
-
         _members(cls, "", None, (cls,))  # reject non-IDL field types at declaration
         return cls
 

@@ -25,6 +25,7 @@ in ``qos/profiles.toml``), and ``to_cyclone``/``from_cyclone`` (the binding's
 ``Qos``; see ``to_cyclone`` for the TRANSIENT_LOCAL history quirk).
 """
 
+from idl._public import show_as as _show_as
 from qos._compat import Incompatibility, check_compatible, compatibility, policy_class, policy_id
 from qos._cyclone import from_cyclone, to_cyclone
 from qos._duration import INFINITE
@@ -149,3 +150,5 @@ __all__ = [
     "profile",
     "to_cyclone",
 ]
+
+_show_as("qos", *(globals()[_name] for _name in __all__))

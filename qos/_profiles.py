@@ -36,6 +36,7 @@ from typing import Any
 import attrs
 
 from idl._errors import BadParameterError, InconsistentPolicyError
+from qos import _policies as _policies_module
 from qos._duration import parse_duration
 from qos._policies import History, HistoryKind, Partition, Properties, QosPolicy
 from qos._sets import (
@@ -119,7 +120,9 @@ _FIELD_TYPES: dict[type[QosPolicy], dict[str, Any]] = {}
 def _field_types(cls: type[QosPolicy]) -> dict[str, Any]:
     found = _FIELD_TYPES.get(cls)
     if found is None:
-        hints = typing.get_type_hints(cls)
+        # the policies' annotations name what qos._policies imports (their __module__
+        # says ``qos``, the public package: see idl._public)
+        hints = typing.get_type_hints(cls, globalns=vars(_policies_module))
         found = _FIELD_TYPES[cls] = {f.name: hints[f.name] for f in attrs.fields(cls)}  # type: ignore[arg-type]
     return found
 

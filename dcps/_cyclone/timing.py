@@ -1,30 +1,13 @@
-"""Conversions between Python time values and Cyclone's nanosecond integers."""
+"""Timestamps between Python datetimes and Cyclone's nanosecond integers.
+
+Timeouts (durations) have their own module, :mod:`dcps._timeout`.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 from idl._errors import BadParameterError
-
-#: Cyclone's "infinite" duration (DDS_INFINITY).
-INFINITE_NS = 0x7FFFFFFFFFFFFFFF
-
-
-def duration_ns(value: timedelta | float | None, what: str = "timeout") -> int:
-    """Nanoseconds of a timeout: a ``timedelta``, seconds as a number, or ``None`` for infinite."""
-    if value is None:
-        return INFINITE_NS
-    if isinstance(value, timedelta):
-        if value == timedelta.max:
-            return INFINITE_NS
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        raise BadParameterError(f"{what} must be a timedelta or seconds, got {value!r}")
-    if seconds < 0:
-        raise BadParameterError(f"{what} must not be negative, got {value!r}")
-    return min(int(seconds * 1e9), INFINITE_NS)
 
 
 def timestamp_ns(value: datetime | int) -> int:

@@ -12,32 +12,58 @@ The log is used by one thread at a time (the store's); it does no locking of
 its own beyond SQLite's. Other threads read through a :class:`LogReader` each
 (:meth:`ChannelLog.reader`): its own read-only connection, every read in one
 SQLite snapshot, so it never sees half of a transaction.
+
+The log's parts live beside it: the file's format, checks and migrations in
+``_log_format``, reading in ``_log_reader``, the values it returns in
+``_log_records`` and the disk space reserve in ``_log_reserve``. Every SQLite
+failure surfaces as a typed :class:`~dcps.DcpsError` naming the path (a full
+disk as :class:`~dcps.OutOfResourcesError`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import logging
 import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-
-import attrs
+from typing import TypeVar
 
 from dcps.channels._position import CommitStatus
 from dcps.wire._batches import ElementRun, PackedPayloads
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
+    OutOfResourcesError,
     PreconditionNotMetError,
-    UnsupportedError,
 )
 
+from ._log_format import (
+    FORMAT_MAGIC,
+    FORMAT_VERSION,
+    STORE_FILE,
+    check_writable,
+    create_schema,
+    inspect_file,
+    migrate,
+    os_error,
+    prepare_dir,
+    sql_error,
+)
+from ._log_reader import LogReader, find_timestamp, read_run
+from ._log_records import ChannelState, Element, TopicInfo
+from ._log_reserve import DEFAULT_RESERVE_BYTES, SpaceReserve
+
 __all__ = [
+    "DEFAULT_PARTITION_COUNT",
+    "DEFAULT_RESERVE_BYTES",
     "FORMAT_MAGIC",
     "FORMAT_VERSION",
+    "STORE_FILE",
     "ChannelLog",
     "ChannelState",
     "Element",
@@ -47,10 +73,8 @@ __all__ = [
     "default_channel_count",
 ]
 
-FORMAT_MAGIC = "dcps-channel-store"
-FORMAT_VERSION = 2
-#: Largest batch a version-1 file's elements are regrouped into when it is migrated.
-_MIGRATED_BATCH_MAX = 65536
+_T = TypeVar("_T")
+_log = logging.getLogger("dcps.store")
 
 DEFAULT_PARTITION_COUNT = 257
 
@@ -75,96 +99,19 @@ class SyncMode(enum.Enum):
     transactions on power loss; several times faster."""
 
 
-@attrs.frozen
-class TopicInfo:
-    """A channelled topic as the log knows it."""
-
-    name: str
-    channel_count: int
-    retain_consumed: bool
-    type_name: str = ""
-
-
-@attrs.frozen
-class Element:
-    """One stored element: its offset, accept timestamp (ns) and payload bytes."""
-
-    offset: int
-    timestamp_ns: int
-    data: bytes
-
-
-@attrs.frozen
-class ChannelState:
-    """The head (first available offset) and tail (last offset, -1 if none) of a channel."""
-
-    head: int
-    tail: int
-
-    @property
-    def count(self) -> int:
-        """Elements currently stored in the channel."""
-        return self.tail - self.head + 1
-
-
-# One row per stored batch (a rowid table: rows are large, see docs/store-format.md).
-_BATCHES = """
-CREATE TABLE batches (
-    topic_id INTEGER NOT NULL,
-    channel INTEGER NOT NULL,
-    first_offset INTEGER NOT NULL,
-    count INTEGER NOT NULL,
-    ts INTEGER NOT NULL,
-    sizes BLOB NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (topic_id, channel, first_offset)
-);
-CREATE INDEX batches_ts ON batches (topic_id, channel, ts, first_offset);
-"""
-_SCHEMA = (
-    """
-CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE topics (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    channel_count INTEGER NOT NULL,
-    retain_consumed INTEGER NOT NULL,
-    type_name TEXT NOT NULL DEFAULT '',
-    created_ns INTEGER NOT NULL
-);
-CREATE TABLE channels (
-    topic_id INTEGER NOT NULL REFERENCES topics(id),
-    channel INTEGER NOT NULL,
-    head INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
-    last_ts INTEGER NOT NULL,
-    PRIMARY KEY (topic_id, channel)
-) WITHOUT ROWID;
-CREATE TABLE groups (
-    topic_id INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    created_ns INTEGER NOT NULL,
-    PRIMARY KEY (topic_id, name)
-) WITHOUT ROWID;
-CREATE TABLE commits (
-    topic_id INTEGER NOT NULL,
-    grp TEXT NOT NULL,
-    channel INTEGER NOT NULL,
-    committed INTEGER NOT NULL,
-    explicit INTEGER NOT NULL,
-    PRIMARY KEY (topic_id, grp, channel)
-) WITHOUT ROWID;
-"""
-    + _BATCHES
-)
-
-
 class ChannelLog:
     """The persistent log of every channelled topic of one store.
 
-    ``path`` is the SQLite file (created if missing). Opening a file that is
-    not a dcps store, is corrupt, or has a newer format raises a
-    :class:`~dcps.DcpsError` and leaves the file untouched.
+    ``path`` is the SQLite file (created if missing); :meth:`in_dir` opens
+    the file of a store's data directory. Opening a file that is not a dcps
+    store, is damaged (``verify``: ``PRAGMA quick_check``, skip it for huge
+    files), has a newer format, or cannot be written raises one typed
+    :class:`~dcps.DcpsError` naming the path and leaves the file untouched.
+    An older format is migrated.
+
+    ``reserve_bytes`` of disk are kept in a reserve file (see
+    ``_log_reserve``) so that commits, seeks, joins and group changes keep
+    working on a full disk, where appends raise ``OutOfResourcesError``.
     """
 
     def __init__(
@@ -173,92 +120,89 @@ class ChannelLog:
         *,
         sync: SyncMode = SyncMode.FULL,
         clock: Callable[[], int] = time.time_ns,
+        verify: bool = True,
+        reserve_bytes: int = DEFAULT_RESERVE_BYTES,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
         self._db: sqlite3.Connection | None = None
-        existed = self.path.exists() and self.path.stat().st_size > 0
-        version = self._check_existing() if existed else FORMAT_VERSION
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(f"PRAGMA synchronous={SyncMode(sync).value}")
-            if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-                db.executescript(
-                    "BEGIN IMMEDIATE;"
-                    + _SCHEMA
-                    + f"INSERT INTO dcps_format VALUES ('magic', '{FORMAT_MAGIC}');"
-                    + f"INSERT INTO dcps_format VALUES ('version', '{FORMAT_VERSION}');"
-                    + "COMMIT;"
-                )
-            elif version == 1:
-                _migrate_v1(db)
-        except BaseException:
-            db.close()
-            raise
-        self._db = db
         self._topics: dict[str, tuple[int, TopicInfo]] = {}
         self._channels: dict[tuple[int, int], list[int]] = {}  # [head, next, last_ts]
-        self._load()
+        self._has_publish_keys = False
+        parent = self.path.parent
+        if not parent.is_dir():
+            raise BadParameterError(
+                f"cannot create the store file {self.path}: {parent} is not a directory"
+            )
+        check_writable(self.path)
+        self._reserve = SpaceReserve(self.path, reserve_bytes)
+        self._reserve.ensure()
+        try:
+            self._db = self._open(SyncMode(sync), verify)
+        except OutOfResourcesError:
+            if not self._reserve.release():
+                raise
+            self._db = self._open(SyncMode(sync), verify=False)  # checked by the first try
+        try:
+            self._load()
+        except sqlite3.Error as exc:
+            self.close()
+            raise sql_error(exc, self.path, "loading the store file") from exc
+
+    @classmethod
+    def in_dir(cls, data_dir: str | os.PathLike[str], **options: object) -> ChannelLog:
+        """Open (or create) the log of the store data directory ``data_dir``.
+
+        Creates the directory if needed; a path under a regular file or in a
+        read-only place raises one typed error naming the path. ``options``
+        are the constructor's.
+        """
+        return cls(prepare_dir(data_dir), **options)  # type: ignore[arg-type]
 
     # -- opening -----------------------------------------------------------
 
-    def _check_existing(self) -> int:
-        """The format version of an existing file; refuse (untouched) what is not ours."""
-        uri = f"file:{self.path.resolve()}?mode=ro"
+    def _open(self, sync: SyncMode, verify: bool) -> sqlite3.Connection:
+        """Check, open and (create or migrate) the file; typed errors name the path."""
+        doing = "opening the store file"
         try:
-            ro = sqlite3.connect(uri, uri=True)
+            version = 0
+            if self.path.exists() and self.path.stat().st_size > 0:
+                ro = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+                try:
+                    version = inspect_file(ro, self.path, verify=verify)
+                finally:
+                    ro.close()
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(f"PRAGMA synchronous={sync.value}")
+                if version == 0:
+                    if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+                        doing = "creating the store file"
+                        create_schema(db)
+                elif version < FORMAT_VERSION:
+                    doing = f"migrating the store file from format version {version}"
+                    migrate(db, version)
+            except BaseException:
+                db.close()
+                raise
         except sqlite3.Error as exc:
-            raise BadParameterError(f"cannot open store file {self.path}: {exc}") from exc
-        try:
-            try:
-                tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master")}
-            except sqlite3.DatabaseError as exc:
-                raise BadParameterError(
-                    f"{self.path} is corrupt or not a SQLite file ({exc}); it was left untouched"
-                ) from exc
-            if not tables:
-                return FORMAT_VERSION
-            if "dcps_format" not in tables:
-                raise BadParameterError(
-                    f"{self.path} is a SQLite file of something else (no dcps_format table); "
-                    "refusing to use it as a dcps store"
-                )
-            try:
-                meta = dict(ro.execute("SELECT key, value FROM dcps_format").fetchall())
-            except sqlite3.DatabaseError as exc:
-                raise BadParameterError(f"{self.path}: unreadable dcps_format: {exc}") from exc
-            if meta.get("magic") != FORMAT_MAGIC:
-                raise BadParameterError(
-                    f"{self.path} is not a dcps channel store (magic {meta.get('magic')!r})"
-                )
-            try:
-                version = int(meta.get("version", ""))
-            except ValueError as exc:
-                raise BadParameterError(
-                    f"{self.path}: bad format version {meta.get('version')!r}"
-                ) from exc
-            if version > FORMAT_VERSION:
-                raise UnsupportedError(
-                    f"{self.path} has store format version {version}, newer than the "
-                    f"{FORMAT_VERSION} this dcps reads; upgrade dcps to open it"
-                )
-            if version < 1:
-                raise BadParameterError(f"{self.path}: bad format version {version}")
-            return version
-        finally:
-            ro.close()
+            raise sql_error(exc, self.path, doing) from exc
+        except OSError as exc:
+            raise os_error(exc, self.path, doing) from exc
+        return db
 
     def _load(self) -> None:
         db = self._conn
-        for tid, name, count, retain, type_name in db.execute(
-            "SELECT id, name, channel_count, retain_consumed, type_name FROM topics"
+        for tid, name, count, retain, type_name, identity in db.execute(
+            "SELECT id, name, channel_count, retain_consumed, type_name, type_identity FROM topics"
         ):
-            self._topics[name] = (tid, TopicInfo(name, count, bool(retain), type_name))
-        for tid, channel, head, nxt, last_ts in db.execute(
-            "SELECT topic_id, channel, head, next_offset, last_ts FROM channels"
-        ):
-            self._channels[(tid, channel)] = [head, nxt, last_ts]
+            self._topics[name] = (tid, TopicInfo(name, count, bool(retain), type_name, identity))
+        self._reload_channels()
+        self._has_publish_keys = (
+            db.execute("SELECT 1 FROM sqlite_master WHERE name = 'publish_keys'").fetchone()
+            is not None
+        )
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -286,30 +230,66 @@ class ChannelLog:
         channel_count: int | None = None,
         retain_consumed: bool = False,
         type_name: str = "",
+        type_identity: str = "",
     ) -> TopicInfo:
-        """Create the topic if it is new; return its (existing or new) configuration."""
+        """Create the topic if it is new; return its (existing or new) configuration.
+
+        ``type_identity`` is the caller's opaque identity of the topic's type
+        (its name and a hash of its structure). A new topic records it; an
+        existing topic without one (created before identities were kept)
+        records the first one named. An existing topic recorded with another
+        identity raises ``PreconditionNotMetError`` naming the topic and both
+        types, and nothing is stored. An empty identity is not checked.
+        """
         if not name:
             raise BadParameterError("a channelled topic needs a non-empty name")
         if name in self._topics:
-            return self._topics[name][1]
+            return self._check_type(name, type_name, type_identity)
         count = channel_count if channel_count else default_channel_count()
         if count < 1:
             raise BadParameterError(f"channel_count must be >= 1, got {count}")
         db = self._conn
-        with self._tx():
+
+        def create() -> int:
             cur = db.execute(
-                "INSERT INTO topics (name, channel_count, retain_consumed, type_name, created_ns)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (name, count, int(retain_consumed), type_name, self._clock()),
+                "INSERT INTO topics (name, channel_count, retain_consumed, type_name, created_ns,"
+                " type_identity) VALUES (?, ?, ?, ?, ?, ?)",
+                (name, count, int(retain_consumed), type_name, self._clock(), type_identity),
             )
             tid = int(cur.lastrowid or 0)
             db.executemany(
                 "INSERT INTO channels VALUES (?, ?, 0, 0, 0)", [(tid, c) for c in range(count)]
             )
-        info = TopicInfo(name, count, bool(retain_consumed), type_name)
+            return tid
+
+        tid = self._write(f"creating topic {name!r}", create)
+        info = TopicInfo(name, count, bool(retain_consumed), type_name, type_identity)
         self._topics[name] = (tid, info)
         for c in range(count):
             self._channels[(tid, c)] = [0, 0, 0]
+        return info
+
+    def _check_type(self, name: str, type_name: str, type_identity: str) -> TopicInfo:
+        tid, info = self._topics[name]
+        if not type_identity or type_identity == info.type_identity:
+            return info
+        known = info.type_identity or info.type_name
+        if info.type_identity or (info.type_name and type_name and type_name != info.type_name):
+            raise PreconditionNotMetError(
+                f"topic {name!r} holds elements of type {known!r} in the store ({self.path}), "
+                f"not {type_identity!r}: a topic keeps the type it was created with"
+            )
+        new_name = info.type_name or type_name
+
+        def record() -> None:
+            self._conn.execute(
+                "UPDATE topics SET type_identity = ?, type_name = ? WHERE id = ?",
+                (type_identity, new_name, tid),
+            )
+
+        self._write(f"recording the type of topic {name!r}", record)
+        info = TopicInfo(name, info.channel_count, info.retain_consumed, new_name, type_identity)
+        self._topics[name] = (tid, info)
         return info
 
     def topic(self, name: str) -> TopicInfo:
@@ -336,15 +316,65 @@ class ChannelLog:
 
     # -- transactions ------------------------------------------------------
 
-    def _tx(self) -> _Transaction:
-        return _Transaction(self)
+    def _write(self, doing: str, body: Callable[[], _T], *, small: bool = True) -> _T:
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; commit, or roll back and raise.
+
+        A SQLite failure raises its typed error naming the path and ``doing``
+        (the cache of channel states is reloaded). A ``small`` write that
+        fails on a full disk releases the space reserve and is tried once
+        more; any other write (an append) is refused at once while the
+        reserve is released and cannot be made again.
+        """
+        if not small and not self._reserve.ensure():
+            raise OutOfResourcesError(
+                f"{self.path}: the disk is full ({doing} refused: the store keeps its last "
+                "free space for commits and joins); publishing resumes once space is freed"
+            )
+        db = self._conn
+        for attempt in (1, 2):
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                result = body()
+                db.execute("COMMIT")
+            except BaseException as exc:
+                self._roll_back()
+                if not isinstance(exc, sqlite3.Error):
+                    raise
+                error = sql_error(exc, self.path, doing)
+                if (
+                    small
+                    and attempt == 1
+                    and isinstance(error, OutOfResourcesError)
+                    and self._reserve.release()
+                ):
+                    continue
+                raise error from exc
+            if not self._reserve.held:
+                self._checkpoint()
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _roll_back(self) -> None:
+        db = self._conn
+        try:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            self._reload_channels()
+        except sqlite3.Error:
+            pass  # the file is unusable: the error being raised says why
+
+    def _checkpoint(self) -> None:
+        """With no reserve, copy the WAL into the file so its space is reused, not grown."""
+        with contextlib.suppress(sqlite3.Error):  # best effort: the next write tells
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _reload_channels(self) -> None:
-        self._channels.clear()
+        """Read every channel's state again (in place: callers may hold the lists)."""
         for tid, channel, head, nxt, last_ts in self._conn.execute(
             "SELECT topic_id, channel, head, next_offset, last_ts FROM channels"
         ):
-            self._channels[(tid, channel)] = [head, nxt, last_ts]
+            state = self._channels.setdefault((tid, channel), [0, 0, 0])
+            state[:] = [head, nxt, last_ts]
 
     # -- appending and reading ---------------------------------------------
 
@@ -374,9 +404,9 @@ class ChannelLog:
         results: list[tuple[int, int, int]] = []
         rows: list[tuple[int, int, int, int, int, bytes, bytes]] = []
         touched: dict[tuple[int, int], list[int]] = {}
-        plan = [(self._state(t, c), c, p, p.check()) for t, c, p in batches]
+        plan = [(self._state(t, c), c, p, p.check(), t) for t, c, p in batches]
         now = self._clock()
-        for (tid, state), channel, packed, sizes in plan:
+        for (tid, state), channel, packed, sizes, _ in plan:
             st = touched.setdefault((tid, channel), list(state))
             ts = max(now, st[2])
             count = len(sizes) // 4
@@ -385,13 +415,17 @@ class ChannelLog:
             results.append((st[1], count, ts))
             st[1] += count
             st[2] = ts
-        with self._tx():
+
+        def insert() -> None:
             db.executemany("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             db.executemany(
                 "UPDATE channels SET next_offset = ?, last_ts = ?"
                 " WHERE topic_id = ? AND channel = ?",
                 [(st[1], st[2], tid, ch) for (tid, ch), st in touched.items()],
             )
+
+        topics = ", ".join(sorted({repr(p[4]) for p in plan}))
+        self._write(f"appending to topic {topics}", insert, small=False)
         for key, st in touched.items():
             self._channels[key][:] = st
         return results
@@ -410,25 +444,31 @@ class ChannelLog:
         packed = payloads if isinstance(payloads, PackedPayloads) else PackedPayloads.of(payloads)
         sizes = packed.check()
         db = self._conn
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS publish_keys (topic_id INTEGER NOT NULL,"
-            " key TEXT NOT NULL, channel INTEGER NOT NULL, first INTEGER NOT NULL,"
-            " count INTEGER NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (topic_id, key))"
-            " WITHOUT ROWID"
-        )
-        row = db.execute(
-            "SELECT channel, first, count, ts FROM publish_keys WHERE topic_id = ? AND key = ?",
-            (tid, key),
-        ).fetchone()
-        if row is not None:
-            return [(row[1] + i, row[3]) for i in range(row[2])], True
+        if self._has_publish_keys:
+            try:
+                row = db.execute(
+                    "SELECT channel, first, count, ts FROM publish_keys"
+                    " WHERE topic_id = ? AND key = ?",
+                    (tid, key),
+                ).fetchone()
+            except sqlite3.Error as exc:
+                raise sql_error(exc, self.path, f"looking up publish key {key!r}") from exc
+            if row is not None:
+                return [(row[1] + i, row[3]) for i in range(row[2])], True
         st = list(state)
         ts = max(self._clock(), st[2])
         first = st[1]
         count = len(sizes) // 4
         st[1] += count
         st[2] = ts
-        with self._tx():
+
+        def insert() -> None:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS publish_keys (topic_id INTEGER NOT NULL,"
+                " key TEXT NOT NULL, channel INTEGER NOT NULL, first INTEGER NOT NULL,"
+                " count INTEGER NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (topic_id, key))"
+                " WITHOUT ROWID"
+            )
             if count:
                 db.execute(
                     "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -443,6 +483,9 @@ class ChannelLog:
                 "INSERT INTO publish_keys VALUES (?, ?, ?, ?, ?, ?)",
                 (tid, key, channel, first, count, ts),
             )
+
+        self._write(f"appending to topic {topic!r} channel {channel}", insert, small=False)
+        self._has_publish_keys = True
         state[:] = st
         return [(first + i, ts) for i in range(count)], False
 
@@ -461,11 +504,26 @@ class ChannelLog:
         tid, st = self._state(topic, channel)
         if max_count < 1:
             raise BadParameterError(f"max_count must be >= 1, got {max_count}")
-        return _read_run(self._conn, tid, channel, max(offset, st[0]), st[1], max_count)
+        start = max(offset, st[0])
+        with self._reading(f"reading topic {topic!r} channel {channel} at offset {start}") as db:
+            return read_run(db, self.path, topic, tid, channel, start, st[1], max_count)
 
     def reader(self) -> LogReader:
         """A read-only connection to this log for one other thread (close it when done)."""
-        return LogReader(self)
+        if self._db is None:
+            raise AlreadyClosedError(f"the channel log {self.path} is closed")
+        return LogReader(self.path)
+
+    @contextlib.contextmanager
+    def _reading(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """The connection for a read; a SQLite failure raises its typed error (logged at ERROR)."""
+        db = self._conn
+        try:
+            yield db
+        except sqlite3.Error as exc:
+            error = sql_error(exc, self.path, doing)
+            _log.error("dcps store: %s", error)
+            raise error from exc
 
     def channel_state(self, topic: str, channel: int) -> ChannelState:
         """Head and tail of one channel."""
@@ -486,31 +544,29 @@ class ChannelLog:
         Returns ``tail + 1`` when every element is older.
         """
         tid, st = self._state(topic, channel)
-        row = self._conn.execute(
-            "SELECT first_offset FROM batches WHERE topic_id = ? AND channel = ? AND ts >= ?"
-            " ORDER BY ts, first_offset LIMIT 1",
-            (tid, channel, timestamp_ns),
-        ).fetchone()
-        return st[1] if row is None else max(int(row[0]), st[0])
+        with self._reading(f"searching topic {topic!r} channel {channel} by time") as db:
+            return find_timestamp(db, tid, channel, st[0], st[1], timestamp_ns)
 
     # -- groups and commits --------------------------------------------------
 
     def groups(self, topic: str) -> list[str]:
         """Names of the topic's subscriber groups, sorted."""
         tid, _ = self._topic(topic)
-        return [
-            r[0]
-            for r in self._conn.execute(
-                "SELECT name FROM groups WHERE topic_id = ? ORDER BY name", (tid,)
-            )
-        ]
+        with self._reading(f"listing the groups of topic {topic!r}") as db:
+            return [
+                r[0]
+                for r in db.execute(
+                    "SELECT name FROM groups WHERE topic_id = ? ORDER BY name", (tid,)
+                )
+            ]
 
     def has_group(self, topic: str, group: str) -> bool:
         """True when ``group`` exists on ``topic``."""
         tid, _ = self._topic(topic)
-        row = self._conn.execute(
-            "SELECT 1 FROM groups WHERE topic_id = ? AND name = ?", (tid, group)
-        ).fetchone()
+        with self._reading(f"looking up group {group!r} of topic {topic!r}") as db:
+            row = db.execute(
+                "SELECT 1 FROM groups WHERE topic_id = ? AND name = ?", (tid, group)
+            ).fetchone()
         return row is not None
 
     def create_group(self, topic: str, group: str) -> bool:
@@ -521,7 +577,8 @@ class ChannelLog:
             return False
         tid, info = self._topic(topic)
         db = self._conn
-        with self._tx():
+
+        def create() -> None:
             db.execute("INSERT INTO groups VALUES (?, ?, ?)", (tid, group, self._clock()))
             db.executemany(
                 "INSERT INTO commits VALUES (?, ?, ?, ?, 0)",
@@ -530,26 +587,24 @@ class ChannelLog:
                     for c in range(info.channel_count)
                 ],
             )
+
+        self._write(f"creating group {group!r} of topic {topic!r}", create)
         return True
 
     def destroy_group(self, topic: str, group: str) -> bool:
         """Delete a group and its commits, then drop what no group needs; False if unknown."""
         tid, _ = self._topic(topic)
         db = self._conn
-        with self._tx():
+
+        def destroy() -> bool:
             cur = db.execute("DELETE FROM groups WHERE topic_id = ? AND name = ?", (tid, group))
             db.execute("DELETE FROM commits WHERE topic_id = ? AND grp = ?", (tid, group))
             existed = cur.rowcount > 0
             if existed:
                 self._trim(tid)
-        return existed
+            return existed
 
-    def _require_group(self, tid: int, topic: str, group: str) -> None:
-        row = self._conn.execute(
-            "SELECT 1 FROM groups WHERE topic_id = ? AND name = ?", (tid, group)
-        ).fetchone()
-        if row is None:
-            raise PreconditionNotMetError(f"topic {topic!r} has no subscriber group {group!r}")
+        return self._write(f"destroying group {group!r} of topic {topic!r}", destroy)
 
     def committed(self, topic: str, group: str, channel: int) -> tuple[int, bool]:
         """``(offset, explicit)``: the group's commit point in a channel.
@@ -558,11 +613,12 @@ class ChannelLog:
         ``explicit`` is False while nothing was committed by a subscriber.
         """
         tid, _ = self._state(topic, channel)
-        row = self._conn.execute(
-            "SELECT committed, explicit FROM commits"
-            " WHERE topic_id = ? AND grp = ? AND channel = ?",
-            (tid, group, channel),
-        ).fetchone()
+        with self._reading(f"reading the commit of group {group!r} of topic {topic!r}") as db:
+            row = db.execute(
+                "SELECT committed, explicit FROM commits"
+                " WHERE topic_id = ? AND grp = ? AND channel = ?",
+                (tid, group, channel),
+            ).fetchone()
         if row is None:
             raise PreconditionNotMetError(f"topic {topic!r} has no subscriber group {group!r}")
         return int(row[0]), bool(row[1])
@@ -580,9 +636,12 @@ class ChannelLog:
             return CommitStatus.ALREADY_COMMITTED if explicit else CommitStatus.NOTHING_TO_COMMIT
         if offset < st[0] - 1:
             return CommitStatus.NOTHING_TO_COMMIT
-        with self._tx():
+
+        def commit() -> None:
             self._set_commit(tid, group, channel, offset, True)
             self._trim(tid, channel)
+
+        self._write(f"committing offset {offset} of topic {topic!r} channel {channel}", commit)
         return CommitStatus.COMMITTED
 
     def _set_commit(self, tid: int, group: str, channel: int, offset: int, explicit: bool) -> None:
@@ -628,12 +687,12 @@ class ChannelLog:
         else:
             raise BadParameterError("seek needs an offset, a timestamp, or head/tail")
         target = min(max(target, lower), tail)
+        doing = f"seeking group {group!r} of topic {topic!r} channel {channel}"
         if to == "head" and info.retain_consumed:
-            with self._tx():
-                self._set_commit(tid, group, channel, target, False)
+            self._write(doing, lambda: self._set_commit(tid, group, channel, target, False))
         elif target < current:
-            with self._tx():
-                self._set_commit(tid, group, channel, target, explicit and target >= head)
+            keep = explicit and target >= head
+            self._write(doing, lambda: self._set_commit(tid, group, channel, target, keep))
         return target
 
     # -- retention -----------------------------------------------------------
@@ -645,8 +704,8 @@ class ChannelLog:
         once all of its elements are released.
         """
         tid, _ = self._topic(topic)
-        with self._tx():
-            return self._trim(tid)
+        doing = f"releasing consumed elements of topic {topic!r}"
+        return self._write(doing, lambda: self._trim(tid))
 
     def _trim(self, tid: int, only_channel: int | None = None) -> int:
         info = next(i for t, i in self._topics.values() if t == tid)
@@ -679,150 +738,3 @@ class ChannelLog:
             )
             st[0] = floor + 1
         return deleted
-
-
-class LogReader:
-    """Reads of a :class:`ChannelLog` from another thread than the log's own.
-
-    Its own read-only SQLite connection (memory-mapped reads): WAL mode lets
-    it read while the log's thread writes, and each :meth:`fetch` runs in one
-    snapshot, so it sees a committed batch whole or not at all, together with
-    the channel head and tail of that moment. Topics are looked up in the
-    log's cache (only ever added to, after their transaction committed).
-    """
-
-    def __init__(self, log: ChannelLog) -> None:
-        self._log = log
-        uri = f"{log.path.resolve().as_uri()}?mode=ro"
-        self._db: sqlite3.Connection | None = sqlite3.connect(
-            uri, uri=True, isolation_level=None, check_same_thread=False
-        )
-        self._db.execute(f"PRAGMA mmap_size={_READER_MMAP}")
-
-    def close(self) -> None:
-        """Close the connection (idempotent)."""
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-    def fetch(
-        self, topic: str, channel: int, offset: int, max_count: int
-    ) -> tuple[ElementRun, ChannelState]:
-        """Up to ``max_count`` elements from ``offset`` (or the head if later) and the state.
-
-        Like :meth:`ChannelLog.fetch_run`; the channel state is the one the
-        run was read in.
-        """
-        if self._db is None:
-            raise AlreadyClosedError(f"the reader of channel log {self._log.path} is closed")
-        tid, info = self._log._topic(topic)
-        if not isinstance(channel, int) or not 0 <= channel < info.channel_count:
-            raise BadParameterError(
-                f"topic {topic!r} has channels 0..{info.channel_count - 1}, not {channel!r}"
-            )
-        if max_count < 1:
-            raise BadParameterError(f"max_count must be >= 1, got {max_count}")
-        db = self._db
-        db.execute("BEGIN")
-        try:
-            head, nxt = db.execute(
-                "SELECT head, next_offset FROM channels WHERE topic_id = ? AND channel = ?",
-                (tid, channel),
-            ).fetchone()
-            run = _read_run(db, tid, channel, max(offset, head), nxt, max_count)
-        finally:
-            db.execute("COMMIT")
-        return run, ChannelState(head, nxt - 1)
-
-
-#: Bytes of the store file a LogReader maps: reads copy pages out of the
-#: mapping instead of a read() system call per 4 KiB page of a stored batch.
-_READER_MMAP = 1 << 30
-
-
-def _read_run(
-    db: sqlite3.Connection, tid: int, channel: int, start: int, end: int, max_count: int
-) -> ElementRun:
-    """Up to ``max_count`` stored elements of a channel from ``start`` (``end``: next offset)."""
-    if start >= end:
-        return ElementRun(end)
-    # Bounded above: every row the cursor steps over has its whole blob read.
-    cur = db.execute(
-        "SELECT first_offset, count, ts, sizes, data FROM batches"
-        " WHERE topic_id = ?1 AND channel = ?2 AND first_offset < ?4"
-        " AND first_offset >= coalesce((SELECT max(first_offset) FROM batches"
-        " WHERE topic_id = ?1 AND channel = ?2 AND first_offset <= ?3), ?3)"
-        " ORDER BY first_offset",
-        (tid, channel, start, start + max_count),
-    )
-    try:
-        return ElementRun.from_rows(cur, start, max_count)
-    finally:
-        cur.close()
-
-
-def _migrate_v1(db: sqlite3.Connection) -> None:
-    """Rewrite a version-1 file (one row per element) as version 2, in one transaction.
-
-    Consecutive elements of a channel with one accept timestamp become one
-    stored batch (at most ``_MIGRATED_BATCH_MAX`` elements each).
-    """
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        for statement in _BATCHES.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        cur = db.execute(
-            'SELECT topic_id, channel, "offset", ts, data FROM elements'
-            ' ORDER BY topic_id, channel, "offset"'
-        )
-        batch: list[tuple[int, int, int, int, bytes]] = []
-
-        def flush() -> None:
-            if batch:
-                tid, channel, first, ts, _ = batch[0]
-                payloads = [bytes(b[4]) for b in batch]
-                packed = PackedPayloads.of(payloads)
-                db.execute(
-                    "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (tid, channel, first, len(batch), ts, packed.check(), packed.blob),
-                )
-                batch.clear()
-
-        for row in cur:
-            if batch:
-                last = batch[-1]
-                if (
-                    row[0] != last[0]
-                    or row[1] != last[1]
-                    or row[2] != last[2] + 1
-                    or row[3] != last[3]
-                    or len(batch) >= _MIGRATED_BATCH_MAX
-                ):
-                    flush()
-            batch.append(row)
-        flush()
-        db.execute("DROP TABLE elements")
-        db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` and a cache reload on error."""
-
-    def __init__(self, log: ChannelLog) -> None:
-        self._log = log
-
-    def __enter__(self) -> None:
-        self._log._conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        db = self._log._conn
-        if exc_type is None:
-            db.execute("COMMIT")
-        else:
-            db.execute("ROLLBACK")
-            self._log._reload_channels()

@@ -14,6 +14,8 @@ import pytest
 
 import dcps
 import qos
+from dcps._cyclone.calls import peek_infos
+from dcps._sample import ANY_STATE
 from tests.support.peers import PEERS_DIR
 from tests.support.qos_spec import reader_qos, writer_qos
 from tests.support.topic_types import Reading
@@ -46,8 +48,14 @@ def pair(
 
 
 def settle(writer: dcps.DataWriter[Reading], reader: dcps.DataReader[Reading], count: int) -> None:
-    """Wait until the reader holds ``count`` samples."""
-    writer.wait_for_acknowledgments(10)  # reliable and acknowledged: the samples are in the reader
+    """Wait until the reader holds ``count`` samples (counted by peeking at its cache,
+    which leaves every sample, view and instance state as it was)."""
+    writer.wait_for_acknowledgments(10)
+
+    def held() -> bool:
+        return len(peek_infos(reader._cyclone._ref, ANY_STATE, 1024)) == count
+
+    eventually(held, what=f"the reader holding {count} samples")
 
 
 class TestReadTake:
@@ -581,6 +589,19 @@ class TestErrors:
         reader = dcps.DataReader(participant, topic)
         with pytest.raises(dcps.BadParameterError, match="max_samples"):
             reader.read(0)
+
+    def test_length_unlimited_means_one_thing(self, pair) -> None:
+        """``LENGTH_UNLIMITED`` is the DDS -1 in both dcps and qos; any positive count works."""
+        assert dcps.LENGTH_UNLIMITED == qos.LENGTH_UNLIMITED == -1
+        writer, reader = pair
+        for i in range(3):
+            writer.write(Reading(i, float(i), "x"))
+        eventually(lambda: len(reader.read(dcps.LENGTH_UNLIMITED)) == 3, what="three samples")
+        assert len(reader.read(10**9)) == 3  # above the reader's internal cap: still all
+        assert len(reader.read(2)) == 2
+        with pytest.raises(dcps.BadParameterError, match="LENGTH_UNLIMITED"):
+            reader.take(-2)
+        assert len(reader.take(dcps.LENGTH_UNLIMITED)) == 3  # nothing lost by the refusal
 
     def test_inconsistent_qos_is_refused_at_creation(self, participant, topic) -> None:
         """A QoS whose history exceeds its resource limits is refused, naming both policies."""

@@ -18,7 +18,7 @@ FAMILIES = [
     (dcps.AlreadyClosedError, RuntimeError, DDSException.DDS_RETCODE_ALREADY_DELETED),
     (dcps.DcpsTimeoutError, TimeoutError, DDSException.DDS_RETCODE_TIMEOUT),
     (dcps.NotEnabledError, RuntimeError, DDSException.DDS_RETCODE_NOT_ENABLED),
-    (dcps.OutOfResourcesError, MemoryError, DDSException.DDS_RETCODE_OUT_OF_RESOURCES),
+    (dcps.OutOfResourcesError, RuntimeError, DDSException.DDS_RETCODE_OUT_OF_RESOURCES),
     (dcps.IllegalOperationError, RuntimeError, DDSException.DDS_RETCODE_ILLEGAL_OPERATION),
     (dcps.UnsupportedError, NotImplementedError, DDSException.DDS_RETCODE_UNSUPPORTED),
 ]
@@ -34,6 +34,14 @@ class TestTree:
         assert isinstance(error, builtin)
         assert "an operation failed" in str(error)
         assert "DDS_RETCODE_" in str(error)
+        assert not isinstance(error, MemoryError)  # the interpreter's out-of-memory class
+
+    @pytest.mark.parametrize(("cls", "builtin", "code"), FAMILIES)
+    def test_each_family_shows_under_its_public_name(self, cls, builtin, code) -> None:
+        """Tracebacks and repr name ``dcps.<Error>``, not the private module defining it."""
+        assert cls.__module__ == "dcps"
+        assert getattr(dcps, cls.__name__) is cls
+        assert repr(cls) == f"<class 'dcps.{cls.__name__}'>"
 
     def test_idl_and_filter_errors_are_bad_parameters(self) -> None:
         """Malformed types, samples and expressions are bad parameters too."""

@@ -3,6 +3,7 @@ transition by transition, on plain readers and on SubscriptionKeys readers."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -120,9 +121,12 @@ class TestPlainReader:
         writer.wait_for_readers()
         writer.write(Reading(1, 1.0, ""))
         writer.write(Reading(2, 2.0, ""))
-        writer.dispose(Reading(2, 0.0, ""))
         writer.wait_for_acknowledgments(10)
+        assert {s.data.sensor for s in reader.read()} == {1, 2}
+        disposed_at = time.monotonic()
+        writer.dispose(Reading(2, 0.0, ""))
         eventually(lambda: {s.data.sensor for s in reader.read()} == {1}, what="purge of sensor 2")
+        assert time.monotonic() - disposed_at >= 0.2  # after the delay, not before
 
     def test_rebirth_cancels_the_disposed_purge(self, participant, topic) -> None:
         """A disposed instance written again before its purge keeps its new sample."""
@@ -190,6 +194,7 @@ class TestSubscriptionKeysReader:
         writer.write(Reading(1, 1.0, "keep"))
         writer.write(Reading(2, 1.0, "gone"))
         eventually(lambda: len(reader.read()) == 2)
+        disposed_at = time.monotonic()
         writer.write_dispose(Reading(2, 2.0, "gone"))
         eventually(
             lambda: any(
@@ -198,6 +203,7 @@ class TestSubscriptionKeysReader:
             )
         )
         eventually(lambda: {s.data.label for s in reader.read()} == {"keep"}, what="purge")
+        assert time.monotonic() - disposed_at >= 0.2  # after the delay, not before
 
     def test_rebirth_cancels_the_disposed_purge(self, participant, topic) -> None:
         """A reader instance written again after write_dispose keeps its new sample."""

@@ -85,6 +85,7 @@ class TestPeers:
         with pytest.raises(dcps.BadParameterError, match=r"peers") as info:
             NetworkConfig(peers=[text])
         assert isinstance(info.value, ValueError)
+        assert repr(text) in str(info.value)
 
     def test_peer_error_message_quotes_the_value(self) -> None:
         """The message shows the offending peer text so the user can find it."""
@@ -233,8 +234,9 @@ class TestFromFileAndEnv:
         """A misspelt setting in the file is reported with the file and the key."""
         path = tmp_path / "net.toml"
         path.write_text("multicat = false\n")
-        with pytest.raises(dcps.BadParameterError, match=r"multicat"):
+        with pytest.raises(dcps.BadParameterError, match=r"multicat") as info:
             NetworkConfig.load(path)
+        assert str(path) in str(info.value)
 
     def test_malformed_toml_is_reported(self, tmp_path: Path) -> None:
         """A TOML syntax error becomes BadParameterError naming the file."""
@@ -290,8 +292,10 @@ class TestFromFileAndEnv:
     )
     def test_bad_variable_is_named(self, variable: str, value: str) -> None:
         """A bad variable value raises BadParameterError naming the setting."""
-        with pytest.raises(dcps.BadParameterError):
+        setting = variable.removeprefix("DCPS_")  # e.g. "DCPS_PEERS" or "peers: ..."
+        with pytest.raises(dcps.BadParameterError, match=f"(?i){setting}") as info:
             NetworkConfig.from_env({variable: value})
+        assert repr(value) in str(info.value)
 
 
 class TestApply:
@@ -422,8 +426,18 @@ class TestApply:
 
     def test_domain_can_be_applied_again_once_released(self, own_domain: int) -> None:
         """Releasing the handle frees the domain id for a new configuration."""
-        _release(NetworkConfig(interfaces=["lo"]).apply(own_domain))
-        _release(NetworkConfig(interfaces=["lo"], domain_tag="second").apply(own_domain))
+        first = NetworkConfig(interfaces=["lo"]).apply(own_domain)
+        with pytest.raises(dcps.PreconditionNotMetError, match=f"domain {own_domain}"):
+            NetworkConfig(interfaces=["lo"], domain_tag="second").apply(own_domain)
+        _release(first)
+        second = NetworkConfig(interfaces=["lo"], domain_tag="second").apply(own_domain)
+        try:
+            assert second.get_domain_id() == own_domain
+            with pytest.raises(dcps.PreconditionNotMetError, match=f"domain {own_domain}"):
+                NetworkConfig(interfaces=["lo"]).apply(own_domain)  # the second one holds it
+        finally:
+            _release(second)
+        _release(NetworkConfig(interfaces=["lo"], domain_tag="third").apply(own_domain))
 
 
 def _local(role: str, domain: int, topic: str, network: dict[str, Any], tmp: Path) -> PeerProcess:

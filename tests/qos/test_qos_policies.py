@@ -30,6 +30,7 @@ from qos import (
     Liveliness,
     LivelinessKind,
     Ownership,
+    OwnershipKind,
     OwnershipStrength,
     Partition,
     Presentation,
@@ -116,7 +117,10 @@ class TestDefaults:
         assert Reliability(ReliabilityKind.RELIABLE) == Reliability.RELIABLE
         assert Durability(DurabilityKind.TRANSIENT_LOCAL) == Durability.TRANSIENT_LOCAL
         assert History.KEEP_ALL.kind is HistoryKind.KEEP_ALL
-        assert Ownership.EXCLUSIVE is Ownership.EXCLUSIVE
+        assert Ownership(OwnershipKind.EXCLUSIVE) == Ownership.EXCLUSIVE
+        assert Ownership.EXCLUSIVE.kind is OwnershipKind.EXCLUSIVE
+        assert Ownership.EXCLUSIVE != Ownership.SHARED
+        assert Ownership() == Ownership.SHARED
         assert DestinationOrder.BY_SOURCE_TIMESTAMP.kind is DestinationOrderKind.BY_SOURCE_TIMESTAMP
         assert IgnoreLocal.PROCESS != IgnoreLocal.NOTHING
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.spark_faults import failed_tasks
 from tests.support.spark_support import publish, spark_session, store_process, worker_domain
 
 pytest.importorskip("pyspark")
@@ -111,6 +112,7 @@ class TestStreamingSink:
         q = stats_query(spark, env, src, dst, tmp_path, failFirstAttempt="write", batchRows="16")
         q.awaitTermination(120)
         assert q.exception() is None, q.exception()
+        assert failed_tasks(spark, q) >= 1  # the injected failure fired
         rows = read_back(spark, env, dst)
         assert sorted(r["count"] for r in rows) == list(range(120))
         assert all(r["mean"] == r["count"] / 4 and r["sensor"] == r["count"] % 7 for r in rows)

@@ -6,11 +6,13 @@ import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.spark_faults import failed_tasks
 from tests.support.spark_support import publish, spark_session, store_process, worker_domain
 
 pytest.importorskip("pyspark")
@@ -118,18 +120,17 @@ class TestBatchRead:
         assert empty.count() == 0
 
     def test_time_range(self, spark: Any, env: dict[str, Any], topic_name: str) -> None:
-        """startTimestamp keeps only elements the store accepted at or after it."""
+        """startTimestamp keeps the elements accepted at or after it, endTimestamp the ones
+        before it: a cut just after the first publication splits the two exactly."""
         publish(env["domain"], env["namespace"], topic_name, 1, 0, 50)
         first = source(spark, env, topic_name).agg({"_store_timestamp": "max"}).collect()[0][0]
         publish(env["domain"], env["namespace"], topic_name, 1, 50, 50)
-        later = (
-            source(spark, env, topic_name, startTimestamp=first.isoformat())
-            .filter("seq >= 50")
-            .count()
-        )
-        assert later == 50
-        newer = source(spark, env, topic_name, endTimestamp=first.isoformat()).collect()
-        assert all(r["seq"] < 50 for r in newer)
+        # Spark timestamps have microseconds: the store's (ns) of the first 50 are < cut
+        cut = (first + timedelta(microseconds=1)).isoformat()
+        later = source(spark, env, topic_name, startTimestamp=cut).collect()
+        assert sorted(r["seq"] for r in later) == list(range(50, 100))
+        older = source(spark, env, topic_name, endTimestamp=cut).collect()
+        assert sorted(r["seq"] for r in older) == list(range(50))
 
 
 class TestStreamingSource:
@@ -157,7 +158,8 @@ class TestStreamingSource:
         """A read task failing mid-batch on its first attempt is retried; no row lost or doubled."""
         publish(env["domain"], env["namespace"], topic_name, CHANNELS, 0, 150)
         df = source(spark, env, topic_name, stream=True, failFirstAttempt="read", batchRows="4")
-        run_available_now(df, tmp_path)
+        q = run_available_now(df, tmp_path)
+        assert failed_tasks(spark, q) >= 1  # the injected failure fired
         assert_exactly(spark, tmp_path, 150)
 
     def test_starting_latest_skips_stored_elements(
@@ -165,22 +167,28 @@ class TestStreamingSource:
     ) -> None:
         """startingPositions=latest reads only what arrives after the query started."""
         publish(env["domain"], env["namespace"], topic_name, CHANNELS, 0, 40)
-        q = run_available_now(
-            source(spark, env, topic_name, stream=True, startingPositions="latest"), tmp_path
-        )
+        df = source(spark, env, topic_name, stream=True, startingPositions="latest")
+        q = run_available_now(df, tmp_path)
         assert sum(p["numInputRows"] for p in q.recentProgress) == 0
+        publish(env["domain"], env["namespace"], topic_name, CHANNELS, 40, 25)
+        again = run_available_now(df, tmp_path)  # same checkpoint: resumes where q ended
+        assert sum(p["numInputRows"] for p in again.recentProgress) == 25
+        rows = spark.read.parquet(str(tmp_path / "data")).select("seq").collect()
+        assert sorted(r["seq"] for r in rows) == list(range(40, 65))
 
     def test_group_commits_follow_the_query(
         self, spark: Any, env: dict[str, Any], topic_name: str, tmp_path: Path
     ) -> None:
         """With option group, Spark's commits show up as the group's committed positions."""
         publish(env["domain"], env["namespace"], topic_name, 1, 0, 60)
-        run_available_now(
+        q = run_available_now(
             source(
                 spark, env, topic_name, stream=True, group="spark-job", maxElementsPerTrigger="20"
             ),
             tmp_path,
         )
+        ends = [json.loads(p["sources"][0]["endOffset"])["0"] for p in q.recentProgress]
+        assert ends == [20, 40, 60]
         db = sqlite3.connect(f"file:{env['store'].data / 'channels.db'}?mode=ro", uri=True)
         try:
             (committed,) = db.execute(
@@ -190,8 +198,9 @@ class TestStreamingSource:
             ).fetchone()
         finally:
             db.close()
-        # Spark commits a batch when it plans the next one: at least the first two batches
-        assert committed >= 39
+        # Spark commits a batch when it plans the next one (at least the first two batches):
+        # the group's commit is a batch's end offset - 1, the last element that batch read
+        assert committed in (39, 59)
 
 
 class TestBadOptions:

@@ -1,0 +1,317 @@
+"""The store file's format: its name, schema, version checks, migrations and errors.
+
+Everything here is about the file, not about using it: which name it has in a
+data directory, how a file is recognised (magic, version) and verified
+(``PRAGMA quick_check``), how older versions are migrated, and how SQLite's
+errors become typed :class:`~dcps.DcpsError` s naming the path. The format is
+documented in ``docs/store-format.md``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from pathlib import Path
+
+from dcps.wire._batches import PackedPayloads
+from idl._errors import (
+    BadParameterError,
+    DcpsError,
+    OutOfResourcesError,
+    PreconditionNotMetError,
+    UnsupportedError,
+)
+
+__all__ = [
+    "FORMAT_MAGIC",
+    "FORMAT_VERSION",
+    "OLDEST_READABLE_VERSION",
+    "STORE_FILE",
+    "check_writable",
+    "create_schema",
+    "inspect_file",
+    "migrate",
+    "os_error",
+    "prepare_dir",
+    "sql_error",
+]
+
+#: The log's file name inside a store's data directory.
+STORE_FILE = "channels.db"
+FORMAT_MAGIC = "dcps-channel-store"
+#: Version 3 added ``topics.type_identity``; version 2 stored batches as rows.
+FORMAT_VERSION = 3
+#: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
+OLDEST_READABLE_VERSION = 2
+#: Largest batch a version-1 file's elements are regrouped into when it is migrated.
+_MIGRATED_BATCH_MAX = 65536
+
+# One row per stored batch (a rowid table: rows are large, see docs/store-format.md).
+_BATCHES = """
+CREATE TABLE batches (
+    topic_id INTEGER NOT NULL,
+    channel INTEGER NOT NULL,
+    first_offset INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    sizes BLOB NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (topic_id, channel, first_offset)
+);
+CREATE INDEX batches_ts ON batches (topic_id, channel, ts, first_offset);
+"""
+_SCHEMA = (
+    """
+CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE topics (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    channel_count INTEGER NOT NULL,
+    retain_consumed INTEGER NOT NULL,
+    type_name TEXT NOT NULL DEFAULT '',
+    created_ns INTEGER NOT NULL,
+    type_identity TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE channels (
+    topic_id INTEGER NOT NULL REFERENCES topics(id),
+    channel INTEGER NOT NULL,
+    head INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    last_ts INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, channel)
+) WITHOUT ROWID;
+CREATE TABLE groups (
+    topic_id INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    created_ns INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, name)
+) WITHOUT ROWID;
+CREATE TABLE commits (
+    topic_id INTEGER NOT NULL,
+    grp TEXT NOT NULL,
+    channel INTEGER NOT NULL,
+    committed INTEGER NOT NULL,
+    explicit INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, grp, channel)
+) WITHOUT ROWID;
+"""
+    + _BATCHES
+)
+
+# SQLite primary result codes (the low byte of an extended code).
+_SQLITE_PERM = 3
+_SQLITE_READONLY = 8
+_SQLITE_IOERR = 10
+_SQLITE_CORRUPT = 11
+_SQLITE_FULL = 13
+_SQLITE_CANTOPEN = 14
+_SQLITE_NOTADB = 26
+#: The -shm file could not be grown: SQLite's word for a full disk at open.
+_SQLITE_IOERR_SHMSIZE = _SQLITE_IOERR | (19 << 8)
+
+
+def sql_error(exc: sqlite3.Error, path: Path, doing: str) -> DcpsError:
+    """The typed error for a SQLite failure on the store file ``path`` while ``doing``.
+
+    A full disk becomes :class:`~dcps.OutOfResourcesError`; a damaged file a
+    :class:`~dcps.PreconditionNotMetError` (the file must be repaired or
+    restored); a file or directory that cannot be written or opened a
+    :class:`~dcps.PreconditionNotMetError`. Each names the path. (Raise it
+    ``from exc``.)
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    detail = f"{exc}" + (f" [{exc.sqlite_errorname}]" if code is not None else "")
+    if primary == _SQLITE_FULL or code == _SQLITE_IOERR_SHMSIZE:
+        return OutOfResourcesError(f"{path}: the disk is full ({doing}; {detail})")
+    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return PreconditionNotMetError(
+            f"{path} is damaged ({doing}; {detail}); restore it from a copy "
+            "or repair it (e.g. sqlite3 .recover)"
+        )
+    if primary in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN):
+        return PreconditionNotMetError(
+            f"{path}: cannot write or open the store file ({doing}; {detail}); "
+            "check that its directory is writable"
+        )
+    if primary == _SQLITE_IOERR:
+        return PreconditionNotMetError(f"{path}: I/O error ({doing}; {detail})")
+    return DcpsError(f"{path}: {doing} failed: {detail}")
+
+
+def os_error(exc: OSError, path: Path, doing: str) -> DcpsError:
+    """The typed error for an ``OSError`` on ``path`` while ``doing`` (see :func:`sql_error`)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OutOfResourcesError(f"{path}: the disk is full ({doing}; {exc.strerror})")
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return BadParameterError(f"{path}: a path component is not a directory ({doing})")
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return PreconditionNotMetError(f"{path} is not writable ({doing}; {exc.strerror})")
+    return PreconditionNotMetError(f"{path}: {doing} failed ({exc.strerror or exc})")
+
+
+def prepare_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Create a store's data directory if needed; return the log file's path in it.
+
+    A path under a regular file, or a directory that cannot be created or
+    written, raises one typed error naming the path.
+    """
+    directory = Path(data_dir)
+    if directory.exists() and not directory.is_dir():
+        raise BadParameterError(f"the store data directory {directory} is not a directory")
+    for parent in directory.parents:
+        if parent.exists() and not parent.is_dir():
+            raise BadParameterError(
+                f"the store data directory {directory} is under {parent}, which is a regular file"
+            )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise os_error(exc, directory, "creating the store data directory") from exc
+    return directory / STORE_FILE
+
+
+def check_writable(path: Path) -> None:
+    """Refuse (one typed error naming it) a store file or directory the store cannot write."""
+    directory = path.parent
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise PreconditionNotMetError(
+            f"the store data directory {directory} is read-only or not writable; "
+            f"a store needs to write {path.name} and its -wal/-shm files there"
+        )
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PreconditionNotMetError(f"the store file {path} is read-only or not writable")
+
+
+def create_schema(db: sqlite3.Connection) -> None:
+    """Create the tables of an empty file, in one transaction."""
+    db.executescript(
+        "BEGIN IMMEDIATE;"
+        + _SCHEMA
+        + f"INSERT INTO dcps_format VALUES ('magic', '{FORMAT_MAGIC}');"
+        + f"INSERT INTO dcps_format VALUES ('version', '{FORMAT_VERSION}');"
+        + "COMMIT;"
+    )
+
+
+def inspect_file(db: sqlite3.Connection, path: Path, *, verify: bool) -> int:
+    """The format version of the file open in ``db``; 0 for an empty SQLite file.
+
+    Refuses what is not a dcps store with one typed error naming ``path``:
+    not SQLite or damaged (``BadParameterError``), another application's file
+    (``BadParameterError``), a newer format (``UnsupportedError``). With
+    ``verify``, ``PRAGMA quick_check`` must pass too (it reads the whole
+    file: skip it for huge files whose integrity is known).
+    """
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(exc, path) from exc
+    if not tables:
+        return 0
+    if "dcps_format" not in tables:
+        raise BadParameterError(
+            f"{path} is a SQLite file of something else (no dcps_format table); "
+            "refusing to use it as a dcps store"
+        )
+    try:
+        meta = dict(db.execute("SELECT key, value FROM dcps_format").fetchall())
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(exc, path) from exc
+    if meta.get("magic") != FORMAT_MAGIC:
+        raise BadParameterError(f"{path} is not a dcps channel store (magic {meta.get('magic')!r})")
+    try:
+        version = int(meta.get("version", ""))
+    except ValueError as exc:
+        raise BadParameterError(f"{path}: bad format version {meta.get('version')!r}") from exc
+    if version > FORMAT_VERSION:
+        raise UnsupportedError(
+            f"{path} has store format version {version}, newer than the "
+            f"{FORMAT_VERSION} this dcps reads; upgrade dcps to open it"
+        )
+    if version < 1:
+        raise BadParameterError(f"{path}: bad format version {version}")
+    if verify:
+        try:
+            problems = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)")]
+        except sqlite3.DatabaseError as exc:
+            problems = [str(exc)]
+        if problems != ["ok"]:
+            raise BadParameterError(
+                f"{path} is damaged (PRAGMA quick_check: {'; '.join(problems)}); "
+                "it was left untouched: restore it from a copy or repair it"
+            )
+    return version
+
+
+def _unreadable(exc: sqlite3.DatabaseError, path: Path) -> DcpsError:
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in (_SQLITE_CORRUPT, _SQLITE_NOTADB, None):
+        return BadParameterError(
+            f"{path} is corrupt or not a SQLite file ({exc}); it was left untouched"
+        )
+    return sql_error(exc, path, "reading the store file")
+
+
+def migrate(db: sqlite3.Connection, version: int) -> None:
+    """Bring a file of an older ``version`` up to :data:`FORMAT_VERSION`, in one transaction.
+
+    Version 1 -> 2 regroups elements into stored batches; 2 -> 3 adds
+    ``topics.type_identity`` (empty: the identity is recorded by the next
+    client that names one). On failure the file keeps its old version.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if version < 2:
+            _migrate_v1(db)
+        if version < 3:
+            db.execute("ALTER TABLE topics ADD COLUMN type_identity TEXT NOT NULL DEFAULT ''")
+        db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """Rewrite a version-1 file's elements (one row each) as stored batches.
+
+    Consecutive elements of a channel with one accept timestamp become one
+    stored batch (at most ``_MIGRATED_BATCH_MAX`` elements each).
+    """
+    for statement in _BATCHES.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    cur = db.execute(
+        'SELECT topic_id, channel, "offset", ts, data FROM elements'
+        ' ORDER BY topic_id, channel, "offset"'
+    )
+    batch: list[tuple[int, int, int, int, bytes]] = []
+
+    def flush() -> None:
+        if batch:
+            tid, channel, first, ts, _ = batch[0]
+            packed = PackedPayloads.of([bytes(b[4]) for b in batch])
+            db.execute(
+                "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (tid, channel, first, len(batch), ts, packed.check(), packed.blob),
+            )
+            batch.clear()
+
+    for row in cur:
+        if batch:
+            last = batch[-1]
+            if (
+                row[0] != last[0]
+                or row[1] != last[1]
+                or row[2] != last[2] + 1
+                or row[3] != last[3]
+                or len(batch) >= _MIGRATED_BATCH_MAX
+            ):
+                flush()
+        batch.append(row)
+    flush()
+    db.execute("DROP TABLE elements")
