@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from dcps.store._shares import share_conflict
-from dcps.wire._protocol import StoreAnnouncement
+from dcps.wire._messages import StoreAnnouncement
 
 
 def store(name: str, share: str, started_ns: int) -> StoreAnnouncement:
