@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from dcps.channels._position import CommitStatus
 from dcps.wire._batches import ElementRun, PackedPayloads
+from dcps.wire._codes import CommitStatus
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
