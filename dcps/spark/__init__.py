@@ -6,7 +6,7 @@ columns first, see :mod:`dcps.spark._schema`); ``register(spark)`` or
 ``spark.readStream.format("dcps")`` and ``df.writeStream.format("dcps")``
 available; ``record`` writes plain DDS topics to Parquet.
 
-Needs the ``spark`` extra (``pip install 'dcps[spark]'``); PySpark is only
+Needs the ``spark`` extra (``pip install 'dcps-cyclone[spark]'``); PySpark is only
 imported by the functions that use it.
 """
 
