@@ -72,7 +72,7 @@ class _Group(Entity):
         """Change the QoS (only changeable policies may differ)."""
         self._check_open()
         if qos.get(q.Partition) == self._qos.get(q.Partition):
-            self._qos = apply_qos(self, self._qos, qos)
+            self._qos = apply_qos(self._describe(), self._cyclone, self._qos, qos)
             return
         if type(qos) is not type(self._qos):
             raise BadParameterError(f"{self._kind} takes a {type(self._qos).__name__}")
@@ -88,8 +88,7 @@ class _Group(Entity):
         with cyclone_call(f"re-create {self._kind} for new partitions"):
             new = self._create_cyclone(qos)
         old, self._cyclone, self._qos = self._cyclone, new, qos
-        for child in list(self._children):
-            child._rebind(new)  # type: ignore[attr-defined]
+        self._rebind_children(new)
         old.__del__()
 
 
@@ -115,7 +114,7 @@ class Publisher(_Group):
         self._adopted()
 
     def _create_cyclone(self, qos: Any) -> Any:
-        return CyclonePublisher(self._participant._cyclone, qos=q.to_cyclone(qos))
+        return CyclonePublisher(self._participant.handle, qos=q.to_cyclone(qos))
 
     @property
     def qos(self) -> q.PublisherQos:
@@ -152,7 +151,7 @@ class Subscriber(_Group):
         self._adopted()
 
     def _create_cyclone(self, qos: Any) -> Any:
-        return CycloneSubscriber(self._participant._cyclone, qos=q.to_cyclone(qos))
+        return CycloneSubscriber(self._participant.handle, qos=q.to_cyclone(qos))
 
     @property
     def qos(self) -> q.SubscriberQos:

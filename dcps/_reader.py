@@ -8,7 +8,7 @@ import functools
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Generic, TypeVar, cast
 
 from cyclonedds.sub import DataReader as CycloneReader
@@ -38,7 +38,7 @@ from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import ContentFilteredTopic, Topic
 from dcps._wait import wait_until
 from dcps._watched import WatchedReader
-from idl._errors import BadParameterError, DcpsTimeoutError
+from idl._errors import AlreadyClosedError, BadParameterError, DcpsTimeoutError
 from idl._public import show_as
 from idl._struct import decoder
 
@@ -77,37 +77,36 @@ class _StateObserver:
     Cyclone runs listeners while some operations on the reader (setting its
     status mask, for a StatusCondition) wait for them with the reader locked;
     reading the reader from inside the listener would wait for that lock: a
-    deadlock. So the listener only asks, and this thread reads.
+    deadlock. So the listener only asks, and this thread runs the reader's
+    ``observe`` callback.
     """
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[DataReader[Any]] = queue.SimpleQueue()
-        self._pending: set[int] = set()
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._pending: set[Callable[[], None]] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def request(self, reader: DataReader[Any]) -> None:
-        """Observe ``reader``'s instance states soon (once, however often asked meanwhile)."""
+    def request(self, observe: Callable[[], None]) -> None:
+        """Call ``observe`` soon on this thread (once, however often asked meanwhile)."""
         with self._lock:
-            if id(reader) in self._pending:
+            if observe in self._pending:
                 return
-            self._pending.add(id(reader))
+            self._pending.add(observe)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="dcps-autopurge-observer", daemon=True
                 )
                 self._thread.start()
-        self._queue.put(reader)
+        self._queue.put(observe)
 
     def _run(self) -> None:
         while True:
-            reader = self._queue.get()
+            observe = self._queue.get()
             with self._lock:
-                self._pending.discard(id(reader))
+                self._pending.discard(observe)
             try:
-                with reader._lock:  # close() holds it while it deletes the Cyclone reader
-                    if not reader.closed:
-                        reader._observe_states()
+                observe()
             except Exception:
                 logging.getLogger("dcps").exception("observing instance states failed")
 
@@ -115,12 +114,11 @@ class _StateObserver:
 _state_observer = _StateObserver()
 
 
-def _ordered(samples: list[Sample[T]], condition: Any) -> list[Sample[T]]:
+def _ordered(samples: list[Sample[T]], order: Callable[[Any], Any] | None) -> list[Sample[T]]:
     """Apply a query condition's ORDER BY, if it has one (valid samples by the key, stable)."""
-    query = getattr(condition, "_filter", None)
-    if query is None or not getattr(query, "order_by", ()):
+    if order is None:
         return samples
-    return sorted(samples, key=lambda s: query.sort_key(s.data) if s.valid_data else ())
+    return sorted(samples, key=lambda s: order(s.data) if s.valid_data else ())
 
 
 class DataReader(WatchedReader, Generic[T]):
@@ -153,7 +151,8 @@ class DataReader(WatchedReader, Generic[T]):
         )
         if topic.participant is not participant:
             raise BadParameterError("the topic and the subscriber belong to different participants")
-        topic._check_open()
+        if topic.closed:
+            raise AlreadyClosedError(f"the topic {topic.name!r} is closed")
         checked_qos = resolve_qos(qos, q.DataReaderQos, "DataReader")
         # Created on a participant: the subscriber is our own, closed with us.
         self._own_subscriber: Subscriber | None = (
@@ -194,8 +193,8 @@ class DataReader(WatchedReader, Generic[T]):
         self._data_available = False
         self._status_lock = threading.RLock()
         try:
-            with cyclone_call(f"create DataReader on {topic._describe()}"):
-                self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
+            with cyclone_call(f"create DataReader on topic {topic.name!r}"):
+                self._cyclone: Any = self._create_cyclone(subscriber.handle)
         except BaseException:
             if self._own_subscriber is not None:
                 self._own_subscriber.close()
@@ -209,18 +208,17 @@ class DataReader(WatchedReader, Generic[T]):
             cyclone_qos = cyclone_qos.with_(q.History.KEEP_ALL, q.ResourceLimits())
         return CycloneReader(
             cyclone_subscriber,
-            self._topic._cyclone,
+            self._topic.handle,
             qos=q.to_cyclone(cyclone_qos),
             listener=self._cyclone_listener(),
         )
 
-    def _rebind(self, cyclone_subscriber: Any) -> None:
+    def _follow(self, parent_handle: Any) -> None:
         """Move onto a re-created Cyclone subscriber (its partitions changed)."""
         with cyclone_call(f"re-create {self._describe()} for new partitions"):
-            new = self._create_cyclone(cyclone_subscriber)
+            new = self._create_cyclone(parent_handle)
         old, self._cyclone = self._cyclone, new
-        for condition in list(self._children):
-            condition._rebind()  # type: ignore[attr-defined]
+        self._rebind_children(new)  # the conditions
         old.__del__()
 
     def _describe(self) -> str:
@@ -259,7 +257,7 @@ class DataReader(WatchedReader, Generic[T]):
                 if self._autopurge.active:
                     self._keyed.observe_purge(self._autopurge)
             elif self._autopurge.active:
-                _state_observer.request(self)
+                _state_observer.request(self._observe_states_if_open)
         finally:
             self._wake()  # asyncio waiters, whatever happened above
 
@@ -269,6 +267,12 @@ class DataReader(WatchedReader, Generic[T]):
             if self._data_available is not value:
                 self._data_available = value
                 self._refresh_conditions()
+
+    def _observe_states_if_open(self) -> None:
+        """``_observe_states`` on the observer thread, unless the reader closed meanwhile."""
+        with self._lock:  # close() holds it while it deletes the Cyclone reader
+            if not self.closed:
+                self._observe_states()
 
     def _observe_states(self) -> None:
         infos = peek_infos(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL)
@@ -500,23 +504,24 @@ class DataReader(WatchedReader, Generic[T]):
     ) -> list[Sample[T]]:
         self._check_open()
         max_samples = _sample_count(max_samples)
+        predicate = order = None
         if condition is not None:
-            if condition._reader is not self:
+            selection = condition.selection  # AlreadyClosedError once closed
+            if selection.reader is not self:
                 raise BadParameterError("the condition belongs to another reader")
-            condition._check_open()
-            ref, mask = condition._cyclone._ref, condition.mask
+            ref, mask = selection.ref, selection.mask
+            predicate, order = selection.predicate, selection.order
         if self._autopurge.active:
             self._purge()
         if self._keyed is not None:
             self._drain()
             if condition is None:
                 mask = state_mask(sample_states, view_states, instance_states)
-            predicate = getattr(condition, "_predicate", None)
             with self._keyed.lock:  # a drain on Cyclone's thread must not slip in between
                 kept = self._keyed.access(take, max_samples, mask, instance, predicate)
                 self._data_available = False
                 self._refresh_conditions()
-            return _ordered(kept, condition)
+            return _ordered(kept, order)
         if condition is None:
             ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
         if self._data_available:  # reset before the access: what arrives during it sets it again
@@ -530,7 +535,7 @@ class DataReader(WatchedReader, Generic[T]):
                 )
             raise error_for(raw, f"{action} on {self._describe()}")
         out = samples_from_rows(raw, self._decode, self._type.deserialize_key)  # type: ignore[attr-defined]
-        return out if condition is None else _ordered(out, condition)
+        return _ordered(out, order)
 
     # -- instances -----------------------------------------------------------
     def lookup_instance(self, sample: T) -> int | None:

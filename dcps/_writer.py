@@ -24,7 +24,12 @@ from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import Topic
 from dcps._wait import wait_until
 from dcps._watched import Watched
-from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    DcpsTimeoutError,
+    PreconditionNotMetError,
+)
 from idl._public import show_as
 from idl._struct import encoder
 
@@ -60,7 +65,8 @@ class DataWriter(Watched, Generic[T]):
         )
         if topic.participant is not participant:
             raise BadParameterError("the topic and the publisher belong to different participants")
-        topic._check_open()
+        if topic.closed:
+            raise AlreadyClosedError(f"the topic {topic.name!r} is closed")
         checked_qos = resolve_qos(qos, q.DataWriterQos, "DataWriter")
         # Created on a participant: the publisher is our own, closed with us.
         self._own_publisher: Publisher | None = (
@@ -75,8 +81,8 @@ class DataWriter(Watched, Generic[T]):
         self._qos = checked_qos
         self._listener = listener
         try:
-            with cyclone_call(f"create DataWriter on {topic._describe()}"):
-                self._cyclone: Any = self._create_cyclone(publisher._cyclone)
+            with cyclone_call(f"create DataWriter on topic {topic.name!r}"):
+                self._cyclone: Any = self._create_cyclone(publisher.handle)
         except BaseException:
             if self._own_publisher is not None:
                 self._own_publisher.close()
@@ -87,19 +93,18 @@ class DataWriter(Watched, Generic[T]):
     def _create_cyclone(self, cyclone_publisher: Any) -> Any:
         return CycloneWriter(
             cyclone_publisher,
-            self._topic._cyclone,
+            self._topic.handle,
             qos=q.to_cyclone(self._qos),
             listener=build_cyclone_listener(self, self._listener),
         )
 
-    def _rebind(self, cyclone_publisher: Any) -> None:
+    def _follow(self, parent_handle: Any) -> None:
         """Move onto a re-created Cyclone publisher (its partitions changed)."""
         with cyclone_call(f"re-create {self._describe()} for new partitions"):
-            new = self._create_cyclone(cyclone_publisher)
+            new = self._create_cyclone(parent_handle)
         old, self._cyclone = self._cyclone, new
         self._encode = encoder(self._type, bool(self._cyclone._use_version_2))
-        for condition in list(self._children):
-            condition._rebind()  # type: ignore[attr-defined]
+        self._rebind_children(new)  # the conditions
         # Leaving a partition must not dispose instances for the readers left behind.
         keep = self._qos.with_(q.WriterDataLifecycle(autodispose_unregistered_instances=False))
         with contextlib.suppress(Exception):  # best effort: the old writer goes either way
