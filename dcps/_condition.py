@@ -18,6 +18,7 @@ from cyclonedds.core import QueryCondition as CycloneQuery
 from cyclonedds.core import ReadCondition as CycloneRead
 from cyclonedds.core import WaitSet as CycloneWaitSet
 
+from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.retcode import cyclone_call, error_for
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
@@ -150,7 +151,9 @@ class ReadCondition(Condition):
     def _select(self) -> ReaderSelection:
         query = self._filter
         order = query.sort_key if query is not None and query.order_by else None
-        return ReaderSelection(self._reader, self._cyclone._ref, self.mask, self._predicate, order)
+        return ReaderSelection(
+            self._reader, entity_ref(self._cyclone), self.mask, self._predicate, order
+        )
 
     def _follow(self, parent_handle: Any) -> None:
         """The reader's Cyclone reader was re-created as ``parent_handle``: move there."""

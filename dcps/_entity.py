@@ -79,8 +79,13 @@ class Entity:
                 # The binding deletes in __del__; calling it now deletes at once
                 # and makes the later garbage-collection call a no-op.
                 cyclone.__del__()
-            if self._parent is not None and self in self._parent._children:
-                self._parent._children.remove(self)
+            self._leave_parent()
+
+    def _leave_parent(self) -> None:
+        """Stop being a child of the parent (closing, or closing before it)."""
+        parent, self._parent = self._parent, None
+        if parent is not None and self in parent._children:
+            parent._children.remove(self)
 
     def _on_close(self) -> None:
         """Hook for subclasses: release what they own before the Cyclone entity goes."""

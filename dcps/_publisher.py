@@ -9,6 +9,7 @@ from cyclonedds.pub import Publisher as CyclonePublisher
 from cyclonedds.sub import Subscriber as CycloneSubscriber
 
 import qos as q
+from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import wait_for_acks
 from dcps._cyclone.qos_bridge import apply_qos, check_supported, resolve_qos
 from dcps._cyclone.retcode import cyclone_call
@@ -124,7 +125,7 @@ class Publisher(_Group):
     def wait_for_acknowledgments(self, timeout: Timeout | None = None) -> None:
         """Block until every reliable reader acknowledged all data of all writers here."""
         self._check_open()
-        ok = wait_for_acks(self._cyclone._ref, timeout_ns(timeout))
+        ok = wait_for_acks(entity_ref(self._cyclone), timeout_ns(timeout))
         if not ok:
             raise DcpsTimeoutError(f"not all samples were acknowledged within {timeout}")
 

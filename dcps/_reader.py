@@ -18,10 +18,11 @@ import qos as q
 from dcps import _status as st
 from dcps._autopurge import AutoPurge
 from dcps._condition import ReadCondition, WaitSet
+from dcps._cyclone.binding import entity_ref, install_listener
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
-from dcps._listener import Listener, _overridden, build_cyclone_listener, install_listener
+from dcps._listener import Listener, build_cyclone_listener, overrides
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
 from dcps._sample import (
@@ -195,6 +196,7 @@ class DataReader(WatchedReader, Generic[T]):
         try:
             with cyclone_call(f"create DataReader on topic {topic.name!r}"):
                 self._cyclone: Any = self._create_cyclone(subscriber.handle)
+                self._ref = entity_ref(self._cyclone)  # what the ctypes read/take calls take
         except BaseException:
             if self._own_subscriber is not None:
                 self._own_subscriber.close()
@@ -218,6 +220,7 @@ class DataReader(WatchedReader, Generic[T]):
         with cyclone_call(f"re-create {self._describe()} for new partitions"):
             new = self._create_cyclone(parent_handle)
         old, self._cyclone = self._cyclone, new
+        self._ref = entity_ref(new)
         self._rebind_children(new)  # the conditions
         old.__del__()
 
@@ -234,7 +237,7 @@ class DataReader(WatchedReader, Generic[T]):
         hook = None
         if self._needs_data_hook():
             # decided with the listener it goes with: set_listener swaps both together
-            user_hears = self._listener is not None and _overridden(
+            user_hears = self._listener is not None and overrides(
                 self._listener, "on_data_available"
             )
             hook = functools.partial(self._on_data, not user_hears)
@@ -275,7 +278,7 @@ class DataReader(WatchedReader, Generic[T]):
                 self._observe_states()
 
     def _observe_states(self) -> None:
-        infos = peek_infos(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL)
+        infos = peek_infos(self._ref, ANY_STATE, _MAX_PER_CALL)
         self._autopurge.observe({row[5]: InstanceState(row[2]) for row in infos})
 
     def _purge(self) -> None:
@@ -288,7 +291,7 @@ class DataReader(WatchedReader, Generic[T]):
             if self._keyed is not None:
                 self._keyed.purge(handle)
             else:
-                self._buffer.take(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL, handle)
+                self._buffer.take(self._ref, ANY_STATE, _MAX_PER_CALL, handle)
 
     def _drain(self) -> None:
         """Move everything Cyclone holds into the SubscriptionKeys cache."""
@@ -301,7 +304,7 @@ class DataReader(WatchedReader, Generic[T]):
             self._arrived = 0
             added = False
             while True:
-                raw = take_cdr(self._cyclone._ref, ANY_STATE, _DRAIN_CHUNK)
+                raw = take_cdr(self._ref, ANY_STATE, _DRAIN_CHUNK)
                 if isinstance(raw, int):
                     if self.closed:  # deleted under a listener callback
                         return
@@ -325,7 +328,7 @@ class DataReader(WatchedReader, Generic[T]):
     def _report_rejections(self) -> None:
         """Call the listener's ``on_sample_rejected`` for a keyed reader's rejections."""
         listener = self._listener
-        if listener is None or not _overridden(listener, "on_sample_rejected"):
+        if listener is None or not overrides(listener, "on_sample_rejected"):
             return
         assert self._keyed is not None
         status = self._keyed.rejected_status()
@@ -351,8 +354,7 @@ class DataReader(WatchedReader, Generic[T]):
     def _on_close(self) -> None:
         self._wake()
         if self._own_subscriber is not None:
-            self._parent = None
-            self._own_subscriber._children.remove(self)
+            self._leave_parent()  # our implicit subscriber closes after we are gone
             for child in list(self._children):
                 child.close()
             self._cyclone.__del__()
@@ -484,7 +486,7 @@ class DataReader(WatchedReader, Generic[T]):
                 self._refresh_conditions()
             return out
         floor = -1 if previous is None else previous
-        handles = {row[5] for row in peek_infos(self._cyclone._ref, mask, _MAX_PER_CALL)}
+        handles = {row[5] for row in peek_infos(self._ref, mask, _MAX_PER_CALL)}
         later = [h for h in handles if h > floor]
         if not later:
             return []
@@ -523,7 +525,7 @@ class DataReader(WatchedReader, Generic[T]):
                 self._refresh_conditions()
             return _ordered(kept, order)
         if condition is None:
-            ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
+            ref, mask = self._ref, state_mask(sample_states, view_states, instance_states)
         if self._data_available:  # reset before the access: what arrives during it sets it again
             self._set_data_available(False)
         raw = (self._buffer.take if take else self._buffer.read)(ref, mask, max_samples, instance)
@@ -555,7 +557,7 @@ class DataReader(WatchedReader, Generic[T]):
         self._check_open()
         if self._keyed is not None:
             return self._keyed.key_value(handle)
-        data = instance_key(self._cyclone._ref, handle)
+        data = instance_key(self._ref, handle)
         if data is None:
             raise BadParameterError(f"{self._describe()} has no instance with handle {handle}")
         return self._type.deserialize_key(data)  # type: ignore[attr-defined,no-any-return]
