@@ -1,4 +1,11 @@
-"""The ``dcps`` command line: run a store, look at a domain."""
+"""The ``dcps`` command line: run a store, look at a domain.
+
+Only the console script imports this module (never ``import dcps``), so typer is
+imported at the top. Each command imports what it needs in its body: the store
+(SQLite, its threads, Cyclone), Cyclone's builtin topics and rich, Spark's
+recorder (pyarrow). So ``dcps --help`` and every command load only their own
+part, and ``import dcps`` stays light as DESIGN.md requires.
+"""
 
 from __future__ import annotations
 
@@ -57,7 +64,7 @@ def store(
 
     The same command as ``python -m dcps.store``.
     """
-    # function-local: keep `dcps --help` and the other commands from loading the store
+    # late: the store service (SQLite, threads, Cyclone) loads only for this command
     from dcps import DcpsError
     from dcps.store import Share, SyncMode, run_store
 
@@ -93,6 +100,7 @@ def topics(
     seconds: float = typer.Option(2.0, "--seconds", help="How long to listen for discovery."),
 ) -> None:
     """List the topics, types and endpoints discovered on a domain."""
+    # late: Cyclone's builtin topics, rich and the DCPS entities load only for this command
     from cyclonedds.builtin import (
         BuiltinDataReader,
         BuiltinTopicDcpsPublication,
@@ -104,7 +112,7 @@ def topics(
     import dcps
 
     with dcps.DomainParticipant(domain) as participant:
-        cyclone = participant._cyclone
+        cyclone = participant.handle
         publications = BuiltinDataReader(cyclone, BuiltinTopicDcpsPublication)
         subscriptions = BuiltinDataReader(cyclone, BuiltinTopicDcpsSubscription)
         deadline = time.monotonic() + seconds
@@ -127,13 +135,15 @@ def topics(
 @app.command()
 def version() -> None:
     """Print the dcps version."""
+    # late: package metadata is read only when asked for
     from importlib.metadata import version as dist_version
 
     typer.echo(dist_version("dcps"))
 
 
 def _register_record() -> None:
-    # `dcps record` lives with the Spark/Parquet code and imports pyarrow lazily
+    # late, and kept in a function: `dcps record` lives with the Spark/Parquet code
+    # (dcps.spark._record_cli), which imports pyarrow only when the command runs
     from dcps.spark._record_cli import record_command
 
     app.command("record")(record_command)

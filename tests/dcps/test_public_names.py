@@ -172,6 +172,7 @@ PUBLIC: dict[str, list[str]] = {
         "StatusKind",
         "Subscriber",
         "SubscriptionMatchedStatus",
+        "Timeout",
         "Topic",
         "UnsupportedError",
         "ViewState",
