@@ -68,6 +68,7 @@ class Request(IdlStruct, typename="dcps_channels.Request"):
     offsets: Int64Seq = field(default_factory=list)
     sizes: Int32Seq = field(default_factory=list)
     blob: Blob = b""
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @dataclass
@@ -89,6 +90,7 @@ class _RawRequest(IdlStruct, typename="dcps_channels.RawRequest"):
     offsets: Int64Seq = field(default_factory=list)
     sizes: Int32Seq = field(default_factory=list)
     blob: Blob = b""
+    auth: Blob = b""
 
 
 _REQUEST_STRINGS = ("client", "topic", "group", "member", "text")
@@ -113,6 +115,7 @@ class Reply(IdlStruct, typename="dcps_channels.Reply"):
     tails: Int64Seq = field(default_factory=list)
     sizes: Int32Seq = field(default_factory=list)
     blob: Blob = b""
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @dataclass
@@ -140,6 +143,7 @@ class Assignment(IdlStruct, typename="dcps_channels.Assignment"):
     members: StrSeq = field(default_factory=list)
     owners: Int32Seq = field(default_factory=list)
     expelled: StrSeq = field(default_factory=list)
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @dataclass
@@ -154,6 +158,7 @@ class StoreAnnouncement(IdlStruct, typename="dcps_channels.StoreAnnouncement"):
     pid: Int64 = 0
     host: str = ""
     data_dir: str = ""
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @attrs.define
@@ -256,10 +261,14 @@ def _undecodable(data: Any, exc: Exception) -> UndecodableRequest:
     return UndecodableRequest(texts["client"], int(raw.request_id), problem)
 
 
-for _cls in (Request, Reply, LiveBatch):
-    _bytes_fields(_cls, frozenset({"blob"}))
-    _compile(_cls, frozenset({"blob"}))
-_RAW_BYTES = frozenset({*_REQUEST_STRINGS, "blob"})
+_SEALED = frozenset({"blob", "auth"})
+for _cls, _octets in ((Request, _SEALED), (Reply, _SEALED), (LiveBatch, frozenset({"blob"}))):
+    _bytes_fields(_cls, _octets)
+    _compile(_cls, _octets)
+# rare messages: the binding's machines serialise them
+_bytes_fields(Assignment, frozenset({"auth"}))
+_bytes_fields(StoreAnnouncement, frozenset({"auth"}))
+_RAW_BYTES = frozenset({*_REQUEST_STRINGS, "blob", "auth"})
 _bytes_fields(_RawRequest, _RAW_BYTES)
 _compile(_RawRequest, _RAW_BYTES)
 _never_raise(Request)

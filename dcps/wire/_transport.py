@@ -7,6 +7,7 @@ this module only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cyclonedds.core import GuardCondition, InstanceState, Policy, Qos, ReadCondition, WaitSet
@@ -46,6 +47,20 @@ def live_announcements(reader: DataReader[Any]) -> list[StoreAnnouncement]:
     ]
 
 
+class _SealingWriter(DataWriter[Any]):
+    """A writer that seals each sample (``dcps.wire._sealing``) just before it is written."""
+
+    def __init__(
+        self, publisher: Publisher, topic: Topic[Any], qos: Qos, seal: Callable[[Any], None]
+    ) -> None:
+        super().__init__(publisher, topic, qos=qos)
+        self._seal = seal
+
+    def write(self, sample: Any, timestamp: int | None = None) -> None:
+        self._seal(sample)
+        super().write(sample, timestamp)
+
+
 class Endpoint:
     """A DomainParticipant with the channel-layer topics of one namespace.
 
@@ -77,10 +92,21 @@ class Endpoint:
         self.store_topic = Topic(dp, "dcps_channels_store", StoreAnnouncement)
         self._closed = False
 
-    def writer(self, topic: Topic[Any], partition: str, qos: Qos) -> DataWriter[Any]:
-        """A writer of ``topic`` in one partition."""
+    def writer(
+        self,
+        topic: Topic[Any],
+        partition: str,
+        qos: Qos,
+        *,
+        seal: Callable[[Any], None] | None = None,
+    ) -> DataWriter[Any]:
+        """A writer of ``topic`` in one partition; ``seal`` (if given) authenticates each sample
+        as it is written (a :class:`~dcps.wire._sealing.Sealer` method): the one place where
+        the protocol's outgoing messages get their trailer."""
         pub = Publisher(self.participant, qos=Qos(Policy.Partition([partition])))
-        return DataWriter(pub, topic, qos=qos)
+        if seal is None:
+            return DataWriter(pub, topic, qos=qos)
+        return _SealingWriter(pub, topic, qos, seal)
 
     def reader(self, topic: Topic[Any], partition: str, qos: Qos) -> DataReader[Any]:
         """A reader of ``topic`` in one partition."""
