@@ -167,19 +167,19 @@ class StoreClient:
 
     # -- authentication (dcps/wire/_sealing.py) -------------------------------------------
 
-    def _sealing(self, index: int) -> Callable[[Request], None] | None:
+    def _sealing(self, index: int) -> Callable[[Request], bytes | None] | None:
         """The seal hook of the request writer to store ``index`` (None without a key)."""
         if not self._sealer.enabled:
             return None
         return functools.partial(self._seal, index)
 
-    def _seal(self, index: int, request: Request) -> None:
+    def _seal(self, index: int, request: Request) -> bytes | None:
         sent = self._sent.get(request.request_id)
         incarnation = sent[1] if sent is not None else self._incarnations[index]
         member = None
         if request.op in _MEMBER_OPS:
             member = self._secrets.get((index, request.topic, request.group, request.member))
-        self._sealer.seal_request(request, incarnation, member)
+        return self._sealer.seal_request(request, incarnation, member)
 
     def _authentic(self, reply: Reply, sent: tuple[int, str, Request]) -> bool:
         """Whether ``reply`` comes from the store incarnation its request went to.

@@ -533,8 +533,8 @@ class Store:
             self._endpoint.reply_topic, partition, REPLY_QOS, seal=self._seal_reply
         )
 
-    def _seal_reply(self, reply: Reply) -> None:
-        self._sealer.seal_reply(reply, self.incarnation)
+    def _seal_reply(self, reply: Reply) -> bytes | None:
+        return self._sealer.seal_reply(reply, self.incarnation)
 
     def _refuse_client(self, client: str, request_id: int) -> None:
         """Tell a client over MAX_CLIENTS that it is refused (a bounded set of writers)."""

@@ -122,12 +122,37 @@ def request_kind(op: int) -> str:
 
 
 def _body(message: Any) -> bytes:
-    """``message`` serialised with an empty ``auth`` (what its tag covers)."""
+    """``message`` serialised (XCDR1) with an empty ``auth``: what its tag covers."""
     trailer, message.auth = message.auth, b""
     try:
         return bytes(message.serialize())
     finally:
         message.auth = trailer
+
+
+def _received_body(message: Any) -> bytes:
+    """:func:`_body` of a message taken from DDS, cut from its CDR bytes when it kept them.
+
+    ``auth`` is the last field: a uint32 length then its octets (then padding
+    to 4), so the body is the bytes before that length, then a zero length.
+    """
+    wire: bytes | None = getattr(message, "_wire", None)
+    auth: bytes = message.auth
+    if wire is not None:
+        end = len(wire) - (-len(auth) % 4)
+        start = end - len(auth)
+        if wire[start:end] == auth and int.from_bytes(wire[start - 4 : start], "little") == len(
+            auth
+        ):
+            return b"\x00\x01\x00\x00" + wire[4 : start - 4] + bytes(4)
+    return _body(message)
+
+
+def _wire(body: bytes, trailer: bytes) -> bytes | None:
+    """The XCDR1 bytes of a message whose :func:`_body` is ``body``, ``auth`` set to ``trailer``."""
+    if body[:2] != b"\x00\x01" or body[-4:] != bytes(4):
+        return None
+    return body[:-4] + len(trailer).to_bytes(4, "little") + trailer
 
 
 class Sealer:
@@ -190,22 +215,21 @@ class Sealer:
 
     def seal_request(
         self, request: Request, incarnation: str, member: MemberSecret | None = None
-    ) -> None:
+    ) -> bytes | None:
         """Seal ``request`` for the store ``incarnation`` (with ``member``'s proof if given).
 
-        Raises :class:`~dcps.PreconditionNotMetError` for a member kind
-        without ``member`` or an admin kind without the admin key.
+        Returns its XCDR1 bytes, sealed (None without a key), so a writer need
+        not serialise it again. Raises :class:`~dcps.PreconditionNotMetError`
+        for a member kind without ``member`` or an admin kind without the admin key.
         """
         if self.auth is None:
-            return
+            return None
         request.auth = b""
+        body = _body(request)
         request.auth = self.auth.seal(
-            request_kind(request.op),
-            request.client,
-            _body(request),
-            incarnation=incarnation,
-            member=member,
+            request_kind(request.op), request.client, body, incarnation=incarnation, member=member
         )
+        return _wire(body, request.auth)
 
     def open_request(
         self,
@@ -228,7 +252,7 @@ class Sealer:
         self.auth.open(
             kind,
             request.client,
-            _body(request),
+            _received_body(request),
             request.auth,
             incarnation=incarnation,
             member=member,
@@ -249,19 +273,21 @@ class Sealer:
 
     # -- replies (store seals, client opens) ------------------------------------------
 
-    def seal_reply(self, reply: Reply, incarnation: str) -> None:
-        """Seal ``reply`` as coming from store ``incarnation``."""
+    def seal_reply(self, reply: Reply, incarnation: str) -> bytes | None:
+        """Seal ``reply`` as coming from store ``incarnation``; its sealed XCDR1 bytes."""
         if self.auth is None:
-            return
+            return None
         reply.auth = b""
-        reply.auth = self.auth.seal(KIND_REPLY, incarnation, _body(reply), incarnation=incarnation)
+        body = _body(reply)
+        reply.auth = self.auth.seal(KIND_REPLY, incarnation, body, incarnation=incarnation)
+        return _wire(body, reply.auth)
 
     def accept_reply(self, reply: Reply, incarnation: str) -> bool:
         """True when ``reply`` comes, fresh, from store ``incarnation`` (refusals logged)."""
         if self.auth is None:
             return True
         return self.auth.accept(
-            KIND_REPLY, incarnation, _body(reply), reply.auth, incarnation=incarnation
+            KIND_REPLY, incarnation, _received_body(reply), reply.auth, incarnation=incarnation
         )
 
     # -- announcements and assignments (store seals, stores and clients open) ---------
