@@ -59,6 +59,17 @@ def store(
     fetch_threads: int = typer.Option(
         3, "--fetch-threads", help="Threads answering reads of stored elements.", min=1
     ),
+    key_file: Path | None = typer.Option(
+        None,
+        "--key-file",
+        help="The namespace key file (default: $DCPS_STORE_KEY_FILE; without a key nothing "
+        "is authenticated). See docs/security.md.",
+    ),
+    admin_key_file: Path | None = typer.Option(
+        None,
+        "--admin-key-file",
+        help="The admin key file, needed to destroy groups (default: $DCPS_STORE_ADMIN_KEY_FILE).",
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted.
 
@@ -67,6 +78,7 @@ def store(
     # late: the store service (SQLite, threads, Cyclone) loads only for this command
     from dcps import DcpsError
     from dcps.store import Share, SyncMode, run_store
+    from dcps.wire._sealing import FROM_ENVIRONMENT
 
     try:
         parsed = Share.of(share)
@@ -81,6 +93,8 @@ def store(
             partition_count=partitions,
             share=parsed,
             fetch_threads=fetch_threads,
+            key=FROM_ENVIRONMENT if key_file is None else key_file,
+            admin_key=FROM_ENVIRONMENT if admin_key_file is None else admin_key_file,
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)

@@ -16,6 +16,7 @@ import attrs
 
 from idl._errors import BadParameterError
 
+from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
 from ._limits import (
     MAX_BATCH_ELEMENTS,
@@ -346,7 +347,11 @@ class StateRequest:
 
 @attrs.frozen
 class JoinRequest:
-    """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence."""
+    """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence.
+
+    ``offer`` is the member's key-exchange value (``MemberOffer.public``) when
+    the namespace has a key, empty otherwise.
+    """
 
     op: ClassVar[Op] = Op.JOIN
     topic: str
@@ -354,6 +359,7 @@ class JoinRequest:
     member: str
     timeout_ms: int
     anonymous: bool = False
+    offer: bytes = b""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
@@ -365,6 +371,7 @@ class JoinRequest:
             member=self.member,
             number=self.timeout_ms,
             flag=int(self.anonymous),
+            blob=self.offer,
         )
 
     @classmethod
@@ -374,7 +381,12 @@ class JoinRequest:
             raise BadParameterError(f"request field 'number' (member timeout) is {r.number}")
         if r.flag not in (0, 1):
             raise BadParameterError(f"request field 'flag' (anonymous) is {r.flag}")
-        return cls(topic, group, member, int(r.number), bool(r.flag))
+        if len(r.blob) not in (0, PUBLIC_VALUE_BYTES):
+            raise BadParameterError(
+                f"request field 'blob' (key-exchange offer) has {len(r.blob)} bytes, "
+                f"not {PUBLIC_VALUE_BYTES}"
+            )
+        return cls(topic, group, member, int(r.number), bool(r.flag), bytes(r.blob))
 
 
 @attrs.frozen
