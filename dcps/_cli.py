@@ -52,6 +52,18 @@ def store(
     fetch_threads: int = typer.Option(
         3, "--fetch-threads", help="Threads answering reads of stored elements.", min=1
     ),
+    verify: bool = typer.Option(
+        True,
+        "--verify/--no-verify",
+        help="Check the whole store file at start (PRAGMA quick_check); "
+        "--no-verify skips it for huge files.",
+    ),
+    client_topics: bool = typer.Option(
+        True,
+        "--client-topics/--no-client-topics",
+        help="Let clients create topics; --no-client-topics serves only the topics "
+        "already in the store.",
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted.
 
@@ -74,6 +86,8 @@ def store(
             partition_count=partitions,
             share=parsed,
             fetch_threads=fetch_threads,
+            verify=verify,
+            allow_client_topics=client_topics,
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)
