@@ -70,6 +70,18 @@ def store(
         "--admin-key-file",
         help="The admin key file, needed to destroy groups (default: $DCPS_STORE_ADMIN_KEY_FILE).",
     ),
+    verify: bool = typer.Option(
+        True,
+        "--verify/--no-verify",
+        help="Check the whole store file at start (PRAGMA quick_check); "
+        "--no-verify skips it for huge files.",
+    ),
+    client_topics: bool = typer.Option(
+        True,
+        "--client-topics/--no-client-topics",
+        help="Let clients create topics; --no-client-topics serves only the topics "
+        "already in the store.",
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted.
 
@@ -95,6 +107,8 @@ def store(
             fetch_threads=fetch_threads,
             key=FROM_ENVIRONMENT if key_file is None else key_file,
             admin_key=FROM_ENVIRONMENT if admin_key_file is None else admin_key_file,
+            verify=verify,
+            allow_client_topics=client_topics,
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)

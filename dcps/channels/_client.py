@@ -311,9 +311,17 @@ class StoreClient:
         retain_consumed: bool | None = None,
         type_name: str = "",
         timeout: float | None = None,
+        type_identity: str = "",
     ) -> TopicConfig:
-        """Create ``topic`` unless the store has it; its configuration there."""
-        request = EnsureTopicRequest(topic, channel_count, retain_consumed, type_name)
+        """Create ``topic`` unless the store has it; its configuration there.
+
+        ``type_identity`` (:func:`idl.type_identity`) is recorded for a new
+        topic and checked against an existing one's: another type raises
+        :class:`~dcps.PreconditionNotMetError` naming the topic and both types.
+        """
+        request = EnsureTopicRequest(
+            topic, channel_count, retain_consumed, type_name, type_identity
+        )
         return self._wait(Op.ENSURE_TOPIC, self._ensure(request), timeout)
 
     def publish_async(
@@ -545,7 +553,11 @@ class StoreClient:
                 return
             config = fut.result()
             same = EnsureTopicRequest(
-                request.topic, config.channel_count, config.retain_consumed, request.type_name
+                request.topic,
+                config.channel_count,
+                config.retain_consumed,
+                request.type_name,
+                request.type_identity,
             )
             wire = same.to_wire(self.client_id, 0)
             rest = self._gather(

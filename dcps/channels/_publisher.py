@@ -25,6 +25,7 @@ from idl._errors import (
     DcpsTimeoutError,
     InconsistentPolicyError,
 )
+from idl._identity import type_identity
 
 from ._client import StoreClient
 from ._flow import FlowControl, InFlightFlowControl
@@ -88,6 +89,7 @@ def connect_topic(client: StoreClient, topic: ChannelledTopic) -> tuple[int, boo
         topic.channel_count or 0,
         topic.retain_consumed,
         getattr(topic.type, "__idl_typename__", topic.type.__name__),
+        type_identity=type_identity(topic.type),
     )
     return config.channel_count, config.retain_consumed
 

@@ -25,7 +25,6 @@ import time
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -84,10 +83,17 @@ from idl._errors import (
     OutOfResourcesError,
     PreconditionNotMetError,
 )
+from idl._identity import type_identity
 
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
 from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
-from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, SyncMode, default_channel_count
+from ._log import (
+    DEFAULT_PARTITION_COUNT,
+    STORE_FILE,
+    ChannelLog,
+    SyncMode,
+    default_channel_count,
+)
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
 
@@ -97,7 +103,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_FETCH_THREADS", "STORE_FILE", "Store", "StoreState", "TopicSpec", "run_store"]
 
 _log = logging.getLogger("dcps.store")
-STORE_FILE = "channels.db"
 #: Refusals sent to clients over MAX_CLIENTS whose writers are kept (the oldest is deleted).
 _REFUSAL_WRITERS = 16
 #: Member secrets a store keeps (the least recently joined is forgotten first; that member's
@@ -116,6 +121,15 @@ class TopicSpec(Protocol):
 
     @property
     def retain_consumed(self) -> bool | None: ...
+
+
+def _identity_of(topic: TopicSpec) -> tuple[str, str]:
+    """``(type name, type identity)`` of a configured topic that names its type, else empty."""
+    cls = getattr(topic, "type", None)
+    if not isinstance(cls, type):
+        return "", ""
+    identity = type_identity(cls)
+    return identity.rpartition("@")[0], identity
 
 
 class StoreState(enum.Enum):
@@ -154,18 +168,30 @@ class Store:
     channelled topics (anything with ``name``, ``channel_count`` and
     ``retain_consumed``, see :class:`TopicSpec`). ``sync`` picks the fsync
     policy. Topics created without a channel count get the next prime above
-    the square root of ``partition_count`` (17 for the default 257). Opening
-    a corrupt, foreign or newer data file raises a :class:`~dcps.DcpsError`
-    before anything is started.
+    the square root of ``partition_count`` (17 for the default 257). A topic
+    of ``topics`` that has a ``type`` records its :func:`idl.type_identity`;
+    clients of another type are refused (``PreconditionNotMetError`` naming
+    the topic and both types). ``allow_client_topics=False`` refuses clients
+    that ask for a topic the store does not have (``IllegalOperationError``
+    naming topic and namespace): only ``topics`` and the topics already in
+    the log exist then.
+
+    The data directory is created if missing. Opening a corrupt, damaged,
+    foreign or newer data file, a directory under a regular file, a read-only
+    place or a full disk raises one :class:`~dcps.DcpsError` naming the path
+    before anything is started. ``verify=False`` skips the start-up check of
+    the whole file (``PRAGMA quick_check``), for huge files.
 
     ``share`` (a :class:`Share`, ``(index, count)`` or ``"index/count"``)
     makes this store serve only channel ``c`` of every topic with
     ``c % count == index``; run one store per share, each on its own data
     directory (see ``docs/deployment.md``). A share that is invalid raises
     :class:`~dcps.BadParameterError`; one that overlaps a running store of
-    the namespace makes :meth:`start` raise
-    :class:`~dcps.PreconditionNotMetError` (if the overlap shows up later, the
-    younger store stops and sets :attr:`failure`).
+    the namespace (the default ``0/1`` overlaps any other store of it) makes
+    :meth:`start` raise :class:`~dcps.PreconditionNotMetError` after
+    listening :data:`~dcps.store._shares.SETTLE` seconds for other stores (if
+    the overlap shows up later, the younger store stops and sets
+    :attr:`failure`).
 
     ``fetch_threads`` threads answer FETCH requests (subscribers catching up,
     Spark reads), each reading the log through its own read-only connection,
@@ -196,6 +222,8 @@ class Store:
         fetch_threads: int = DEFAULT_FETCH_THREADS,
         key: KeyOption = FROM_ENVIRONMENT,
         admin_key: KeyOption = FROM_ENVIRONMENT,
+        verify: bool = True,
+        allow_client_topics: bool = True,
     ) -> None:
         if (
             not isinstance(fetch_threads, int)
@@ -208,23 +236,27 @@ class Store:
         self._secrets: OrderedDict[tuple[str, str, str], MemberSecret] = OrderedDict()
         #: Why this store stopped serving (an overlapping store), or None.
         self.failure: str | None = None
-        self.data_dir = Path(data_dir)
-        if self.data_dir.exists() and not self.data_dir.is_dir():
-            raise BadParameterError(f"the store data directory {self.data_dir} is not a directory")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.default_channel_count = default_channel_count(partition_count)
         self.namespace = namespace
         self.domain_id = domain_id
         self.incarnation = uuid.uuid4().hex
         self._network = network
-        self.log = ChannelLog(self.data_dir / STORE_FILE, sync=sync)
+        #: Whether clients may create topics (ENSURE_TOPIC of an unknown topic).
+        self.allow_client_topics = allow_client_topics
+        self.log = ChannelLog.in_dir(data_dir, sync=sync, verify=verify)
+        self.data_dir = self.log.path.parent
         try:
             for info in self.log.topics():  # anonymous subscribers do not outlive a store
                 for group in self.log.groups(info.name):
                     if group.startswith(ANONYMOUS_PREFIX):
                         self.log.destroy_group(info.name, group)
             for topic in topics:
-                self._ensure(topic.name, topic.channel_count or 0, topic.retain_consumed, "")
+                self._ensure(
+                    topic.name,
+                    topic.channel_count or 0,
+                    topic.retain_consumed,
+                    *_identity_of(topic),
+                )
         except BaseException:
             self.log.close()
             raise
@@ -372,15 +404,19 @@ class Store:
             self._waiter.watch(self._mirror_reader)
 
     def _check_share(self) -> None:
-        """With several shares, refuse to serve next to an overlapping store."""
-        if self.share.count == 1:
-            return
+        """Refuse to serve next to an overlapping store of the namespace.
+
+        Listens the whole :data:`SETTLE` window, then judges every store heard
+        of at once: which conflict is reported must not depend on which
+        announcement came first. A single store (share ``0/1``) checks too:
+        two of them on one namespace would both answer every request.
+        """
         deadline = time.monotonic() + SETTLE
         while time.monotonic() < deadline:
-            conflict = share_conflict(self.announcement, self._live_stores())
-            if conflict is not None:
-                raise PreconditionNotMetError(f"store not started: {conflict}")
             time.sleep(0.02)
+        conflict = share_conflict(self.announcement, self._live_stores())
+        if conflict is not None:
+            raise PreconditionNotMetError(f"store not started: {conflict}")
 
     # -- the service loop ------------------------------------------------------
 
@@ -592,10 +628,12 @@ class Store:
 
     # -- topics and publishing -------------------------------------------------
 
-    def _ensure(self, name: str, count: int, retain: bool | None, type_name: str) -> Any:
+    def _ensure(
+        self, name: str, count: int, retain: bool | None, type_name: str, identity: str = ""
+    ) -> Any:
         existed = name in {t.name for t in self.log.topics()}
         info = self.log.ensure_topic(
-            name, count or self.default_channel_count, bool(retain), type_name
+            name, count or self.default_channel_count, bool(retain), type_name, identity
         )
         if existed:
             if count and count != info.channel_count:
@@ -610,7 +648,15 @@ class Store:
 
     def _on_ensure(self, call: _Call[EnsureTopicRequest]) -> None:
         r = call.request
-        info = self._ensure(r.topic, r.channel_count, r.retain_consumed, r.type_name)
+        if not self.allow_client_topics and r.topic not in {t.name for t in self.log.topics()}:
+            raise IllegalOperationError(
+                f"the store of namespace {self.namespace!r} has no topic {r.topic!r} and does "
+                "not let clients create topics (allow_client_topics=False): configure it on "
+                "the store"
+            )
+        info = self._ensure(
+            r.topic, r.channel_count, r.retain_consumed, r.type_name, r.type_identity
+        )
         self._reply(call, TopicConfig(info.channel_count, bool(info.retain_consumed)))
 
     def _publish(self, calls: list[_Call[PublishRequest]]) -> None:
@@ -995,10 +1041,14 @@ def run_store(
     fetch_threads: int = DEFAULT_FETCH_THREADS,
     key: KeyOption = FROM_ENVIRONMENT,
     admin_key: KeyOption = FROM_ENVIRONMENT,
+    verify: bool = True,
+    allow_client_topics: bool = True,
 ) -> None:
     """Run a store until ``stop`` is set, or SIGINT/SIGTERM when ``stop`` is None.
 
-    Prints ``dcps store ready`` to stdout once serving (``on_ready`` is called too).
+    Prints ``dcps store ready`` to stdout once serving (``on_ready`` is called
+    too): after the share check, so a store that must not serve never says
+    it is ready. ``verify`` and ``allow_client_topics`` are :class:`Store`'s.
     ``share`` is the store's share of the channels (see :class:`Store`); if an
     overlapping store turns up, this one stops with
     :class:`~dcps.PreconditionNotMetError`. ``key`` and ``admin_key`` are as
@@ -1021,6 +1071,8 @@ def run_store(
             fetch_threads=fetch_threads,
             key=key,
             admin_key=admin_key,
+            verify=verify,
+            allow_client_topics=allow_client_topics,
         ) as store:
             if on_ready is not None:
                 on_ready(store)

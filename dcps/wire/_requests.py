@@ -83,7 +83,10 @@ class EnsureTopicRequest:
     """Create ``topic`` unless it exists; check its configuration if it does.
 
     ``channel_count`` 0 takes the store's default; ``retain_consumed`` None
-    keeps whatever the store has. ``type_name`` is the topic type's name.
+    keeps whatever the store has. ``type_name`` is the topic type's name and
+    ``type_identity`` its :func:`idl.type_identity` (name and structure hash;
+    empty: not checked), travelling in the ``member`` field. The store refuses
+    an identity other than the one the topic recorded.
     """
 
     op: ClassVar[Op] = Op.ENSURE_TOPIC
@@ -91,6 +94,7 @@ class EnsureTopicRequest:
     channel_count: int = 0
     retain_consumed: bool | None = None
     type_name: str = ""
+    type_identity: str = ""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         flag = -1 if self.retain_consumed is None else int(self.retain_consumed)
@@ -102,6 +106,7 @@ class EnsureTopicRequest:
             number=self.channel_count,
             flag=flag,
             text=self.type_name,
+            member=self.type_identity,
         )
 
     @classmethod
@@ -113,6 +118,7 @@ class EnsureTopicRequest:
             check_channel_count(int(r.number)),
             None if r.flag < 0 else bool(r.flag),
             check_wire_name("text", r.text, required=False),
+            check_wire_name("member (type identity)", r.member, required=False),
         )
 
 
