@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+import idl
 from idl import describe
 from idl._errors import BadParameterError
 from idl._introspect import NUMERIC_KINDS, FieldInfo
@@ -376,8 +377,6 @@ def row_to_sample(row: Any, t: type) -> Any:
     Extra columns (such as the envelope) are ignored; a missing column or a
     value that does not fit raises ``BadParameterError`` naming the column.
     """
-    import idl
-
     data = row.asDict(recursive=True) if hasattr(row, "asDict") else dict(row)
     info = describe(t)
     kwargs = {}
