@@ -16,6 +16,7 @@ import typer
 from idl._errors import BadParameterError
 
 from ._options import load_type
+from ._record import record
 
 __all__ = ["main", "record_command"]
 
@@ -52,8 +53,6 @@ def record_command(
     ),
 ) -> None:
     """Record plain DDS topics with their SampleInfo into Parquet (one dataset per topic)."""
-    from ._record import record
-
     topics = _topics(topic, idl)
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
