@@ -48,9 +48,8 @@ def shell_commands(path: Path) -> list[tuple[int, list[str]]]:
             words = shlex.split(line) if line and not line.startswith("#") else []
             while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):
                 words.pop(0)  # VAR=value prefixes
-            if words[:1] == ["dcps"] or words[:3] in (["python", "-m", "dcps"],):
-                found.append((line_no + offset, words))
-            elif words[:2] == ["python", "-m"] and words[2].startswith("dcps."):
+            module = words[2] if words[:2] == ["python", "-m"] and len(words) > 2 else ""
+            if words[:1] == ["dcps"] or module == "dcps" or module.startswith("dcps."):
                 found.append((line_no + offset, words))
     return found
 
