@@ -40,8 +40,9 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 3 added ``topics.type_identity``; version 2 stored batches as rows.
-FORMAT_VERSION = 3
+#: Version 4 added key-value maps and queues; 3 ``topics.type_identity``; 2 stored batches
+#: as rows.
+FORMAT_VERSION = 4
 #: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
 OLDEST_READABLE_VERSION = 2
 #: Largest batch a version-1 file's elements are regrouped into when it is migrated.
@@ -60,6 +61,39 @@ CREATE TABLE batches (
     PRIMARY KEY (topic_id, channel, first_offset)
 );
 CREATE INDEX batches_ts ON batches (topic_id, channel, ts, first_offset);
+"""
+# Key-value maps and queues (format version 4; docs/store-format.md).
+_MAPS_AND_QUEUES = """
+CREATE TABLE maps (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    type_name TEXT NOT NULL DEFAULT '',
+    type_identity TEXT NOT NULL DEFAULT '',
+    revision INTEGER NOT NULL,
+    dropped_revision INTEGER NOT NULL DEFAULT 0,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE map_entries (
+    map_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    value BLOB,
+    PRIMARY KEY (map_id, key)
+);
+CREATE INDEX map_entries_revision ON map_entries (map_id, revision);
+CREATE TABLE queues (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    type_identity TEXT NOT NULL DEFAULT '',
+    next_seq INTEGER NOT NULL,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE queue_elements (
+    queue_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (queue_id, seq)
+);
 """
 _SCHEMA = (
     """
@@ -97,6 +131,7 @@ CREATE TABLE commits (
 ) WITHOUT ROWID;
 """
     + _BATCHES
+    + _MAPS_AND_QUEUES
 )
 
 # SQLite primary result codes (the low byte of an extended code).
@@ -260,7 +295,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
 
     Version 1 -> 2 regroups elements into stored batches; 2 -> 3 adds
     ``topics.type_identity`` (empty: the identity is recorded by the next
-    client that names one). On failure the file keeps its old version.
+    client that names one); 3 -> 4 adds the (empty) tables of maps and
+    queues. On failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -268,6 +304,10 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             _migrate_v1(db)
         if version < 3:
             db.execute("ALTER TABLE topics ADD COLUMN type_identity TEXT NOT NULL DEFAULT ''")
+        if version < 4:
+            for statement in _MAPS_AND_QUEUES.split(";"):
+                if statement.strip():
+                    db.execute(statement)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

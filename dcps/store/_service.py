@@ -94,6 +94,8 @@ from ._log import (
     SyncMode,
     default_channel_count,
 )
+from ._maps import MAP_HANDLERS, MapTable
+from ._queues import QUEUE_HANDLERS, QueueTable, serve_queues
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
 
@@ -257,6 +259,8 @@ class Store:
                     topic.retain_consumed,
                     *_identity_of(topic),
                 )
+            self._maps = MapTable(self.log)
+            self._queues = QueueTable(self.log)
         except BaseException:
             self.log.close()
             raise
@@ -453,6 +457,7 @@ class Store:
             self._handle(call)
         if self.share.coordinates:
             self._groups.expire()
+            serve_queues(self)
         self._retry_replies()
 
     def _admit(self, sample: Any) -> _Call[Any] | None:
@@ -1015,6 +1020,8 @@ class Store:
         DestroyGroupRequest.op: _on_destroy_group,
         CommitRequest.op: _on_commit,
         SeekRequest.op: _on_seek,
+        **MAP_HANDLERS,
+        **QUEUE_HANDLERS,
     }
     # A store that does not coordinate groups (share index > 0).
     _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {

@@ -52,6 +52,23 @@ class Op(enum.IntEnum):
     LEAVE = 8
     HEARTBEAT = 9
     DESTROY_GROUP = 10
+    # key-value maps (dcps/wire/_maps.py)
+    MAP_OPEN = 40
+    MAP_PUT = 41
+    MAP_GET = 42
+    MAP_DELETE = 43
+    MAP_LIST = 44
+    MAP_DROP = 45
+    MAP_CHANGES = 46
+    # queues (dcps/wire/_queues.py)
+    QUEUE_PUBLISH = 50
+    QUEUE_SUBSCRIBE = 51
+    QUEUE_RECEIVE = 52
+    QUEUE_ACK = 53
+    QUEUE_LEAVE = 54
+    QUEUE_DELETE = 55
+    QUEUE_STATE = 56
+    QUEUE_HEARTBEAT = 57
 
 
 class SeekMode(enum.IntEnum):

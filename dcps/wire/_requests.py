@@ -27,7 +27,9 @@ from ._limits import (
     check_client_id,
     check_wire_name,
 )
+from ._maps import MAP_REQUESTS, AnyMapRequest
 from ._messages import Request
+from ._queues import QUEUE_REQUESTS, AnyQueueRequest
 
 __all__ = [
     "CommitRequest",
@@ -477,6 +479,8 @@ AnyRequest = (
     | HeartbeatRequest
     | LeaveRequest
     | DestroyGroupRequest
+    | AnyMapRequest
+    | AnyQueueRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest]] = {
@@ -493,6 +497,8 @@ _DECODERS: dict[int, type[AnyRequest]] = {
         HeartbeatRequest,
         LeaveRequest,
         DestroyGroupRequest,
+        *MAP_REQUESTS,
+        *QUEUE_REQUESTS,
     )
 }
 
