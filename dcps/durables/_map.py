@@ -78,6 +78,8 @@ __all__ = [
 T = TypeVar("T")
 #: Entries asked for per MAP_LIST / MAP_CHANGES request while iterating.
 _PAGE = 1000
+#: Seconds a watch waits for a missing push (history arriving late) before asking the store.
+_GAP_GRACE = 0.25
 
 
 class RevisionMismatchError(PreconditionNotMetError):
@@ -412,8 +414,9 @@ class MapWatch(Generic[T]):
     """The changes of a map, in revision order: a context manager and an iterator.
 
     Changes are pushed by the store in the map's own DDS partition; a watch
-    that misses some (it was slow, or the store restarted) fetches the gap
-    from the store, so it sees the latest value of every key changed
+    that misses some (DDS discovery is late, the store restarted) fetches the
+    gap from the store's history of the map (its last 10,000 changes); one
+    that fell further behind gets the latest value of every key changed
     meanwhile. :meth:`get` waits for the next change; iterating blocks for each.
     """
 
@@ -434,20 +437,25 @@ class MapWatch(Generic[T]):
         self.revision = 0
         """The revision of the last change this watch has taken in."""
         try:
+            opened = owner._open()  # the store makes the map's push writer: wait to match it
+            deadline = time.monotonic() + link.timeout
+            while not self._reader.get_matched_publications() and time.monotonic() < deadline:
+                self._ws.wait(20_000_000)  # (the wait set has no condition for matching)
             if updates_only:
-                self.revision = owner._open().revision
+                self.revision = opened.revision
             else:
-                self._catch_up()
+                self._catch_up(latest=True)
         except BaseException:
             self.close()
             raise
 
-    def _catch_up(self) -> None:
-        """Fetch every change after :attr:`revision` from the store."""
+    def _catch_up(self, *, latest: bool = False) -> None:
+        """Fetch the changes after :attr:`revision` from the store: every one (as far as the
+        store's history of the map reaches), or with ``latest`` the latest state of each key."""
         m = self._map
         while True:
             page = self._link.call(
-                MapChangesRequest(m.name, self.revision, _PAGE), MapEntries.from_wire
+                MapChangesRequest(m.name, self.revision, _PAGE, latest), MapEntries.from_wire
             )
             if page.dropped:
                 self._buffer.append(MapChange(MapOperation.DROP, "", None, page.dropped))
@@ -462,36 +470,64 @@ class MapWatch(Generic[T]):
                 self.revision = max(self.revision, page.map_revision)
                 return
 
+    def _pushes(self) -> list[LiveBatch]:
+        return [
+            p
+            for p in self._reader.take(N=1024)
+            if isinstance(p, LiveBatch) and p.topic == self._map.name
+        ]
+
     def _take_pushes(self) -> None:
-        for push in self._reader.take(N=256):
-            if not isinstance(push, LiveBatch) or push.topic != self._map.name:
-                continue
-            if push.channel == PUSH_DROPPED:
-                if push.first <= self.revision:
-                    continue
-                if push.timestamp > self.revision:
-                    self._catch_up()
-                    continue
-                self._buffer.append(MapChange(MapOperation.DROP, "", None, int(push.first)))
-                self.revision = int(push.first)
-                continue
-            entries = unpack_entries(push.sizes, bytes(push.blob), what="a map push")
-            last = int(push.first) + len(entries) - 1
-            if last <= self.revision:
-                continue
-            if push.timestamp > self.revision:  # missed changes: fetch them
+        pushes = self._pushes()
+        # A late joiner gets the writer's history after newer live samples: wait a moment
+        # for what is missing, and apply the pushes in revision order.
+        deadline = time.monotonic() + _GAP_GRACE
+        while pushes:
+            pushes.sort(key=lambda p: int(p.first))
+            if not self._gap(pushes) or time.monotonic() >= deadline:
+                break
+            self._ws.wait(int(_GAP_GRACE / 5 * 1e9))
+            pushes += self._pushes()
+        for push in pushes:
+            self._apply(push)
+
+    def _gap(self, pushes: list[LiveBatch]) -> bool:
+        """Whether sorted ``pushes`` miss changes between :attr:`revision` and their last."""
+        seen = self.revision
+        for p in pushes:
+            if int(p.timestamp) > seen:
+                return True
+            seen = max(seen, int(p.first) + max(1, len(p.sizes) // 2) - 1)
+        return False
+
+    def _apply(self, push: LiveBatch) -> None:
+        """Take in one push: its new changes, or (after a gap) the store's account of them."""
+        if push.channel == PUSH_DROPPED:
+            if push.first <= self.revision:
+                return
+            if push.timestamp > self.revision:
                 self._catch_up()
+                return
+            self._buffer.append(MapChange(MapOperation.DROP, "", None, int(push.first)))
+            self.revision = int(push.first)
+            return
+        entries = unpack_entries(push.sizes, bytes(push.blob), what="a map push")
+        last = int(push.first) + len(entries) - 1
+        if last <= self.revision:
+            return
+        if push.timestamp > self.revision:  # missed changes: fetch them
+            self._catch_up()
+            return
+        for i, (key, raw) in enumerate(entries):
+            revision = int(push.first) + i
+            if revision <= self.revision:
                 continue
-            for i, (key, raw) in enumerate(entries):
-                revision = int(push.first) + i
-                if revision <= self.revision:
-                    continue
-                if raw is None:
-                    self._buffer.append(MapChange(MapOperation.DELETE, key, None, revision))
-                else:
-                    value = self._map._value(raw)
-                    self._buffer.append(MapChange(MapOperation.PUT, key, value, revision))
-                self.revision = revision
+            if raw is None:
+                self._buffer.append(MapChange(MapOperation.DELETE, key, None, revision))
+            else:
+                value = self._map._value(raw)
+                self._buffer.append(MapChange(MapOperation.PUT, key, value, revision))
+            self.revision = revision
 
     def get(self, timeout: Timeout | None = None) -> MapChange[T]:
         """The next change; waits up to ``timeout`` (None: forever), then raises

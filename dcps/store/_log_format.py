@@ -81,6 +81,13 @@ CREATE TABLE map_entries (
     PRIMARY KEY (map_id, key)
 );
 CREATE INDEX map_entries_revision ON map_entries (map_id, revision);
+CREATE TABLE map_changes (
+    map_id INTEGER NOT NULL,
+    revision INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB,
+    PRIMARY KEY (map_id, revision)
+);
 CREATE TABLE queues (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,

@@ -3,10 +3,12 @@
 Each map is a row of ``maps`` (its value type's identity, its revision
 counter, the revision at which it was last dropped) and one row of
 ``map_entries`` per key: the key's last revision and value (NULL: deleted,
-kept as a tombstone so that watchers catching up see the deletion). Every
-change is one transaction of the store file (``docs/store-format.md``), then
-pushed to the map's partition (``dcps.wire._maps``). Only the service thread
-uses this module.
+kept as a tombstone so that watchers catching up see the deletion), and the
+last :data:`MAP_HISTORY` changes in ``map_changes``, so that a watch that
+missed pushes (DDS discovery, a restart) fetches every change it missed.
+Every change is one transaction of the store file (``docs/store-format.md``),
+then pushed to the map's partition (``dcps.wire._maps``). Only the service
+thread uses this module.
 """
 
 from __future__ import annotations
@@ -48,10 +50,20 @@ if TYPE_CHECKING:
 __all__ = ["MAP_HANDLERS", "MapTable"]
 
 
-class _Map:
-    """What the store keeps in memory of one map (its row of ``maps``)."""
+#: Changes kept per map in ``map_changes`` (older ones are compacted away): a watch that
+#: fell further behind gets the latest value of each key instead of every change.
+MAP_HISTORY: Final = 10_000
+#: Revisions between two trims of a map's history.
+_TRIM_EVERY: Final = 1000
 
-    __slots__ = ("dropped", "id", "identity", "name", "revision")
+
+class _Map:
+    """What the store keeps in memory of one map (its row of ``maps``).
+
+    ``floor``: every change from this revision on is in ``map_changes``.
+    """
+
+    __slots__ = ("dropped", "floor", "id", "identity", "name", "revision")
 
     def __init__(self, map_id: int, name: str, identity: str, revision: int, dropped: int) -> None:
         self.id = map_id
@@ -59,6 +71,7 @@ class _Map:
         self.identity = identity
         self.revision = revision
         self.dropped = dropped
+        self.floor = max(dropped + 1, revision - MAP_HISTORY + 1, 1)
 
 
 class MapTable:
@@ -74,7 +87,11 @@ class MapTable:
             for map_id, name, identity, revision, dropped in log._conn.execute(
                 "SELECT id, name, type_identity, revision, dropped_revision FROM maps"
             ):
-                self._maps[name] = _Map(map_id, name, identity, revision, dropped)
+                m = self._maps[name] = _Map(map_id, name, identity, revision, dropped)
+                oldest = log._conn.execute(
+                    "SELECT min(revision) FROM map_changes WHERE map_id = ?", (map_id,)
+                ).fetchone()[0]
+                m.floor = max(m.floor, oldest or revision + 1)
         except sqlite3.Error as exc:
             raise sql_error(exc, log.path, "loading the maps") from exc
 
@@ -114,22 +131,32 @@ class MapTable:
             m.identity = identity
         return m
 
-    def _forget_failed(self, name: str, known: bool, before: tuple[str, int, int] | None) -> None:
+    def _forget_failed(
+        self, name: str, known: bool, before: tuple[str, int, int, int] | None
+    ) -> None:
         """Undo the in-memory side of a transaction that rolled back."""
         if not known:
             self._maps.pop(name, None)
         elif before is not None:
             m = self._maps[name]
-            m.identity, m.revision, m.dropped = before
+            m.identity, m.revision, m.dropped, m.floor = before
 
     def _change(self, name: str, doing: str, body: Callable[[], Any]) -> Any:
         m = self._maps.get(name)
-        before = None if m is None else (m.identity, m.revision, m.dropped)
+        before = None if m is None else (m.identity, m.revision, m.dropped, m.floor)
         try:
             return self._log._write(doing, body)
         except BaseException:
             self._forget_failed(name, m is not None, before)
             raise
+
+    def _trim(self, m: _Map) -> None:
+        """Keep the last MAP_HISTORY changes of the map (in the current transaction)."""
+        if m.revision - m.floor + 1 >= MAP_HISTORY + _TRIM_EVERY:
+            m.floor = m.revision - MAP_HISTORY + 1
+            self._log._conn.execute(
+                "DELETE FROM map_changes WHERE map_id = ? AND revision < ?", (m.id, m.floor)
+            )
 
     # -- requests ------------------------------------------------------------------------
 
@@ -186,7 +213,12 @@ class MapTable:
                     " VALUES (?, ?, ?, ?)",
                     rows,
                 )
+                db.executemany(
+                    "INSERT INTO map_changes (map_id, key, revision, value) VALUES (?, ?, ?, ?)",
+                    rows,
+                )
                 db.execute("UPDATE maps SET revision = ? WHERE id = ?", (m.revision, m.id))
+                self._trim(m)
             push = None
             if changed_keys:
                 push = _push(r.name, PUSH_CHANGES, prev + 1, prev, changed_keys, changed_values)
@@ -234,7 +266,12 @@ class MapTable:
                 "UPDATE map_entries SET revision = ?, value = NULL WHERE map_id = ? AND key = ?",
                 (m.revision, m.id, r.key),
             )
+            db.execute(
+                "INSERT INTO map_changes (map_id, key, revision, value) VALUES (?, ?, ?, NULL)",
+                (m.id, r.key, m.revision),
+            )
             db.execute("UPDATE maps SET revision = ? WHERE id = ?", (m.revision, m.id))
+            self._trim(m)
             push = _push(r.name, PUSH_CHANGES, m.revision, prev, [r.key], [None])
             return MapDeleted(True, m.revision), push
 
@@ -270,9 +307,12 @@ class MapTable:
         m = self._maps.get(r.name)
         if m is None:
             return MapEntries((), (), (), False, 0)
+        # every change while the history has them; else the latest state of each key
+        history = not r.latest and r.after + 1 >= m.floor
+        table = "map_changes" if history else "map_entries"
         rows = self._read(
             f"reading the changes of map {r.name!r}",
-            "SELECT key, revision, value FROM map_entries"
+            f"SELECT key, revision, value FROM {table}"
             " WHERE map_id = ? AND revision > ? ORDER BY revision LIMIT ?",
             (m.id, r.after, r.limit + 1),
         )
@@ -305,6 +345,8 @@ class MapTable:
             m.dropped = m.revision
             m.identity = ""
             db.execute("DELETE FROM map_entries WHERE map_id = ?", (m.id,))
+            db.execute("DELETE FROM map_changes WHERE map_id = ?", (m.id,))
+            m.floor = m.revision + 1
             db.execute(
                 "UPDATE maps SET revision = ?, dropped_revision = ?, type_identity = '',"
                 " type_name = '' WHERE id = ?",
@@ -328,10 +370,9 @@ def _push(
 # -- the store's handlers (registered in dcps/store/_service.py) --------------------------------
 
 
-def _send_push(store: Store, name: str, push: LiveBatch | None) -> None:
-    """Write a change to the map's partition (a writer per map, made on first use)."""
-    if push is None:
-        return
+def _writer(store: Store, name: str) -> Any:
+    """The map's push writer, made on first use (a MAP_OPEN makes it, so that a watch can
+    match it before the changes it must not miss)."""
     writers = store._maps.writers
     writer = writers.get(name)
     if writer is None:
@@ -339,11 +380,19 @@ def _send_push(store: Store, name: str, push: LiveBatch | None) -> None:
         assert ep is not None
         writer = ep.writer(ep.batch_topic, map_partition(store.namespace, name), BATCH_WRITER_QOS)
         writers[name] = writer
-    writer.write(push)
+    return writer
+
+
+def _send_push(store: Store, name: str, push: LiveBatch | None) -> None:
+    """Write a change to the map's partition."""
+    if push is not None:
+        _writer(store, name).write(push)
 
 
 def _on_open(store: Store, call: _Call[MapOpenRequest]) -> None:
-    store._reply(call, store._maps.open(call.request))
+    opened = store._maps.open(call.request)
+    _writer(store, call.request.name)
+    store._reply(call, opened)
 
 
 def _on_put(store: Store, call: _Call[MapPutRequest]) -> None:

@@ -67,6 +67,8 @@ ANY_REVISION: Final = -1
 PUSH_CHANGES: Final = 0
 #: ``LiveBatch.channel`` of the push telling that the map was dropped.
 PUSH_DROPPED: Final = 1
+#: MAP_CHANGES mode asking for the latest state of each key.
+_LATEST: Final = "latest"
 #: Per-entry status of a put: done, or refused since the key's revision differs.
 STATUS_OK: Final = 0
 STATUS_REVISION_MISMATCH: Final = 1
@@ -322,17 +324,29 @@ class MapListRequest:
 
 @attrs.frozen
 class MapChangesRequest:
-    """Up to ``limit`` entries of map ``name`` changed after revision ``after``, in revision
-    order: the latest value of each key (or its deletion)."""
+    """Up to ``limit`` changes of map ``name`` after revision ``after``, in revision order.
+
+    Every change while the store's history of the map holds them (``latest``
+    False); with ``latest``, or when the history no longer reaches back to
+    ``after``, the latest state of each key changed since (its value, or its
+    deletion).
+    """
 
     op: ClassVar[Op] = Op.MAP_CHANGES
     name: str
     after: int = 0
     limit: int = 1000
+    latest: bool = False
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return _request(
-            self.op, client, request_id, topic=self.name, number=self.after, flag=self.limit
+            self.op,
+            client,
+            request_id,
+            topic=self.name,
+            number=self.after,
+            flag=self.limit,
+            text=_LATEST if self.latest else "",
         )
 
     @classmethod
@@ -343,7 +357,12 @@ class MapChangesRequest:
             raise BadParameterError(
                 f"a MAP_CHANGES asks for {r.flag} entries: 1..{MAX_MAP_ENTRIES} (MAX_MAP_ENTRIES)"
             )
-        return cls(_map_name(r), int(r.number), int(r.flag))
+        if r.text not in ("", _LATEST):
+            raise BadParameterError(
+                f"request field 'text' (mode) of a MAP_CHANGES is {r.text[:40]!r}: "
+                f"'' (every change) or {_LATEST!r}"
+            )
+        return cls(_map_name(r), int(r.number), int(r.flag), r.text == _LATEST)
 
 
 @attrs.frozen
