@@ -744,6 +744,9 @@ def main() -> None:
     parser.add_argument("--sizes", help="comma-separated, of " + ", ".join(SIZES))
     parser.add_argument("--json", help="write every run's figures to this file")
     parser.add_argument("--no-ddsperf", action="store_true", help="skip Debian's ddsperf")
+    parser.add_argument(
+        "--plain-only", action="store_true", help="plain topics only (e.g. to try Cyclone settings)"
+    )
     parser.add_argument("--profile", metavar="DIR", help="py-spy the store path instead (see doc)")
     parser.add_argument("--peer", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -801,7 +804,7 @@ def main() -> None:
                     results[key]["ddsperf"].append(
                         ddsperf_case(domain, size, 1 if args.quick else 3)
                     )
-                for confirmed, members in STORE_CASES:
+                for confirmed, members in [] if args.plain_only else STORE_CASES:
                     mode = "conf" if confirmed else "unconf"
                     case = f"store {mode} {'group4' if members else 'anon'}"
                     results[key][case].append(
