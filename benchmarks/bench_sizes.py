@@ -702,29 +702,29 @@ def profile(args: argparse.Namespace, sizes: list[int]) -> None:
         store.close()
 
 
-def report_profile(path: Path, who: str, count: int, rate: int, top: int = 4) -> None:
-    """CPU us per element per thread (by entry function) and the hottest leaf functions."""
+def report_profile(path: Path, who: str, count: int, rate: int, top: int = 7) -> None:
+    """CPU us per element per thread (by name) and its heaviest functions (inclusive).
+
+    ``py-spy record --threads --format raw`` writes one collapsed stack per
+    line, ``thread (TID): NAME;frame;...;frame COUNT``, active samples only.
+    """
     if not path.exists():
         print(f"  {who}: no profile ({path})")
         return
     threads: Counter[str] = Counter()
-    leaves: dict[str, Counter[str]] = defaultdict(Counter)
+    funcs: dict[str, Counter[str]] = defaultdict(Counter)
     for line in path.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
         frames = stack.split(";")
-        body = [f for f in frames[1:] if not f.startswith(("_bootstrap", "run (threading"))]
-        entry = body[0].split(" (")[0] if body else "?"
-        if entry in ("_bootstrap_inner", "run") and len(body) > 1:
-            entry = body[1].split(" (")[0]
-        threads[entry] += int(n)
-        leaves[entry][frames[-1]] += int(n)
-    for entry, n in threads.most_common(6):
-        us = n / rate / count * 1e6
-        hot = ", ".join(
-            f"{f.split(' (')[0]} {c / rate / count * 1e6:.0f}"
-            for f, c in leaves[entry].most_common(top)
-        )
-        print(f"  {who:<10} {entry[:40]:<40} {us:8.1f} us/elem  [{hot}]")
+        name = frames[0].partition(": ")[2] or frames[0]
+        threads[name] += int(n)
+        for f in {f.split(" (")[0] for f in frames[1:]}:
+            funcs[name][f] += int(n)
+    us = 1e6 / rate / count
+    for name, n in threads.most_common(8):
+        heavy = [(f, c) for f, c in funcs[name].most_common() if c < n][:top]
+        detail = ", ".join(f"{f.rsplit('.', 1)[-1]} {c * us:,.0f}" for f, c in heavy)
+        print(f"  {who:<10} {name[:28]:<28} {n * us:>9,.1f} us/elem  [{detail}]")
 
 
 # ---------------------------------------------------------------------- main
@@ -773,7 +773,7 @@ def main() -> None:
     prefix = f"sizes_{uuid.uuid4().hex[:8]}"
     from benchmarks._store_process import StoreProcess
 
-    csv = ",".join(map(str, sizes))
+    csv = ",".join(map(str, sorted({64, *sizes})))  # 64 B: the warm-up
     store = StoreProcess(domain, namespace)
     peers: dict[str, tuple[Peer, Peer]] = {}
     publisher = Peer("publisher", str(domain), namespace)
@@ -791,7 +791,8 @@ def main() -> None:
         # warm-up, not measured: first-use costs (codec generation, imports, SQLite pages)
         for impl in ("raw", "dcps"):
             plain_case(*peers[impl], 64, 500)
-        store_case(store, publisher, domain, namespace, 64, 2000, confirmed=True, members=0)
+        if not args.plain_only:
+            store_case(store, publisher, domain, namespace, 64, 2000, confirmed=True, members=0)
         for run in range(runs):
             for size in sizes:
                 key = label(size)
@@ -821,12 +822,16 @@ def main() -> None:
                     )
             disk.append(disk_write_speed(store.data, 16 if args.quick else 64))
         lat_secs = 1.0 if args.quick else 5.0
-        latency = {
-            "raw": plain_latency("raw", domain, 1000, lat_secs),
-            "dcps plain": plain_latency("dcps", domain, 1000, lat_secs),
-            "store, defaults": store_latency(publisher, domain, namespace, 1000, lat_secs, None),
-            "store, linger=0": store_latency(publisher, domain, namespace, 1000, lat_secs, 0.0),
-        }
+        latency: dict[str, list[float]] = {}
+        if not args.plain_only:
+            latency = {
+                "raw": plain_latency("raw", domain, 1000, lat_secs),
+                "dcps plain": plain_latency("dcps", domain, 1000, lat_secs),
+                "store, defaults": store_latency(
+                    publisher, domain, namespace, 1000, lat_secs, None
+                ),
+                "store, linger=0": store_latency(publisher, domain, namespace, 1000, lat_secs, 0.0),
+            }
     finally:
         publisher.close()
         for pair in peers.values():
