@@ -5,7 +5,7 @@ Commands, by where they look:
 - the DDS domain (``ls``, ``ps``, ``typeof``, ``sub``, ``pub``; ``topics`` for now),
   in :mod:`dcps.cli._dds`;
 - the store: ``store`` runs one (in :mod:`dcps._cli`);
-- files: ``record`` writes DDS topics to Parquet (in :mod:`dcps.spark._record_cli`).
+- files: ``record`` writes DDS topics to Parquet (in :mod:`dcps.cli._record`).
 
 The store admin commands (``topics`` and ``groups`` list/describe/reset/delete,
 ``store status``) need admin operations in the store protocol; they join here
@@ -17,31 +17,19 @@ from __future__ import annotations
 import typer
 
 from dcps._cli import store
-from dcps.spark._record_cli import record_command
 
 from . import _dds
 from ._logging import LEVELS, configure_logging, level_of
+from ._record import record_command
+from ._version import dist_version
 
-__all__ = ["app", "dist_version", "main"]
+__all__ = ["app", "main"]
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="dcps: data-centric publish/subscribe on Cyclone DDS.",
 )
-
-
-def dist_version() -> str:
-    """The installed version of the distribution that ships the ``dcps`` package."""
-    from importlib import metadata
-
-    names = metadata.packages_distributions().get("dcps") or ["dcps"]
-    for name in names:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return "unknown (not installed)"
 
 
 def _show_version(value: bool) -> None:
