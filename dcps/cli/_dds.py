@@ -354,7 +354,9 @@ def sub(
                     waitset.wait(timedelta(seconds=min(left, 0.5)))
                 except DcpsTimeoutError:
                     continue
-                for sample in reader.take():
+                # a take groups samples by instance: print them in the order they were written
+                taken = sorted(reader.take(), key=lambda s: s.info.source_timestamp_ns)
+                for sample in taken:
                     if count is not None and printed >= count:
                         break
                     if not sample.info.valid_data and not info:
