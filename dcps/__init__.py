@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib as _importlib
 import typing as _typing
 
+# light (idl's errors and the standard library only): imported at once, not lazily
+from dcps._timeout import Timeout
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -163,6 +165,7 @@ __all__ = [
     "StatusKind",
     "Subscriber",
     "SubscriptionMatchedStatus",
+    "Timeout",
     "Topic",
     "UnsupportedError",
     "ViewState",

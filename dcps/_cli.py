@@ -1,4 +1,9 @@
-"""The ``dcps store`` command; the rest of the command line is :mod:`dcps.cli`."""
+"""The ``dcps store`` command; the rest of the command line is :mod:`dcps.cli`.
+
+Only the command line imports this module (never ``import dcps``), so typer is
+imported at the top. The command imports the store (SQLite, its threads,
+Cyclone) in its body, so ``dcps --help`` and the other commands do not load it.
+"""
 
 from __future__ import annotations
 
@@ -51,14 +56,38 @@ def store(
     fetch_threads: int = typer.Option(
         3, "--fetch-threads", help="Threads answering reads of stored elements.", min=1
     ),
+    key_file: Path | None = typer.Option(
+        None,
+        "--key-file",
+        help="The namespace key file (default: $DCPS_STORE_KEY_FILE; without a key nothing "
+        "is authenticated). See docs/security.md.",
+    ),
+    admin_key_file: Path | None = typer.Option(
+        None,
+        "--admin-key-file",
+        help="The admin key file, needed to destroy groups (default: $DCPS_STORE_ADMIN_KEY_FILE).",
+    ),
+    verify: bool = typer.Option(
+        True,
+        "--verify/--no-verify",
+        help="Check the whole store file at start (PRAGMA quick_check); "
+        "--no-verify skips it for huge files.",
+    ),
+    client_topics: bool = typer.Option(
+        True,
+        "--client-topics/--no-client-topics",
+        help="Let clients create topics; --no-client-topics serves only the topics "
+        "already in the store.",
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted.
 
     The same command as ``python -m dcps.store``.
     """
-    # function-local: keep `dcps --help` and the other commands from loading the store
+    # late: the store service (SQLite, threads, Cyclone) loads only for this command
     from dcps import DcpsError
     from dcps.store import Share, SyncMode, run_store
+    from dcps.wire._sealing import FROM_ENVIRONMENT
 
     try:
         parsed = Share.of(share)
@@ -73,6 +102,10 @@ def store(
             partition_count=partitions,
             share=parsed,
             fetch_threads=fetch_threads,
+            key=FROM_ENVIRONMENT if key_file is None else key_file,
+            admin_key=FROM_ENVIRONMENT if admin_key_file is None else admin_key_file,
+            verify=verify,
+            allow_client_topics=client_topics,
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)

@@ -11,12 +11,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from cyclonedds.core import DDSException
 from cyclonedds.core import GuardCondition as CycloneGuard
 from cyclonedds.core import QueryCondition as CycloneQuery
 from cyclonedds.core import ReadCondition as CycloneRead
 from cyclonedds.core import WaitSet as CycloneWaitSet
 
+from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.retcode import cyclone_call, error_for
 from dcps._entity import Entity
 from dcps._participant import DomainParticipant
@@ -24,7 +26,7 @@ from dcps._sample import ANY_STATE, InstanceState, SampleState, ViewState, state
 from dcps._status import StatusKind
 from dcps._timeout import INFINITE_NS, Timeout, timeout_ns
 from dcps._watched import Watched, WatchedReader
-from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+from idl._errors import BadParameterError, DcpsError, DcpsTimeoutError, PreconditionNotMetError
 from idl._public import show_as
 
 if TYPE_CHECKING:  # annotations only: the readers and writers import this module
@@ -32,24 +34,45 @@ if TYPE_CHECKING:  # annotations only: the readers and writers import this modul
     from dcps._writer import DataWriter
 
 
+@attrs.frozen(slots=True)
+class ReaderSelection:
+    """What a read or take through a :class:`ReadCondition` selects: the reader's
+    whole view of the condition (``ReadCondition.selection``), one immutable value,
+    replaced when the condition is re-created or its query parameters change."""
+
+    #: The reader the condition belongs to: read/take refuse another reader's.
+    reader: WatchedReader
+    #: The Cyclone condition's entity handle, read or taken through (plain readers).
+    ref: int
+    #: The sample/view/instance state mask.
+    mask: int
+    #: The query's predicate, which a SubscriptionKeys reader applies itself; or None.
+    predicate: Callable[[Any], bool] | None
+    #: Sort key of the query's ORDER BY, applied to what read/take return; or None.
+    order: Callable[[Any], Any] | None
+
+
 class Condition(Entity):
-    """Something a :class:`WaitSet` can wait for."""
+    """Something a :class:`WaitSet` can wait for.
+
+    Conditions and wait sets meet in this module only: a wait set attaches
+    :meth:`_wait_targets`, keeps ``_waitsets`` of each condition it holds, and
+    drains ``_keyed_reader()`` before judging a condition whose ``_pending`` is set.
+    """
 
     _pending: Any = None  # SubscriptionKeys readers: "Cyclone holds undrained samples"
     _guard: Any = None  # SubscriptionKeys StatusConditions: "a status dcps keeps changed"
 
     def __init__(self, parent: Entity) -> None:
         super().__init__(parent)
-        self._waitsets: list[WaitSet] = []
+        self._waitsets: list[WaitSet] = []  # the wait sets holding it (kept by WaitSet)
 
     def _on_close(self) -> None:
         # Leave every wait set: a StatusCondition's target is the reader or writer
         # itself, which outlives the condition and would keep waking the wait set.
         for ws in list(self._waitsets):
-            for target in ws._own_targets(self) if not ws.closed else ():
-                with contextlib.suppress(Exception):  # already gone with its entity
-                    ws._cyclone.detach(target)
-            ws._forget(self)
+            with contextlib.suppress(DcpsError):  # its Cyclone entities went with their entity
+                ws.detach(self)
         # the reader refreshes its conditions under this lock, maybe on Cyclone's thread
         with self._refresh_lock():
             for name in ("_pending", "_guard"):
@@ -58,15 +81,13 @@ class Condition(Entity):
                     entity.__del__()
                     setattr(self, name, None)
 
-    def _rebind(self) -> None:
-        """Follow the reader onto its re-created Cyclone reader; stay attached."""
-        old = self._cyclone
-        self._cyclone = self._create()  # type: ignore[attr-defined]
-        for ws in self._waitsets:
-            with cyclone_call("re-attach condition"):
-                for target in _targets(self):
-                    ws._cyclone.attach(target)
-        old.__del__()
+    def _wait_targets(self) -> list[Any]:
+        """The Cyclone entities a wait set attaches to wait for this condition."""
+        return [t for t in (self._trigger(), self._pending, self._guard) if t is not None]
+
+    def _trigger(self) -> Any:
+        """The Cyclone entity whose trigger is this condition's (its own, by default)."""
+        return self._cyclone
 
     @property
     def triggered(self) -> bool:
@@ -95,6 +116,9 @@ class Condition(Entity):
 class ReadCondition(Condition):
     """Holds while ``reader`` has samples in the given states; also a read/take filter."""
 
+    _predicate: Callable[[Any], bool] | None = None  # QueryCondition's
+    _filter: Any = None  # QueryCondition's SQL expression, if it has one
+
     def __init__(
         self,
         reader: DataReader[Any],
@@ -110,24 +134,57 @@ class ReadCondition(Condition):
         self.mask = state_mask(sample_states, view_states, instance_states)
         super().__init__(reader)
         self._reader = reader
-        self._cyclone: Any = self._create()
+        self._keyed = reader._keyed  # fixed for the reader's life
+        self._cyclone: Any = self._create(reader.handle)
+        self._selection = self._select()
         self._adopted()
 
-    def _create(self) -> Any:
-        if self._reader._keyed is not None:
-            return self._create_keyed()
-        with cyclone_call("create ReadCondition"):
-            return CycloneRead(self._reader._cyclone, self.mask)
+    @property
+    def selection(self) -> ReaderSelection:
+        """What read/take through this condition select (for the reader; internal).
 
-    def _create_keyed(self) -> Any:
+        Raises :class:`AlreadyClosedError` once the condition is closed.
+        """
+        self._check_open()
+        return self._selection
+
+    def _select(self) -> ReaderSelection:
+        query = self._filter
+        order = query.sort_key if query is not None and query.order_by else None
+        return ReaderSelection(
+            self._reader, entity_ref(self._cyclone), self.mask, self._predicate, order
+        )
+
+    def _follow(self, parent_handle: Any) -> None:
+        """The reader's Cyclone reader was re-created as ``parent_handle``: move there."""
+        self._rebind(parent_handle)
+
+    def _rebind(self, reader_handle: Any) -> None:
+        """Re-create the Cyclone condition on ``reader_handle``; stay attached."""
+        old = self._cyclone
+        self._cyclone = self._create(reader_handle)
+        self._selection = self._select()
+        for ws in self._waitsets:
+            with cyclone_call("re-attach condition"):
+                for target in self._wait_targets():
+                    ws.handle.attach(target)
+        old.__del__()
+
+    def _create(self, reader_handle: Any) -> Any:
+        if self._keyed is not None:
+            return self._create_keyed(reader_handle)
+        with cyclone_call("create ReadCondition"):
+            return CycloneRead(reader_handle, self.mask)
+
+    def _create_keyed(self, reader_handle: Any) -> Any:
         # A SubscriptionKeys reader keeps its samples in dcps: a guard condition
         # that the reader sets whenever its cache changes stands in, and a Cyclone
         # read condition on "anything not yet drained" wakes wait sets so that
         # WaitSet.wait drains (no Python runs on Cyclone's threads per sample).
         with cyclone_call("create ReadCondition"):
-            guard = CycloneGuard(self._participant()._cyclone)
-            old_pending = getattr(self, "_pending", None)
-            self._pending = CycloneRead(self._reader._cyclone, ANY_STATE)
+            guard = CycloneGuard(self._participant().handle)
+            old_pending = self._pending
+            self._pending = CycloneRead(reader_handle, ANY_STATE)
         if old_pending is not None:
             old_pending.__del__()
         self._cyclone = guard
@@ -136,16 +193,16 @@ class ReadCondition(Condition):
         return guard
 
     def _refresh(self) -> None:
-        keyed = self._reader._keyed
+        keyed = self._keyed
         if keyed is not None and not self.closed:
-            self._cyclone.set(keyed.matches(self.mask, getattr(self, "_predicate", None)))
+            self._cyclone.set(keyed.matches(self.mask, self._predicate))
 
     @property
     def triggered(self) -> bool:
         """Whether the reader holds samples this condition selects."""
         self._check_open()
-        if self._reader._keyed is not None:
-            return self._reader._keyed.matches(self.mask, getattr(self, "_predicate", None))
+        if self._keyed is not None:
+            return self._keyed.matches(self.mask, self._predicate)
         with cyclone_call(f"check {self._describe()}"):
             return bool(self._cyclone.is_triggered())
 
@@ -169,6 +226,8 @@ class QueryCondition(ReadCondition):
     what read/take return through this condition), or a Python predicate.
     """
 
+    _predicate: Callable[[Any], bool]
+
     def __init__(
         self,
         reader: DataReader[Any],
@@ -184,8 +243,8 @@ class QueryCondition(ReadCondition):
             # conditions light); dcps.sql imports nothing of the core
             from dcps.sql._filter import QueryExpression
 
-            self._filter: Any = QueryExpression(query, reader.topic.data_type, tuple(parameters))
-            self._predicate: Callable[[Any], bool] = self._filter.matches
+            self._filter = QueryExpression(query, reader.topic.data_type, tuple(parameters))
+            self._predicate = self._filter.matches
         elif callable(query):
             if parameters:
                 raise BadParameterError("parameters only apply to an SQL query expression")
@@ -200,12 +259,12 @@ class QueryCondition(ReadCondition):
             instance_states=instance_states,
         )
 
-    def _create(self) -> Any:
-        if self._reader._keyed is not None:
-            return self._create_keyed()
+    def _create(self, reader_handle: Any) -> Any:
+        if self._keyed is not None:
+            return self._create_keyed(reader_handle)
         # Cyclone calls the predicate on the receive path; read() goes through it too.
         with cyclone_call("create QueryCondition"):
-            return CycloneQuery(self._reader._cyclone, self.mask, lambda s: self._predicate(s))
+            return CycloneQuery(reader_handle, self.mask, lambda s: self._predicate(s))
 
     @property
     def expression(self) -> str | None:
@@ -226,7 +285,7 @@ class QueryCondition(ReadCondition):
         self._predicate = self._filter.matches
         # Cyclone caches each sample's match when it arrives: re-create the condition
         # so samples already in the reader are judged by the new parameters.
-        self._rebind()
+        self._rebind(self._reader.handle)
 
 
 class GuardCondition(Condition):
@@ -238,7 +297,7 @@ class GuardCondition(Condition):
         super().__init__(participant)
         self._owner = participant
         with cyclone_call("create GuardCondition"):
-            self._cyclone: Any = CycloneGuard(participant._cyclone)
+            self._cyclone: Any = CycloneGuard(participant.handle)
         self._adopted()
 
     def set_trigger_value(self, value: bool = True) -> None:
@@ -273,7 +332,9 @@ class StatusCondition(Condition):
             raise BadParameterError("a StatusCondition watches a DataReader or DataWriter")
         super().__init__(entity)
         self._entity = entity
-        self._cyclone = None  # the Cyclone entity itself is what a wait set attaches
+        # the Cyclone entity itself is what a wait set attaches (and what gets the mask)
+        self._cyclone = None
+        self._target: Any = entity.handle
         if isinstance(entity, WatchedReader):
             # Where Cyclone's DATA_AVAILABLE cannot serve, the reader keeps its own
             # and sets this guard: while dcps' data listener consumes Cyclone's
@@ -282,32 +343,34 @@ class StatusCondition(Condition):
             # ReadCondition, a read condition on undrained samples wakes wait sets
             # so that they drain first.
             with cyclone_call("create StatusCondition"):
-                self._guard = CycloneGuard(self._participant()._cyclone)
+                self._guard = CycloneGuard(self._participant().handle)
                 if entity._keyed is not None:
-                    self._pending = CycloneRead(entity._cyclone, ANY_STATE)
+                    self._pending = CycloneRead(self._target, ANY_STATE)
         self.set_enabled_statuses(enabled_statuses)
         self._adopted()
         self._refresh_locked()  # a refresh between the first one and _adopted() missed us
 
-    def _rebind(self) -> None:
+    def _follow(self, parent_handle: Any) -> None:
+        """The entity's Cyclone entity was re-created as ``parent_handle``: watch that."""
+        self._target = parent_handle
         old_pending = self._pending
         if old_pending is not None:
             with cyclone_call("re-create StatusCondition"):
-                self._pending = CycloneRead(self._entity._cyclone, ANY_STATE)
+                self._pending = CycloneRead(parent_handle, ANY_STATE)
             old_pending.__del__()
         self.set_enabled_statuses(self.enabled_statuses)
         for ws in self._waitsets:
             with cyclone_call("re-attach condition"):
-                ws._cyclone.attach(self._attach_target())  # the guard stays attached
+                ws.handle.attach(parent_handle)  # the guard stays attached
                 if self._pending is not None:
-                    ws._cyclone.attach(self._pending)
+                    ws.handle.attach(self._pending)
 
     def set_enabled_statuses(self, statuses: StatusKind) -> None:
         """Choose the statuses this condition (and the entity's wait-set trigger) reacts to."""
         self._check_open()
         self.enabled_statuses = StatusKind(statuses)
         with cyclone_call("set status mask"):
-            self._entity._cyclone.set_status_mask(int(self.enabled_statuses))
+            self._target.set_status_mask(int(self.enabled_statuses))
         self._refresh_locked()
 
     @property
@@ -319,7 +382,7 @@ class StatusCondition(Condition):
         if self._guard is not None and self._reader_statuses():
             return True
         with cyclone_call("get status changes"):
-            return bool(self._entity._cyclone.get_status_changes() & int(self.enabled_statuses))
+            return bool(self._target.get_status_changes() & int(self.enabled_statuses))
 
     def _reader_statuses(self) -> bool:
         """Whether a status the reader keeps itself (not Cyclone) is enabled and changed."""
@@ -344,8 +407,8 @@ class StatusCondition(Condition):
     def _keyed_reader(self) -> DataReader[Any] | None:
         return self._entity if self._pending is not None else None  # type: ignore[return-value]
 
-    def _attach_target(self) -> Any:
-        return self._entity._cyclone
+    def _trigger(self) -> Any:
+        return self._target
 
     def _participant(self) -> DomainParticipant:
         return self._entity.topic.participant
@@ -361,7 +424,7 @@ class WaitSet(Entity):
         self._owner = participant
         self._conditions: list[Condition] = []
         with cyclone_call("create WaitSet"):
-            self._cyclone: Any = CycloneWaitSet(participant._cyclone)
+            self._cyclone: Any = CycloneWaitSet(participant.handle)
         self._adopted()
 
     def _on_close(self) -> None:
@@ -388,7 +451,7 @@ class WaitSet(Entity):
         if condition in self._conditions:
             return
         with cyclone_call("attach condition"):
-            for target in _targets(condition):
+            for target in condition._wait_targets():
                 self._cyclone.attach(target)  # Cyclone ignores one already attached
         self._conditions.append(condition)
         condition._waitsets.append(self)
@@ -398,22 +461,16 @@ class WaitSet(Entity):
         self._check_open()
         if condition not in self._conditions:
             raise PreconditionNotMetError("that condition is not attached to this WaitSet")
-        if not condition.closed:
-            with cyclone_call("detach condition"):
-                for target in self._own_targets(condition):
-                    self._cyclone.detach(target)
-        self._forget(condition)
-
-    def _own_targets(self, condition: Condition) -> list[Any]:
-        """The condition's Cyclone entities that no other attached condition also uses
-        (StatusConditions of one reader share it): the ones to detach with it."""
-        shared = {t._ref for c in self._conditions if c is not condition for t in _targets(c)}
-        return [t for t in _targets(condition) if t._ref not in shared]
-
-    def _forget(self, condition: Condition) -> None:
-        """Drop a detached (or closing) condition from the books."""
+        # The condition's Cyclone entities that no other attached condition also uses
+        # (StatusConditions of one reader share it) go with it.
+        mine = [] if condition.closed else condition._wait_targets()
         self._conditions.remove(condition)
         condition._waitsets.remove(self)
+        shared = {id(t) for c in self._conditions for t in c._wait_targets()}
+        with cyclone_call("detach condition"):
+            for target in mine:
+                if id(target) not in shared:
+                    self._cyclone.detach(target)
 
     def wait(self, timeout: Timeout | None = None) -> list[Condition]:
         """Block until at least one attached condition holds; return those that do.
@@ -449,20 +506,6 @@ class WaitSet(Entity):
                 remaining = int((deadline - time.monotonic()) * 1e9)
                 if remaining <= 0:
                     raise DcpsTimeoutError(f"no condition triggered within {timeout}")
-
-
-def _targets(condition: Condition) -> list[Any]:
-    targets = [_target(condition)]
-    for extra in (condition._pending, condition._guard):
-        if extra is not None:
-            targets.append(extra)
-    return targets
-
-
-def _target(condition: Condition) -> Any:
-    if isinstance(condition, StatusCondition):
-        return condition._attach_target()
-    return condition._cyclone
 
 
 show_as("dcps", Condition, GuardCondition, QueryCondition, ReadCondition, StatusCondition, WaitSet)

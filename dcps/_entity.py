@@ -29,6 +29,11 @@ class Entity:
     An entity owns one Cyclone entity and its dcps children; ``close()`` closes
     the children first, then deletes the Cyclone entity. Entities are context
     managers. Any use after ``close()`` raises :class:`AlreadyClosedError`.
+
+    Between the entities of the core, one entity uses another only through its
+    public API and :attr:`handle` (its Cyclone entity); parents and children
+    meet in the hooks declared here (``_check_open``, ``_follow``). Readers and
+    conditions meet through ``dcps._watched`` and ``ReadCondition.selection``.
     """
 
     _cyclone: Any
@@ -74,8 +79,13 @@ class Entity:
                 # The binding deletes in __del__; calling it now deletes at once
                 # and makes the later garbage-collection call a no-op.
                 cyclone.__del__()
-            if self._parent is not None and self in self._parent._children:
-                self._parent._children.remove(self)
+            self._leave_parent()
+
+    def _leave_parent(self) -> None:
+        """Stop being a child of the parent (closing, or closing before it)."""
+        parent, self._parent = self._parent, None
+        if parent is not None and self in parent._children:
+            parent._children.remove(self)
 
     def _on_close(self) -> None:
         """Hook for subclasses: release what they own before the Cyclone entity goes."""
@@ -91,6 +101,31 @@ class Entity:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    @property
+    def handle(self) -> Any:
+        """The Cyclone DDS entity behind this one (a ``cyclonedds`` binding object).
+
+        As rclpy's ``handle``: what the core's modules pass to Cyclone when they
+        use another entity (the parent of a new entity, a wait set's attachment,
+        a status mask), and a way to the binding for what dcps does not wrap
+        (e.g. ``cyclonedds.builtin.BuiltinDataReader(participant.handle, ...)``).
+        It changes when a partition change re-creates the entity underneath.
+        Raises :class:`AlreadyClosedError` once the entity is closed.
+        """
+        if self._state is EntityState.CLOSED:
+            self._check_open()
+        return self._cyclone
+
+    def _follow(self, parent_handle: Any) -> None:
+        """Hook: the parent's Cyclone entity was re-created as ``parent_handle`` (its
+        partitions changed). Entities that live on it re-create their own there and
+        call :meth:`_rebind_children`; the default is for entities that need not."""
+
+    def _rebind_children(self, handle: Any) -> None:
+        """Tell every child that this entity's Cyclone entity is now ``handle``."""
+        for child in list(self._children):
+            child._follow(handle)
 
     # -- common operations ---------------------------------------------------
     @property
@@ -111,7 +146,7 @@ class Entity:
     def set_qos(self, qos: Any) -> None:
         """Change this entity's QoS: only changeable policies may differ from the current ones."""
         self._check_open()
-        self._qos = apply_qos(self, self._qos, qos)
+        self._qos = apply_qos(self._describe(), self._cyclone, self._qos, qos)
 
     def _status(self, getter: str, cls: type[S]) -> S:
         """A communication status, read (and its change counts reset) from Cyclone."""

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from cyclonedds.core import Listener as CycloneListener
 
 from dcps import _status as st
-from dcps._cyclone.retcode import error_for
 from idl._public import show_as
 
 if TYPE_CHECKING:
@@ -95,7 +94,8 @@ _CALLBACKS: dict[str, type[Any] | None] = {
 }
 
 
-def _overridden(listener: Listener, name: str) -> bool:
+def overrides(listener: Listener, name: str) -> bool:
+    """Whether ``listener``'s class overrides callback ``name`` (else nobody listens)."""
     return getattr(type(listener), name) is not getattr(Listener, name)
 
 
@@ -110,7 +110,7 @@ def build_cyclone_listener(
     """
     kwargs: dict[str, Callable[..., None]] = {}
     for name, status_cls in _CALLBACKS.items():
-        user = listener is not None and _overridden(listener, name)
+        user = listener is not None and overrides(listener, name)
         internal = name == "on_data_available" and on_data_available is not None
         if not (user or internal):
             continue
@@ -149,25 +149,6 @@ def _make_callback(
             log.exception("listener %s raised", name)
 
     return callback
-
-
-def install_listener(cyclone_entity: Any, listener: CycloneListener | None) -> None:
-    """Put ``listener`` (or none) on a Cyclone entity in one ``dds_set_listener`` call.
-
-    The binding's own ``set_listener`` first copies the new callbacks into the
-    entity's current listener object, which frees the old ctypes callbacks while
-    Cyclone may still call them (a crash while data flows), and it never drops
-    callbacks the new listener lacks. ``dds_set_listener`` replaces the whole
-    set and returns once no old callback runs, so the old object can go then.
-    """
-    old = cyclone_entity._listener
-    rc = cyclone_entity._set_listener(
-        cyclone_entity._ref, listener._ref if listener is not None else None
-    )
-    if rc != 0:
-        raise error_for(rc, "set listener")
-    cyclone_entity._listener = listener  # keeps the installed callbacks alive
-    del old
 
 
 show_as("dcps", Listener)

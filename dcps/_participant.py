@@ -9,6 +9,7 @@ from typing import Any
 from cyclonedds.domain import DomainParticipant as CycloneParticipant
 
 import qos as q
+from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import assert_liveliness
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call
@@ -127,7 +128,7 @@ class DomainParticipant(Entity):
     def assert_liveliness(self) -> None:
         """Assert liveliness of this participant's MANUAL_BY_PARTICIPANT writers."""
         self._check_open()
-        assert_liveliness(self._cyclone._ref)
+        assert_liveliness(entity_ref(self._cyclone))
 
     @property
     def domain_id(self) -> int:

@@ -9,6 +9,7 @@ from cyclonedds.pub import Publisher as CyclonePublisher
 from cyclonedds.sub import Subscriber as CycloneSubscriber
 
 import qos as q
+from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import wait_for_acks
 from dcps._cyclone.qos_bridge import apply_qos, check_supported, resolve_qos
 from dcps._cyclone.retcode import cyclone_call
@@ -72,7 +73,7 @@ class _Group(Entity):
         """Change the QoS (only changeable policies may differ)."""
         self._check_open()
         if qos.get(q.Partition) == self._qos.get(q.Partition):
-            self._qos = apply_qos(self, self._qos, qos)
+            self._qos = apply_qos(self._describe(), self._cyclone, self._qos, qos)
             return
         if type(qos) is not type(self._qos):
             raise BadParameterError(f"{self._kind} takes a {type(self._qos).__name__}")
@@ -88,8 +89,7 @@ class _Group(Entity):
         with cyclone_call(f"re-create {self._kind} for new partitions"):
             new = self._create_cyclone(qos)
         old, self._cyclone, self._qos = self._cyclone, new, qos
-        for child in list(self._children):
-            child._rebind(new)  # type: ignore[attr-defined]
+        self._rebind_children(new)
         old.__del__()
 
 
@@ -115,7 +115,7 @@ class Publisher(_Group):
         self._adopted()
 
     def _create_cyclone(self, qos: Any) -> Any:
-        return CyclonePublisher(self._participant._cyclone, qos=q.to_cyclone(qos))
+        return CyclonePublisher(self._participant.handle, qos=q.to_cyclone(qos))
 
     @property
     def qos(self) -> q.PublisherQos:
@@ -125,7 +125,7 @@ class Publisher(_Group):
     def wait_for_acknowledgments(self, timeout: Timeout | None = None) -> None:
         """Block until every reliable reader acknowledged all data of all writers here."""
         self._check_open()
-        ok = wait_for_acks(self._cyclone._ref, timeout_ns(timeout))
+        ok = wait_for_acks(entity_ref(self._cyclone), timeout_ns(timeout))
         if not ok:
             raise DcpsTimeoutError(f"not all samples were acknowledged within {timeout}")
 
@@ -152,7 +152,7 @@ class Subscriber(_Group):
         self._adopted()
 
     def _create_cyclone(self, qos: Any) -> Any:
-        return CycloneSubscriber(self._participant._cyclone, qos=q.to_cyclone(qos))
+        return CycloneSubscriber(self._participant.handle, qos=q.to_cyclone(qos))
 
     @property
     def qos(self) -> q.SubscriberQos:

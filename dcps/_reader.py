@@ -8,7 +8,7 @@ import functools
 import logging
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Generic, TypeVar, cast
 
 from cyclonedds.sub import DataReader as CycloneReader
@@ -18,10 +18,11 @@ import qos as q
 from dcps import _status as st
 from dcps._autopurge import AutoPurge
 from dcps._condition import ReadCondition, WaitSet
+from dcps._cyclone.binding import entity_ref, install_listener
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
-from dcps._listener import Listener, _overridden, build_cyclone_listener, install_listener
+from dcps._listener import Listener, build_cyclone_listener, overrides
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
 from dcps._sample import (
@@ -38,7 +39,7 @@ from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import ContentFilteredTopic, Topic
 from dcps._wait import wait_until
 from dcps._watched import WatchedReader
-from idl._errors import BadParameterError, DcpsTimeoutError
+from idl._errors import AlreadyClosedError, BadParameterError, DcpsTimeoutError
 from idl._public import show_as
 from idl._struct import decoder
 
@@ -77,37 +78,36 @@ class _StateObserver:
     Cyclone runs listeners while some operations on the reader (setting its
     status mask, for a StatusCondition) wait for them with the reader locked;
     reading the reader from inside the listener would wait for that lock: a
-    deadlock. So the listener only asks, and this thread reads.
+    deadlock. So the listener only asks, and this thread runs the reader's
+    ``observe`` callback.
     """
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[DataReader[Any]] = queue.SimpleQueue()
-        self._pending: set[int] = set()
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._pending: set[Callable[[], None]] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def request(self, reader: DataReader[Any]) -> None:
-        """Observe ``reader``'s instance states soon (once, however often asked meanwhile)."""
+    def request(self, observe: Callable[[], None]) -> None:
+        """Call ``observe`` soon on this thread (once, however often asked meanwhile)."""
         with self._lock:
-            if id(reader) in self._pending:
+            if observe in self._pending:
                 return
-            self._pending.add(id(reader))
+            self._pending.add(observe)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="dcps-autopurge-observer", daemon=True
                 )
                 self._thread.start()
-        self._queue.put(reader)
+        self._queue.put(observe)
 
     def _run(self) -> None:
         while True:
-            reader = self._queue.get()
+            observe = self._queue.get()
             with self._lock:
-                self._pending.discard(id(reader))
+                self._pending.discard(observe)
             try:
-                with reader._lock:  # close() holds it while it deletes the Cyclone reader
-                    if not reader.closed:
-                        reader._observe_states()
+                observe()
             except Exception:
                 logging.getLogger("dcps").exception("observing instance states failed")
 
@@ -115,12 +115,11 @@ class _StateObserver:
 _state_observer = _StateObserver()
 
 
-def _ordered(samples: list[Sample[T]], condition: Any) -> list[Sample[T]]:
+def _ordered(samples: list[Sample[T]], order: Callable[[Any], Any] | None) -> list[Sample[T]]:
     """Apply a query condition's ORDER BY, if it has one (valid samples by the key, stable)."""
-    query = getattr(condition, "_filter", None)
-    if query is None or not getattr(query, "order_by", ()):
+    if order is None:
         return samples
-    return sorted(samples, key=lambda s: query.sort_key(s.data) if s.valid_data else ())
+    return sorted(samples, key=lambda s: order(s.data) if s.valid_data else ())
 
 
 class DataReader(WatchedReader, Generic[T]):
@@ -153,7 +152,8 @@ class DataReader(WatchedReader, Generic[T]):
         )
         if topic.participant is not participant:
             raise BadParameterError("the topic and the subscriber belong to different participants")
-        topic._check_open()
+        if topic.closed:
+            raise AlreadyClosedError(f"the topic {topic.name!r} is closed")
         checked_qos = resolve_qos(qos, q.DataReaderQos, "DataReader")
         # Created on a participant: the subscriber is our own, closed with us.
         self._own_subscriber: Subscriber | None = (
@@ -194,8 +194,9 @@ class DataReader(WatchedReader, Generic[T]):
         self._data_available = False
         self._status_lock = threading.RLock()
         try:
-            with cyclone_call(f"create DataReader on {topic._describe()}"):
-                self._cyclone: Any = self._create_cyclone(subscriber._cyclone)
+            with cyclone_call(f"create DataReader on topic {topic.name!r}"):
+                self._cyclone: Any = self._create_cyclone(subscriber.handle)
+                self._ref = entity_ref(self._cyclone)  # what the ctypes read/take calls take
         except BaseException:
             if self._own_subscriber is not None:
                 self._own_subscriber.close()
@@ -209,18 +210,18 @@ class DataReader(WatchedReader, Generic[T]):
             cyclone_qos = cyclone_qos.with_(q.History.KEEP_ALL, q.ResourceLimits())
         return CycloneReader(
             cyclone_subscriber,
-            self._topic._cyclone,
+            self._topic.handle,
             qos=q.to_cyclone(cyclone_qos),
             listener=self._cyclone_listener(),
         )
 
-    def _rebind(self, cyclone_subscriber: Any) -> None:
+    def _follow(self, parent_handle: Any) -> None:
         """Move onto a re-created Cyclone subscriber (its partitions changed)."""
         with cyclone_call(f"re-create {self._describe()} for new partitions"):
-            new = self._create_cyclone(cyclone_subscriber)
+            new = self._create_cyclone(parent_handle)
         old, self._cyclone = self._cyclone, new
-        for condition in list(self._children):
-            condition._rebind()  # type: ignore[attr-defined]
+        self._ref = entity_ref(new)
+        self._rebind_children(new)  # the conditions
         old.__del__()
 
     def _describe(self) -> str:
@@ -236,7 +237,7 @@ class DataReader(WatchedReader, Generic[T]):
         hook = None
         if self._needs_data_hook():
             # decided with the listener it goes with: set_listener swaps both together
-            user_hears = self._listener is not None and _overridden(
+            user_hears = self._listener is not None and overrides(
                 self._listener, "on_data_available"
             )
             hook = functools.partial(self._on_data, not user_hears)
@@ -259,7 +260,7 @@ class DataReader(WatchedReader, Generic[T]):
                 if self._autopurge.active:
                     self._keyed.observe_purge(self._autopurge)
             elif self._autopurge.active:
-                _state_observer.request(self)
+                _state_observer.request(self._observe_states_if_open)
         finally:
             self._wake()  # asyncio waiters, whatever happened above
 
@@ -270,8 +271,14 @@ class DataReader(WatchedReader, Generic[T]):
                 self._data_available = value
                 self._refresh_conditions()
 
+    def _observe_states_if_open(self) -> None:
+        """``_observe_states`` on the observer thread, unless the reader closed meanwhile."""
+        with self._lock:  # close() holds it while it deletes the Cyclone reader
+            if not self.closed:
+                self._observe_states()
+
     def _observe_states(self) -> None:
-        infos = peek_infos(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL)
+        infos = peek_infos(self._ref, ANY_STATE, _MAX_PER_CALL)
         self._autopurge.observe({row[5]: InstanceState(row[2]) for row in infos})
 
     def _purge(self) -> None:
@@ -284,7 +291,7 @@ class DataReader(WatchedReader, Generic[T]):
             if self._keyed is not None:
                 self._keyed.purge(handle)
             else:
-                self._buffer.take(self._cyclone._ref, ANY_STATE, _MAX_PER_CALL, handle)
+                self._buffer.take(self._ref, ANY_STATE, _MAX_PER_CALL, handle)
 
     def _drain(self) -> None:
         """Move everything Cyclone holds into the SubscriptionKeys cache."""
@@ -297,7 +304,7 @@ class DataReader(WatchedReader, Generic[T]):
             self._arrived = 0
             added = False
             while True:
-                raw = take_cdr(self._cyclone._ref, ANY_STATE, _DRAIN_CHUNK)
+                raw = take_cdr(self._ref, ANY_STATE, _DRAIN_CHUNK)
                 if isinstance(raw, int):
                     if self.closed:  # deleted under a listener callback
                         return
@@ -321,7 +328,7 @@ class DataReader(WatchedReader, Generic[T]):
     def _report_rejections(self) -> None:
         """Call the listener's ``on_sample_rejected`` for a keyed reader's rejections."""
         listener = self._listener
-        if listener is None or not _overridden(listener, "on_sample_rejected"):
+        if listener is None or not overrides(listener, "on_sample_rejected"):
             return
         assert self._keyed is not None
         status = self._keyed.rejected_status()
@@ -347,8 +354,7 @@ class DataReader(WatchedReader, Generic[T]):
     def _on_close(self) -> None:
         self._wake()
         if self._own_subscriber is not None:
-            self._parent = None
-            self._own_subscriber._children.remove(self)
+            self._leave_parent()  # our implicit subscriber closes after we are gone
             for child in list(self._children):
                 child.close()
             self._cyclone.__del__()
@@ -480,7 +486,7 @@ class DataReader(WatchedReader, Generic[T]):
                 self._refresh_conditions()
             return out
         floor = -1 if previous is None else previous
-        handles = {row[5] for row in peek_infos(self._cyclone._ref, mask, _MAX_PER_CALL)}
+        handles = {row[5] for row in peek_infos(self._ref, mask, _MAX_PER_CALL)}
         later = [h for h in handles if h > floor]
         if not later:
             return []
@@ -500,25 +506,26 @@ class DataReader(WatchedReader, Generic[T]):
     ) -> list[Sample[T]]:
         self._check_open()
         max_samples = _sample_count(max_samples)
+        predicate = order = None
         if condition is not None:
-            if condition._reader is not self:
+            selection = condition.selection  # AlreadyClosedError once closed
+            if selection.reader is not self:
                 raise BadParameterError("the condition belongs to another reader")
-            condition._check_open()
-            ref, mask = condition._cyclone._ref, condition.mask
+            ref, mask = selection.ref, selection.mask
+            predicate, order = selection.predicate, selection.order
         if self._autopurge.active:
             self._purge()
         if self._keyed is not None:
             self._drain()
             if condition is None:
                 mask = state_mask(sample_states, view_states, instance_states)
-            predicate = getattr(condition, "_predicate", None)
             with self._keyed.lock:  # a drain on Cyclone's thread must not slip in between
                 kept = self._keyed.access(take, max_samples, mask, instance, predicate)
                 self._data_available = False
                 self._refresh_conditions()
-            return _ordered(kept, condition)
+            return _ordered(kept, order)
         if condition is None:
-            ref, mask = self._cyclone._ref, state_mask(sample_states, view_states, instance_states)
+            ref, mask = self._ref, state_mask(sample_states, view_states, instance_states)
         if self._data_available:  # reset before the access: what arrives during it sets it again
             self._set_data_available(False)
         raw = (self._buffer.take if take else self._buffer.read)(ref, mask, max_samples, instance)
@@ -530,7 +537,7 @@ class DataReader(WatchedReader, Generic[T]):
                 )
             raise error_for(raw, f"{action} on {self._describe()}")
         out = samples_from_rows(raw, self._decode, self._type.deserialize_key)  # type: ignore[attr-defined]
-        return out if condition is None else _ordered(out, condition)
+        return _ordered(out, order)
 
     # -- instances -----------------------------------------------------------
     def lookup_instance(self, sample: T) -> int | None:
@@ -550,7 +557,7 @@ class DataReader(WatchedReader, Generic[T]):
         self._check_open()
         if self._keyed is not None:
             return self._keyed.key_value(handle)
-        data = instance_key(self._cyclone._ref, handle)
+        data = instance_key(self._ref, handle)
         if data is None:
             raise BadParameterError(f"{self._describe()} has no instance with handle {handle}")
         return self._type.deserialize_key(data)  # type: ignore[attr-defined,no-any-return]

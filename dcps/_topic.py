@@ -51,7 +51,7 @@ class Topic(Entity, Generic[T]):
         self._qos = resolve_qos(qos, q.TopicQos, "Topic")
         with cyclone_call(f"create Topic {name!r}"):
             self._cyclone: Any = CycloneTopic(
-                participant._cyclone, name, data_type, qos=q.to_cyclone(self._qos)
+                participant.handle, name, data_type, qos=q.to_cyclone(self._qos)
             )
         self._adopted()
 
@@ -108,18 +108,17 @@ class ContentFilteredTopic(Entity, Generic[T]):
             raise BadParameterError(
                 f"a ContentFilteredTopic filters a Topic, got {type(related_topic).__name__}"
             )
-        related_topic._check_open()
+        super().__init__(related_topic)  # AlreadyClosedError if the topic is closed
         self._filter = ContentFilter(
             filter_expression, related_topic.data_type, tuple(expression_parameters)
         )
-        super().__init__(related_topic)
         self._name = name
         self._related = related_topic
         participant = related_topic.participant
         with cyclone_call(f"create ContentFilteredTopic {name!r}"):
             # Cyclone filters per topic entity: a topic entity of our own carries the filter.
             self._cyclone: Any = CycloneTopic(
-                participant._cyclone,
+                participant.handle,
                 related_topic.name,
                 related_topic.data_type,
                 qos=q.to_cyclone(related_topic.qos),

@@ -11,20 +11,26 @@ from cyclonedds.pub import DataWriter as CycloneWriter
 import idl
 import qos as q
 from dcps import _status as st
+from dcps._cyclone.binding import entity_ref, install_listener, uses_xcdr2
 from dcps._cyclone.calls import assert_liveliness, instance_key, wait_for_acks
 from dcps._cyclone.calls import write as c_write
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
 from dcps._cyclone.timing import timestamp_ns
 from dcps._entity import EntityState
-from dcps._listener import Listener, build_cyclone_listener, install_listener
+from dcps._listener import Listener, build_cyclone_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher
 from dcps._timeout import Timeout, timeout_ns
 from dcps._topic import Topic
 from dcps._wait import wait_until
 from dcps._watched import Watched
-from idl._errors import BadParameterError, DcpsTimeoutError, PreconditionNotMetError
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    DcpsTimeoutError,
+    PreconditionNotMetError,
+)
 from idl._public import show_as
 from idl._struct import encoder
 
@@ -60,7 +66,8 @@ class DataWriter(Watched, Generic[T]):
         )
         if topic.participant is not participant:
             raise BadParameterError("the topic and the publisher belong to different participants")
-        topic._check_open()
+        if topic.closed:
+            raise AlreadyClosedError(f"the topic {topic.name!r} is closed")
         checked_qos = resolve_qos(qos, q.DataWriterQos, "DataWriter")
         # Created on a participant: the publisher is our own, closed with us.
         self._own_publisher: Publisher | None = (
@@ -75,31 +82,32 @@ class DataWriter(Watched, Generic[T]):
         self._qos = checked_qos
         self._listener = listener
         try:
-            with cyclone_call(f"create DataWriter on {topic._describe()}"):
-                self._cyclone: Any = self._create_cyclone(publisher._cyclone)
+            with cyclone_call(f"create DataWriter on topic {topic.name!r}"):
+                self._cyclone: Any = self._create_cyclone(publisher.handle)
+                self._ref = entity_ref(self._cyclone)  # what the ctypes write calls take
         except BaseException:
             if self._own_publisher is not None:
                 self._own_publisher.close()
             raise
-        self._encode = encoder(self._type, bool(self._cyclone._use_version_2))
+        self._encode = encoder(self._type, uses_xcdr2(self._cyclone))
         self._adopted()
 
     def _create_cyclone(self, cyclone_publisher: Any) -> Any:
         return CycloneWriter(
             cyclone_publisher,
-            self._topic._cyclone,
+            self._topic.handle,
             qos=q.to_cyclone(self._qos),
             listener=build_cyclone_listener(self, self._listener),
         )
 
-    def _rebind(self, cyclone_publisher: Any) -> None:
+    def _follow(self, parent_handle: Any) -> None:
         """Move onto a re-created Cyclone publisher (its partitions changed)."""
         with cyclone_call(f"re-create {self._describe()} for new partitions"):
-            new = self._create_cyclone(cyclone_publisher)
+            new = self._create_cyclone(parent_handle)
         old, self._cyclone = self._cyclone, new
-        self._encode = encoder(self._type, bool(self._cyclone._use_version_2))
-        for condition in list(self._children):
-            condition._rebind()  # type: ignore[attr-defined]
+        self._ref = entity_ref(new)
+        self._encode = encoder(self._type, uses_xcdr2(self._cyclone))
+        self._rebind_children(new)  # the conditions
         # Leaving a partition must not dispose instances for the readers left behind.
         keep = self._qos.with_(q.WriterDataLifecycle(autodispose_unregistered_instances=False))
         with contextlib.suppress(Exception):  # best effort: the old writer goes either way
@@ -112,8 +120,7 @@ class DataWriter(Watched, Generic[T]):
     def _on_close(self) -> None:
         if self._own_publisher is not None:
             # Our implicit publisher is our parent; close it after we are gone.
-            self._parent = None
-            self._own_publisher._children.remove(self)
+            self._leave_parent()
             self._cyclone.__del__()
             self._own_publisher.close()
 
@@ -167,7 +174,7 @@ class DataWriter(Watched, Generic[T]):
             self._check_open()
         data = self._serialize(sample)
         stamp = None if timestamp is None else timestamp_ns(timestamp)
-        rc = c_write("write", self._cyclone._ref, data, stamp)
+        rc = c_write("write", self._ref, data, stamp)
         if rc < 0:
             raise error_for(rc, f"write on {self._describe()}")
 
@@ -176,7 +183,7 @@ class DataWriter(Watched, Generic[T]):
         self._check_open()
         data = self._serialize(sample)
         stamp = None if timestamp is None else timestamp_ns(timestamp)
-        rc = c_write("write_dispose", self._cyclone._ref, data, stamp)
+        rc = c_write("write_dispose", self._ref, data, stamp)
         if rc < 0:
             raise error_for(rc, f"write_dispose on {self._describe()}")
 
@@ -218,13 +225,13 @@ class DataWriter(Watched, Generic[T]):
     def key_value(self, handle: int) -> T:
         """A sample whose key fields are those of instance ``handle``."""
         self._check_open()
-        data = instance_key(self._cyclone._ref, handle)
+        data = instance_key(self._ref, handle)
         if data is None:
             raise BadParameterError(f"{self._describe()} has no instance with handle {handle}")
         return self._type.deserialize_key(data)  # type: ignore[attr-defined,no-any-return]
 
     def _known_handle(self, handle: int) -> int:
-        if instance_key(self._cyclone._ref, handle) is None:
+        if instance_key(self._ref, handle) is None:
             raise PreconditionNotMetError(
                 f"{self._describe()} has no registered instance with handle {handle}"
             )
@@ -243,7 +250,7 @@ class DataWriter(Watched, Generic[T]):
         Raises :class:`DcpsTimeoutError` if that does not happen within ``timeout``.
         """
         self._check_open()
-        ok = wait_for_acks(self._cyclone._ref, timeout_ns(timeout))
+        ok = wait_for_acks(self._ref, timeout_ns(timeout))
         if not ok:
             raise DcpsTimeoutError(
                 f"{self._describe()}: not all samples were acknowledged within {timeout}"
@@ -252,7 +259,7 @@ class DataWriter(Watched, Generic[T]):
     def assert_liveliness(self) -> None:
         """Assert this writer is alive (for MANUAL_BY_TOPIC/PARTICIPANT liveliness)."""
         self._check_open()
-        assert_liveliness(self._cyclone._ref)
+        assert_liveliness(self._ref)
 
     # -- matching and statuses ----------------------------------------------
     @property

@@ -20,6 +20,7 @@ the class is a ``cyclonedds.idl.IdlStruct`` dataclass that serialises exactly
 as ``idlc`` would for the same IDL (``final`` by default, like ``idlc``; final
 structs go through a compiled codec, numeric sequences through numpy).
 ``describe``/``field_at``/``key_fields``/``get_path`` introspect it;
+``type_identity`` names its wire structure (type name and a stable hash);
 ``validate`` checks a sample against it; ``numpy_dtype``, ``arrow_schema``,
 ``to_arrow`` and ``from_arrow`` map it to numpy and Arrow.
 """
@@ -27,6 +28,7 @@ structs go through a compiled codec, numeric sequences through numpy).
 from cyclonedds.idl.annotations import appendable, final, mutable
 
 from ._errors import IdlError, IdlSyntaxError
+from ._identity import type_identity
 from ._introspect import (
     FieldInfo,
     StructInfo,
@@ -101,6 +103,7 @@ __all__ = [
     "sequence",
     "string",
     "to_arrow",
+    "type_identity",
     "typedef",
     "uint8",
     "uint16",

@@ -44,15 +44,16 @@ def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None
     return value
 
 
-def apply_qos(entity: Any, current: Q, new: Q) -> Q:
-    """Check ``new`` against ``current`` (immutable policies) and push it to Cyclone."""
+def apply_qos(entity: str, cyclone_entity: Any, current: Q, new: Q) -> Q:
+    """Check ``new`` against ``current`` (immutable policies) and push it to
+    ``cyclone_entity``; ``entity`` names the dcps entity in errors."""
     if type(new) is not type(current):
         raise BadParameterError(
-            f"{entity._describe()} takes a {type(current).__name__}, got {type(new).__name__}"
+            f"{entity} takes a {type(current).__name__}, got {type(new).__name__}"
         )
     new.check()
     q.check_change(current, new)
-    check_supported(new, entity._describe())
-    with cyclone_call(f"set QoS of {entity._describe()}"):
-        entity._cyclone.set_qos(q.to_cyclone(new))
+    check_supported(new, entity)
+    with cyclone_call(f"set QoS of {entity}"):
+        cyclone_entity.set_qos(q.to_cyclone(new))
     return new

@@ -9,6 +9,7 @@ one typed request of ``dcps.wire._requests`` and returns the typed answer of
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import threading
 import time
@@ -19,10 +20,12 @@ from typing import Any, TypeVar
 
 from cyclonedds.core import GuardCondition, ReadCondition, WaitSet
 from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
 from cyclonedds.util import duration
 
+from dcps.wire._auth_member import MemberOffer, MemberSecret
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
-from dcps.wire._messages import Reply, Request
+from dcps.wire._messages import Reply, Request, StoreAnnouncement
 from dcps.wire._names import (
     ANNOUNCE_QOS,
     ANY_STATE,
@@ -59,6 +62,7 @@ from dcps.wire._requests import (
     StateRequest,
     StoreRequest,
 )
+from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption, Sealer
 from dcps.wire._transport import Endpoint, delete_entity, drop_endpoint, live_announcements
 from idl._errors import AlreadyClosedError, DcpsTimeoutError
 
@@ -74,6 +78,10 @@ _TO_ALL = frozenset({Op.JOIN, Op.DESTROY_GROUP})
 _TO_COORDINATOR = frozenset({Op.PING, Op.HEARTBEAT, Op.LEAVE})
 #: Per-channel reply fields, merged back in channel order.
 _PER_CHANNEL = ("heads", "tails", "offsets", "codes")
+#: Requests sealed with the member's proof (JOIN: when the client holds a secret already).
+_MEMBER_OPS = frozenset({Op.COMMIT, Op.SEEK, Op.HEARTBEAT, Op.LEAVE, Op.JOIN})
+#: Seconds between looks at the store announcements for a restarted store (with a key).
+_ANNOUNCEMENT_POLL = 0.25
 
 
 def _leave_done(reply: Reply) -> None:
@@ -92,10 +100,34 @@ class StoreClient:
     with :class:`~dcps.DcpsTimeoutError`. :meth:`connect` learns how many
     stores share the channels; requests are then routed to the store(s) that
     must answer them and split replies merged (see ``dcps/store/_shares.py``).
+
+    ``key`` and ``admin_key`` (see ``docs/security.md``): a
+    :class:`~dcps.wire._auth_keys.StoreKey`, a key file's path, None, or (the
+    default) the files named by ``DCPS_STORE_KEY_FILE`` and
+    ``DCPS_STORE_ADMIN_KEY_FILE`` if set. With a key, requests are sealed for
+    the store incarnation they are addressed to, and a reply is accepted only
+    when it verifies as coming from that incarnation (others are dropped,
+    counted and logged; the request stays pending).
     """
 
-    def __init__(self, endpoint: Endpoint, *, request_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        request_timeout: float = 10.0,
+        key: KeyOption = FROM_ENVIRONMENT,
+        admin_key: KeyOption = FROM_ENVIRONMENT,
+    ) -> None:
         self.endpoint = endpoint
+        self._sealer = Sealer.from_keys(key, admin_key)
+        #: The incarnation of the store of each share (learnt from verified announcements).
+        self._incarnations: list[str] = [""]
+        #: Each pending request: the store index and incarnation it went to, and the request.
+        self._sent: dict[int, tuple[int, str, Request]] = {}
+        self._offers: dict[tuple[str, str, str], MemberOffer] = {}
+        self._secrets: dict[tuple[int, str, str, str], MemberSecret] = {}
+        self._announced: DataReader[Any] | None = None
+        self._next_announcement_poll = 0.0
         self.client_id = uuid.uuid4().hex
         self.request_timeout = request_timeout
         self._ids = itertools.count(1)
@@ -103,7 +135,12 @@ class StoreClient:
         self._window = threading.BoundedSemaphore(MAX_OUTSTANDING)  # see REQUEST_WRITER_QOS
         self._lock = threading.Lock()
         self._writers: list[DataWriter[Any]] = [
-            endpoint.writer(endpoint.request_topic, endpoint.namespace, REQUEST_WRITER_QOS)
+            endpoint.writer(
+                endpoint.request_topic,
+                endpoint.namespace,
+                REQUEST_WRITER_QOS,
+                seal=self._sealing(0),
+            )
         ]  # by store index
         self.store_count = 1
         self._reader = endpoint.reader(
@@ -123,6 +160,67 @@ class StoreClient:
         """True once :meth:`close` was called."""
         return self._closed
 
+    @property
+    def sealer(self) -> Sealer:
+        """How this client authenticates (``sealer.drops()``: the replies it refused)."""
+        return self._sealer
+
+    # -- authentication (dcps/wire/_sealing.py) -------------------------------------------
+
+    def _sealing(self, index: int) -> Callable[[Request], bytes | None] | None:
+        """The seal hook of the request writer to store ``index`` (None without a key)."""
+        if not self._sealer.enabled:
+            return None
+        return functools.partial(self._seal, index)
+
+    def _seal(self, index: int, request: Request) -> bytes | None:
+        sent = self._sent.get(request.request_id)
+        incarnation = sent[1] if sent is not None else self._incarnations[index]
+        member = None
+        if request.op in _MEMBER_OPS:
+            member = self._secrets.get((index, request.topic, request.group, request.member))
+        return self._sealer.seal_request(request, incarnation, member)
+
+    def _authentic(self, reply: Reply, sent: tuple[int, str, Request]) -> bool:
+        """Whether ``reply`` comes from the store incarnation its request went to.
+
+        An authentic JOIN answer completes the member's key exchange first.
+        """
+        index, incarnation, request = sent
+        if not self._sealer.accept_reply(reply, incarnation):
+            return False
+        if request.op == Op.JOIN and not reply.status and self._sealer.enabled:
+            ident = (request.topic, request.group, request.member)
+            offer = self._offers.get(ident)
+            if offer is not None:
+                try:
+                    secret = offer.finish(
+                        bytes(reply.blob),
+                        group=request.group,
+                        member=request.member,
+                        incarnation=incarnation,
+                    )
+                except Exception as exc:  # a store answering with a bad exchange value
+                    reply.status, reply.error = int(ErrorCode.ILLEGAL_OPERATION), str(exc)
+                else:
+                    self._secrets[(index, *ident)] = secret
+        return True
+
+    def _learn_incarnations(self, announcements: list[StoreAnnouncement]) -> None:
+        """Address each share's store by its newest verified, live announcement."""
+        count = self.store_count
+        newest: dict[int, StoreAnnouncement] = {}
+        for a in announcements:
+            if a.count == count and 0 <= a.index < count:
+                old = newest.get(a.index)
+                if old is None or (a.started_ns, a.incarnation) > (old.started_ns, old.incarnation):
+                    newest[a.index] = a
+        with self._lock:
+            incarnations = list(self._incarnations) + [""] * (count - len(self._incarnations))
+            for index, a in newest.items():
+                incarnations[index] = a.incarnation
+            self._incarnations = incarnations[:count]
+
     # -- connecting ----------------------------------------------------------------
 
     def connect(self, timeout: float) -> None:
@@ -136,17 +234,30 @@ class StoreClient:
         announced = ep.reader(ep.store_topic, ep.namespace, ANNOUNCE_QOS)
         try:
             while True:
-                count, why = share_count(live_announcements(announced))
+                live = live_announcements(announced)
+                verified = self._sealer.verified_announcements(live)
+                count, why = share_count(verified)
                 if count is not None:
                     break
                 if time.monotonic() >= deadline:
+                    if len(verified) < len(live):
+                        why = (
+                            f"{why}; {len(live) - len(verified)} store announcement(s) did not "
+                            "verify with this client's key (is the store using the same key?)"
+                        )
                     raise DcpsTimeoutError(
                         f"no dcps store answered {where} within {timeout:g} s: {why}"
                     )
                 time.sleep(0.02)
-        finally:
+        except BaseException:
             drop_endpoint(announced)
+            raise
         self._route(count)
+        self._learn_incarnations(verified)
+        if self._sealer.enabled and self._announced is None:
+            self._announced = announced  # the reply thread follows restarted stores
+        else:
+            drop_endpoint(announced)
         waiting = set(range(count))
         while waiting:
             for index in sorted(waiting):
@@ -175,7 +286,10 @@ class StoreClient:
         ep = self.endpoint
         writers = [
             ep.writer(
-                ep.request_topic, request_partition(ep.namespace, i, count), REQUEST_WRITER_QOS
+                ep.request_topic,
+                request_partition(ep.namespace, i, count),
+                REQUEST_WRITER_QOS,
+                seal=self._sealing(i),
             )
             for i in range(count)
         ]
@@ -197,9 +311,17 @@ class StoreClient:
         retain_consumed: bool | None = None,
         type_name: str = "",
         timeout: float | None = None,
+        type_identity: str = "",
     ) -> TopicConfig:
-        """Create ``topic`` unless the store has it; its configuration there."""
-        request = EnsureTopicRequest(topic, channel_count, retain_consumed, type_name)
+        """Create ``topic`` unless the store has it; its configuration there.
+
+        ``type_identity`` (:func:`idl.type_identity`) is recorded for a new
+        topic and checked against an existing one's: another type raises
+        :class:`~dcps.PreconditionNotMetError` naming the topic and both types.
+        """
+        request = EnsureTopicRequest(
+            topic, channel_count, retain_consumed, type_name, type_identity
+        )
         return self._wait(Op.ENSURE_TOPIC, self._ensure(request), timeout)
 
     def publish_async(
@@ -295,7 +417,11 @@ class StoreClient:
         timeout: float | None = None,
     ) -> Membership:
         """Join ``group``; expelled after ``member_timeout_ms`` without a heartbeat."""
-        request = JoinRequest(topic, group, member, member_timeout_ms, anonymous)
+        offer = self._sealer.member_offer()
+        if offer is not None:
+            self._offers[(topic, group, member)] = offer
+        public = b"" if offer is None else offer.public
+        request = JoinRequest(topic, group, member, member_timeout_ms, anonymous, public)
         return self._wait(Op.JOIN, self._call(request, Membership.from_wire), timeout)
 
     def heartbeat_async(self, topic: str, group: str, member: str) -> Future[Membership]:
@@ -366,6 +492,7 @@ class StoreClient:
         wire.request_id = rid
         with self._lock:
             self._pending[rid] = (fut, time.monotonic() + self.request_timeout, decode)
+            self._sent[rid] = (index, self._incarnations[index], wire)
             writer = self._writers[index]
         try:
             writer.write(wire)
@@ -426,7 +553,11 @@ class StoreClient:
                 return
             config = fut.result()
             same = EnsureTopicRequest(
-                request.topic, config.channel_count, config.retain_consumed, request.type_name
+                request.topic,
+                config.channel_count,
+                config.retain_consumed,
+                request.type_name,
+                request.type_identity,
             )
             wire = same.to_wire(self.client_id, 0)
             rest = self._gather(
@@ -462,6 +593,7 @@ class StoreClient:
             for rid, (f, _, _) in list(self._pending.items()):
                 if f is fut:
                     del self._pending[rid]
+                    self._sent.pop(rid, None)
         fut.cancel()  # frees its place in the window
 
     def _wait(self, op: Op, fut: Future[T], timeout: float | None) -> T:
@@ -484,16 +616,26 @@ class StoreClient:
             done: list[tuple[Future[Any], Reply, _Decode]] = []
             now = time.monotonic()
             expired: list[Future[Any]] = []
-            with self._lock:
-                for reply in replies:
-                    if getattr(reply, "client", None) != self.client_id:
-                        continue
+            if self._announced is not None and now >= self._next_announcement_poll:
+                self._next_announcement_poll = now + _ANNOUNCEMENT_POLL
+                live = live_announcements(self._announced)
+                self._learn_incarnations(self._sealer.verified_announcements(live))
+            for reply in replies:
+                if getattr(reply, "client", None) != self.client_id:
+                    continue
+                sent = self._sent.get(reply.request_id)
+                if sent is None or not self._authentic(reply, sent):
+                    continue  # not awaited, or not from the store it was sent to: dropped
+                with self._lock:
                     entry = self._pending.pop(reply.request_id, None)
-                    if entry is not None:
-                        done.append((entry[0], reply, entry[2]))
+                    self._sent.pop(reply.request_id, None)
+                if entry is not None:
+                    done.append((entry[0], reply, entry[2]))
+            with self._lock:
                 for rid, (fut, deadline, _) in list(self._pending.items()):
                     if deadline < now:
                         del self._pending[rid]
+                        self._sent.pop(rid, None)
                         expired.append(fut)
             for fut, reply, decode in done:
                 if fut.done():
@@ -528,6 +670,8 @@ class StoreClient:
         for entity in (self._cond, self._guard, self._ws):
             delete_entity(entity)
         drop_endpoint(self._reader)
+        if self._announced is not None:
+            drop_endpoint(self._announced)
         for writer in self._writers:
             drop_endpoint(writer)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import attrs
 
 from dcps.wire._replies import Published
+from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
 from dcps.wire._transport import Endpoint
 from idl._errors import (
     AlreadyClosedError,
@@ -24,6 +25,7 @@ from idl._errors import (
     DcpsTimeoutError,
     InconsistentPolicyError,
 )
+from idl._identity import type_identity
 
 from ._client import StoreClient
 from ._flow import FlowControl, InFlightFlowControl
@@ -87,6 +89,7 @@ def connect_topic(client: StoreClient, topic: ChannelledTopic) -> tuple[int, boo
         topic.channel_count or 0,
         topic.retain_consumed,
         getattr(topic.type, "__idl_typename__", topic.type.__name__),
+        type_identity=type_identity(topic.type),
     )
     return config.channel_count, config.retain_consumed
 
@@ -272,6 +275,10 @@ class ChannelPublisher(Generic[T]):
     ``batch_count``, and each batch's fixed cost (a request, a reply and a
     live sample, ~150-200 us of CPU over client and store) is shared by
     more elements.
+
+    ``store_key`` authenticates the publisher to a store namespace that has a
+    key (``docs/security.md``): a key file's path or a ``StoreKey``; by default
+    the file named by ``DCPS_STORE_KEY_FILE``, if set.
     """
 
     def __init__(
@@ -289,6 +296,7 @@ class ChannelPublisher(Generic[T]):
         max_in_flight: int = 8,
         timeout: timedelta = timedelta(seconds=10),
         connect_timeout: timedelta = timedelta(seconds=10),
+        store_key: KeyOption = FROM_ENVIRONMENT,
     ) -> None:
         if batch_count < 1 or batch_bytes < 1 or max_in_flight < 1:
             raise BadParameterError("batch_count, batch_bytes and max_in_flight must be >= 1")
@@ -300,7 +308,9 @@ class ChannelPublisher(Generic[T]):
         self._linger = _seconds(linger, "linger")
         self._timeout = _seconds(timeout, "timeout")
         self._endpoint = Endpoint(domain_id, namespace, network)
-        self._client = StoreClient(self._endpoint, request_timeout=max(self._timeout, 1.0))
+        self._client = StoreClient(
+            self._endpoint, request_timeout=max(self._timeout, 1.0), key=store_key
+        )
         try:
             self._client.connect(_seconds(connect_timeout, "connect_timeout"))
             self.channel_count, self.retain_consumed = connect_topic(self._client, topic)

@@ -110,7 +110,7 @@ def scan(
     """
     from cyclonedds import builtin, core
 
-    cyclone = participant._cyclone  # the CLI is part of dcps: it may use the binding entity
+    cyclone = participant.handle
     own = str(cyclone.guid)
     readers = [
         builtin.BuiltinDataReader(cyclone, builtin.BuiltinTopicDcpsParticipant),
@@ -199,7 +199,7 @@ def lookup_type(participant: Any, type_id: Any, seconds: float) -> tuple[Any, st
 
     try:
         data_type, _nested = dynamic.get_types_for_typeid(
-            participant._cyclone, type_id, util.duration(seconds=max(seconds, 0.1))
+            participant.handle, type_id, util.duration(seconds=max(seconds, 0.1))
         )
     except Exception as exc:  # the binding raises plain Exception/DDSException on a timeout
         raise DcpsTimeoutError(f"type lookup got no answer within {seconds:g} s ({exc})") from exc

@@ -6,17 +6,18 @@ columns first, see :mod:`dcps.spark._schema`); ``register(spark)`` or
 ``spark.readStream.format("dcps")`` and ``df.writeStream.format("dcps")``
 available; ``record`` writes plain DDS topics to Parquet.
 
-Needs the ``spark`` extra (``pip install 'dcps[spark]'``); PySpark is only
+Needs the ``spark`` extra (``pip install 'dcps-cyclone[spark]'``); PySpark is only
 imported by the functions that use it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from idl._public import show_as
 
 from ._decode import decode_batch, row_to_sample
-from ._record import Recorder, recording_arrow_schema, recording_spark_schema
+from ._record import Recorder, record, recording_arrow_schema, recording_spark_schema
 from ._schema import ENVELOPE, arrow_row_schema, spark_schema
+from ._session import local_session, register
 
 __all__ = [
     "ENVELOPE",
@@ -32,23 +33,16 @@ __all__ = [
     "spark_schema",
 ]
 
-
-def register(spark: Any) -> None:
-    """Register the ``dcps`` data source with a SparkSession (idempotent)."""
-    from ._session import register as _register
-
-    _register(spark)
-
-
-def local_session(app_name: str = "dcps", **kwargs: Any) -> Any:
-    """A local SparkSession for dcps (see :func:`dcps.spark._session.local_session`)."""
-    from ._session import local_session as _local
-
-    return _local(app_name, **kwargs)
-
-
-def record(*args: Any, **kwargs: Any) -> Any:
-    """Record plain DDS topics to Parquet (see :func:`dcps.spark._record.record`)."""
-    from ._record import record as _record
-
-    return _record(*args, **kwargs)
+show_as(
+    "dcps.spark",
+    Recorder,
+    arrow_row_schema,
+    decode_batch,
+    local_session,
+    record,
+    recording_arrow_schema,
+    recording_spark_schema,
+    register,
+    row_to_sample,
+    spark_schema,
+)

@@ -2,43 +2,38 @@
 
 Either way elements come in bulk, as :class:`~dcps.wire._batches.ElementRun`
 (the stored batches' sizes and payload blobs), never one Python object per
-element: over DDS with bulk-form FETCH requests, from the file with one
-SQLite row per stored batch (store format version 2).
+element: over DDS with bulk-form FETCH requests, from the file through the
+store's own :class:`~dcps.store._log_reader.LogReader` (opened from the data
+directory; it holds every query of the file, so none is repeated here).
 
 ``StoreAccess`` is what the Spark readers use on the driver (channel heads
 and tails) and in tasks (a channel's offset range). ``connect_store`` keeps
-one DDS connection per process and namespace, since Spark reuses its Python
-workers across tasks.
+one connection per process and store, since Spark reuses its Python workers
+across tasks.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-import time
 import zlib
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from dcps.store._log import FORMAT_MAGIC, FORMAT_VERSION
+from dcps.store._log_reader import LogReader
 from dcps.wire._batches import ElementRun
 from idl._errors import (
+    AlreadyClosedError,
     BadParameterError,
     DcpsTimeoutError,
     PreconditionNotMetError,
-    UnsupportedError,
 )
 
 if TYPE_CHECKING:
     from dcps.channels._client import StoreClient
-    from dcps.wire._replies import Fetched
+    from dcps.wire._replies import Fetched, Published
     from dcps.wire._transport import Endpoint
-
-# dcps.wire._transport (Cyclone DDS) is imported only on the DDS path, so a
-# Spark worker reading the store file directly does not load the DDS stack.
 
 __all__ = ["StoreAccess", "connect_store"]
 
@@ -50,11 +45,12 @@ FETCH_WINDOW = 3
 
 
 class StoreAccess:
-    """Heads, tails and element ranges of channelled topics.
+    """Heads, tails and element ranges of channelled topics; publishing and group commits.
 
-    With ``data_dir`` the store's SQLite file is read directly (read-only, on
-    this machine); otherwise requests go to the store over DDS (``domain_id``,
-    ``namespace``), which works from any host of the domain.
+    With ``data_dir`` the store's file is read directly (read-only, on this
+    machine, through :meth:`LogReader.open`); otherwise requests go to the
+    store over DDS (``domain_id``, ``namespace``), which works from any host
+    of the domain. Publishing and group commits need the DDS connection.
     """
 
     def __init__(
@@ -69,49 +65,39 @@ class StoreAccess:
         self.namespace = namespace
         self.data_dir = data_dir
         self.fetch_chunk = FETCH_CHUNK
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
+        self._reader: LogReader | None = None
         self._client: StoreClient | None = None
         self._endpoint: Endpoint | None = None
         if data_dir is not None:
-            path = Path(data_dir) / "channels.db"
-            if not path.is_file():
-                raise BadParameterError(f"no dcps store file at {path} (option data_dir)")
-            self._db = sqlite3.connect(
-                f"file:{path.resolve()}?mode=ro", uri=True, check_same_thread=False
-            )
-            try:
-                meta = dict(self._db.execute("SELECT key, value FROM dcps_format").fetchall())
-            except sqlite3.DatabaseError as exc:
-                self.close()
-                raise BadParameterError(f"{path} is not a dcps store: {exc}") from exc
-            if meta.get("magic") != FORMAT_MAGIC:
-                self.close()
-                raise BadParameterError(f"{path} is not a dcps store")
-            if meta.get("version") != str(FORMAT_VERSION):
-                self.close()
-                raise UnsupportedError(
-                    f"{path} has store format version {meta.get('version')}; this dcps reads "
-                    f"version {FORMAT_VERSION} files directly (a version-1 file is migrated "
-                    "when a dcps store opens it; or read over DDS without data_dir)"
-                )
-        else:
-            from dcps.channels._client import StoreClient
-            from dcps.wire._transport import Endpoint
+            # No full integrity check at open: every Spark worker opens the file, and
+            # a check of a large file costs each of them minutes. Reads still check
+            # each run they return and fail on a damaged page or batch.
+            self._reader = LogReader.open(data_dir, verify=False)
+            return
+        # Imported here, not at the top, to keep the DDS transport (Cyclone entities)
+        # out of a Spark worker that reads the store file (data_dir) only
+        # (tests/spark/test_spark_import.py pins it).
+        from dcps.channels._client import StoreClient
+        from dcps.wire._transport import Endpoint
 
-            self._endpoint = Endpoint(domain_id, namespace)
-            self._client = StoreClient(self._endpoint, request_timeout=timeout)
-            try:
-                self._client.connect(timeout)
-            except BaseException:
-                self.close()
-                raise
+        self._endpoint = Endpoint(domain_id, namespace)
+        self._client = StoreClient(self._endpoint, request_timeout=timeout)
+        try:
+            self._client.connect(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def over_dds(self) -> bool:
+        """True when requests go to a store over DDS (False: its file is read directly)."""
+        return self._client is not None
 
     def close(self) -> None:
         """Release the connection (idempotent)."""
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -121,46 +107,26 @@ class StoreAccess:
 
     # -- channel states ---------------------------------------------------------
 
-    def _topic_id(self, topic: str) -> tuple[int, int]:
-        assert self._db is not None
-        row = self._db.execute(
-            "SELECT id, channel_count FROM topics WHERE name = ?", (topic,)
-        ).fetchone()
-        if row is None:
-            raise BadParameterError(f"no channelled topic {topic!r} in the store")
-        return int(row[0]), int(row[1])
-
     def bounds(self, topic: str) -> dict[int, tuple[int, int]]:
         """``{channel: (head, next_offset)}`` of every channel of ``topic``.
 
         An unknown topic raises ``BadParameterError``.
         """
-        if self._db is not None:
-            tid, _ = self._topic_id(topic)
-            rows = self._db.execute(
-                "SELECT channel, head, next_offset FROM channels WHERE topic_id = ?"
-                " ORDER BY channel",
-                (tid,),
-            ).fetchall()
-            return {int(c): (int(h), int(n)) for c, h, n in rows}
-        assert self._client is not None
-        states = self._client.state(topic)
+        if self._reader is not None:
+            states = self._reader.channel_states(topic)
+            return {c: (s.head, s.tail + 1) for c, s in enumerate(states)}
+        reply = self._dds().state(topic)
         return {
-            c: (h, t + 1)
-            for c, h, t in zip(states.channels, states.heads, states.tails, strict=True)
+            c: (h, t + 1) for c, h, t in zip(reply.channels, reply.heads, reply.tails, strict=True)
         }
 
     def first_at(self, topic: str, channel: int, timestamp_ns: int, end: int) -> int:
-        """Offset of the first element of ``channel`` accepted at or after ``timestamp_ns``."""
-        if self._db is not None:
-            tid, _ = self._topic_id(topic)
-            row = self._db.execute(
-                "SELECT first_offset FROM batches WHERE topic_id = ? AND channel = ? AND ts >= ?"
-                " ORDER BY ts, first_offset LIMIT 1",
-                (tid, channel, timestamp_ns),
-            ).fetchone()
-            head = self._head(tid, channel)
-            return end if row is None else max(int(row[0]), head)
+        """Offset of the first element of ``channel`` accepted at or after ``timestamp_ns``.
+
+        ``end`` (exclusive) when every element below it is older.
+        """
+        if self._reader is not None:
+            return min(self._reader.find_timestamp(topic, channel, timestamp_ns), end)
         head = self.bounds(topic)[channel][0]
         lo, hi = head, end  # binary search over fetched timestamps (ts never decreases)
         while lo < hi:
@@ -173,13 +139,6 @@ class StoreAccess:
             else:
                 lo = mid + 1
         return lo
-
-    def _head(self, tid: int, channel: int) -> int:
-        assert self._db is not None
-        row = self._db.execute(
-            "SELECT head FROM channels WHERE topic_id = ? AND channel = ?", (tid, channel)
-        ).fetchone()
-        return 0 if row is None else int(row[0])
 
     # -- elements -----------------------------------------------------------
 
@@ -195,8 +154,8 @@ class StoreAccess:
         """
         run = ElementRun(start)
         if end > start:
-            if self._db is not None:
-                run = self._fetch_file(topic, channel, start, end)
+            if self._reader is not None:
+                run, _ = self._reader.fetch(topic, channel, start, end - start)
             else:
                 run = self._fetch_dds(topic, channel, start, end)
         if strict and (run.count != end - start or (run.count and run.first != start)):
@@ -213,9 +172,10 @@ class StoreAccess:
         never wait for it. Raises ``PreconditionNotMetError`` if retention
         removed part of the range (as :meth:`fetch` does).
         """
+        step = max(1, step)
         if self._client is None:
-            for pos in range(start, end, max(1, step)):
-                yield self.fetch(topic, channel, pos, min(end, pos + max(1, step)))
+            for pos in range(start, end, step):
+                yield self.fetch(topic, channel, pos, min(end, pos + step))
             return
         pending: deque[tuple[int, int, Future[Fetched]]] = deque()
         pos = expect = start
@@ -234,35 +194,6 @@ class StoreAccess:
             if expect >= end or sum(r.count for r in runs) >= step:
                 yield ElementRun.join(runs)
                 runs = []
-
-    def _fetch_file(self, topic: str, channel: int, start: int, end: int) -> ElementRun:
-        assert self._db is not None
-        tid, _ = self._topic_id(topic)
-        db = self._db
-        with self._lock:
-            db.execute("BEGIN")  # one snapshot for the head and the batches
-            try:
-                return self._read_batches(tid, channel, start, end)
-            finally:
-                db.execute("COMMIT")
-
-    def _read_batches(self, tid: int, channel: int, start: int, end: int) -> ElementRun:
-        assert self._db is not None
-        begin = max(start, self._head(tid, channel))
-        if begin >= end:
-            return ElementRun(begin)
-        cur = self._db.execute(
-            "SELECT first_offset, count, ts, sizes, data FROM batches"
-            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset < ?4"
-            " AND first_offset >= coalesce((SELECT max(first_offset) FROM batches"
-            " WHERE topic_id = ?1 AND channel = ?2 AND first_offset <= ?3), ?3)"
-            " ORDER BY first_offset",
-            (tid, channel, begin, end),
-        )
-        try:
-            return ElementRun.from_rows(cur, begin, end - begin)
-        finally:
-            cur.close()
 
     def _fetch_dds(self, topic: str, channel: int, start: int, end: int) -> ElementRun:
         """Bulk FETCHes of ``fetch_chunk`` elements, up to ``FETCH_WINDOW`` in flight.
@@ -299,17 +230,26 @@ class StoreAccess:
         return ElementRun.join(runs)
 
     def _request_fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Fetched]:
-        assert self._client is not None
-        return self._client.fetch_async(topic, channel, offset, count)
+        return self._dds().fetch_async(topic, channel, offset, count)
 
     def _result(self, fut: Future[Fetched]) -> Fetched:
-        assert self._client is not None
         try:
-            return fut.result(timeout=self._client.request_timeout + 1)
+            return fut.result(timeout=self._dds().request_timeout + 1)
         except TimeoutError as exc:
             if isinstance(exc, DcpsTimeoutError):
                 raise
             raise DcpsTimeoutError("the store did not answer FETCH in time") from exc
+
+    def _dds(self, doing: str = "reading") -> StoreClient:
+        if self._client is None:
+            if self._reader is None:
+                raise AlreadyClosedError(
+                    f"the connection to dcps store {self.namespace!r} is closed"
+                )
+            raise BadParameterError(
+                f"{doing} needs a DDS connection to the store (option data_dir reads its file only)"
+            )
+        return self._client
 
     # -- publishing (the sink) ------------------------------------------------
 
@@ -319,16 +259,32 @@ class StoreAccess:
 
     def ensure_topic(self, topic: str, channels: int, retain: bool | None, type_name: str) -> int:
         """Create ``topic`` in the store if new (``channels`` 0: the store's default); its count."""
-        if self._client is None:
-            raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
-        return self._client.ensure_topic(topic, channels, retain, type_name).channel_count
+        client = self._dds("publishing")
+        return client.ensure_topic(topic, channels, retain, type_name).channel_count
 
-    def publish_keyed(self, topic: str, channel: int, payloads: Sequence[bytes], key: str) -> Any:
+    def publish_keyed(
+        self, topic: str, channel: int, payloads: Sequence[bytes], key: str
+    ) -> Future[Published]:
         """Send one idempotent publish batch; returns the reply future."""
-        if self._client is None:
-            raise BadParameterError("publishing needs a DDS store connection (no data_dir)")
         sizes = [len(p) for p in payloads]
-        return self._client.publish_async(topic, channel, sizes, b"".join(payloads), key)
+        return self._dds("publishing").publish_async(topic, channel, sizes, b"".join(payloads), key)
+
+    # -- subscriber groups (the streaming source's commits) -------------------------
+
+    def join_group(self, topic: str, group: str, member: str, member_timeout_ms: int) -> None:
+        """Join ``group`` of ``topic`` as ``member`` (expelled after the timeout without commit)."""
+        self._dds("a group commit").join(topic, group, member, member_timeout_ms)
+
+    def commit_group(self, topic: str, group: str, member: str, offsets: dict[int, int]) -> None:
+        """Commit ``offsets`` (channel -> last consumed offset) for ``member`` of ``group``.
+
+        Raises ``PreconditionNotMetError`` when the membership expired.
+        """
+        self._dds("a group commit").commit(topic, group, member, offsets)
+
+    def leave_group(self, topic: str, group: str, member: str) -> None:
+        """Leave ``group`` of ``topic`` (``member`` no longer holds channels)."""
+        self._dds("leaving a group").leave(topic, group, member)
 
 
 def _retained(topic: str, channel: int, start: int, end: int, got: int) -> PreconditionNotMetError:
@@ -359,15 +315,3 @@ def connect_store(
 def channel_of_key(key_cdr: bytes, channel_count: int) -> int:
     """The channel ``ChannelPublisher`` with ``OrderBy.key()`` picks for a key's CDR."""
     return zlib.crc32(key_cdr) % channel_count
-
-
-def wait_for(probe: Any, timeout: float, what: str) -> Any:
-    """Poll ``probe`` until truthy or raise ``DcpsTimeoutError`` naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise DcpsTimeoutError(f"{what} did not happen within {timeout:g} s")
-        time.sleep(0.01)

@@ -18,13 +18,17 @@ from typing import Any
 
 import numpy as np
 
+import idl
 from idl import describe
+from idl._batch_codec import cdr_dtype, leaf_of
 from idl._errors import BadParameterError
 from idl._introspect import NUMERIC_KINDS, FieldInfo
 from idl._schema import scalar_dtype
 
 from ._schema import arrow_row_schema, arrow_type_of, is_binary
 
+# cdr_dtype lives in idl._batch_codec; it stays importable from here until
+# dcps.channels._subscriber (branch chan) and benchmarks/bench_spark.py import it from idl.
 __all__ = [
     "cdr_dtype",
     "decode_batch",
@@ -39,80 +43,13 @@ _XCDR1_LE = b"\x00\x01"
 _XCDR2_LE = (b"\x00\x07", b"\x00\x09", b"\x00\x0b")  # plain/delimited/PL CDR2 LE (final: 07)
 
 
-# -- the fixed-size layout ------------------------------------------------------
-
-
-def _leaf(f: FieldInfo) -> tuple[FieldInfo, tuple[int, ...]]:
-    shape: list[int] = []
-    while f.kind == "array" and f.element is not None:
-        shape.append(int(f.bound or 0))
-        f = f.element
-    return f, tuple(shape)
-
-
-def _layout(fields: Sequence[FieldInfo], pos: int, max_align: int) -> tuple[Any, int] | None:
-    """(numpy dtype spec with offsets relative to ``pos``, end position) or None."""
-    names, formats, offsets = [], [], []
-    start = pos
-    for f in fields:
-        if f.optional or f.kind in ("string", "sequence"):
-            return None
-        leaf, shape = _leaf(f)
-        if leaf.kind == "struct":
-            if shape:
-                return None  # arrays of structs: element layout may vary with position
-            sub = _layout(leaf.fields, pos, max_align)
-            if sub is None:
-                return None
-            dt, end = sub
-            names.append(f.name)
-            formats.append(dt)
-            offsets.append(pos - start)
-            pos = end
-            continue
-        if leaf.kind in ("string", "sequence"):
-            return None
-        scalar = scalar_dtype(leaf)
-        align = min(scalar.itemsize, max_align)
-        pos = (pos + align - 1) // align * align
-        names.append(f.name)
-        formats.append((scalar, shape) if shape else scalar)
-        offsets.append(pos - start)
-        pos += scalar.itemsize * int(np.prod(shape) if shape else 1)
-    if not names:
-        return None
-    dt = np.dtype(
-        {"names": names, "formats": formats, "offsets": offsets, "itemsize": max(1, pos - start)}
-    )
-    return dt, pos
-
-
-def cdr_dtype(t: type, version: int = 1, size: int | None = None) -> np.dtype[Any] | None:
-    """A numpy dtype over whole serialised samples (header included) of fixed-size ``t``.
-
-    ``None`` when ``t`` has variable-size members or is not final.
-    ``size`` (the payload length) pads the item size.
-    """
-    info = describe(t)
-    if info.extensibility != "final":
-        return None
-    spec = _layout(info.fields, 0, 8 if version == 1 else 4)
-    if spec is None:
-        return None
-    body, end = spec
-    itemsize = size if size is not None else 4 + end
-    if itemsize < 4 + end:
-        return None
-    return np.dtype({"names": ["_body"], "formats": [body], "offsets": [4], "itemsize": itemsize})
-
-
 # -- numpy/Python columns -> Arrow ----------------------------------------------
 
 
 def _np_to_arrow(col: np.ndarray, f: FieldInfo) -> Any:
     import pyarrow as pa
 
-    leaf, shape = _leaf(f)
+    leaf, shape = leaf_of(f)
     n = len(col)
     if shape:
         if is_binary(f) and len(shape) == 1:
@@ -346,7 +283,7 @@ def _from_value(v: Any, f: FieldInfo, path: str) -> Any:
                 return bytearray(data) if f.python_type is bytearray else list(data)
             items = [_from_value(x, elem, f"{path}[]") for x in v]
             if f.python_type is np.ndarray:
-                leaf, _ = _leaf(elem)
+                leaf, _ = leaf_of(elem)
                 return np.asarray(items, dtype=scalar_dtype(leaf))
             return items
         if k in ("int", "uint", "octet"):
@@ -376,8 +313,6 @@ def row_to_sample(row: Any, t: type) -> Any:
     Extra columns (such as the envelope) are ignored; a missing column or a
     value that does not fit raises ``BadParameterError`` naming the column.
     """
-    import idl
-
     data = row.asDict(recursive=True) if hasattr(row, "asDict") else dict(row)
     info = describe(t)
     kwargs = {}
@@ -409,7 +344,7 @@ _BULK_KINDS = frozenset(
 
 def _bulk_ok(fields: Sequence[FieldInfo]) -> bool:
     for f in fields:
-        leaf, _ = _leaf(f)
+        leaf, _ = leaf_of(f)
         if f.optional or f.kind not in _BULK_KINDS or leaf.kind not in _BULK_KINDS - {"array"}:
             return False
         if leaf.kind == "struct" and (f.kind == "array" or not _bulk_ok(leaf.fields)):
@@ -428,7 +363,7 @@ def _fill(target: np.ndarray, col: Any, f: FieldInfo, path: str) -> None:
 
     if col.null_count:
         raise _fail(path, f"null where {f.kind} is required")
-    leaf, shape = _leaf(f)
+    leaf, shape = leaf_of(f)
     if shape:
         n = len(col)
         if is_binary(f) and len(shape) == 1:

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 
+import idl
 from idl._errors import BadParameterError, IdlError
 
 __all__ = ["SourceOptions", "load_type", "parse_positions"]
@@ -19,8 +20,6 @@ _types: dict[tuple[str, str, str], type] = {}
 
 def load_type(type_path: str | None, idl_file: str | None, type_name: str | None) -> type:
     """The topic type named by ``type`` (``pkg.mod:Class``) or ``idl_file`` + ``type_name``."""
-    import idl
-
     key = (type_path or "", idl_file or "", type_name or "")
     cached = _types.get(key)
     if cached is not None:
@@ -159,7 +158,6 @@ class SourceOptions:
     max_per_trigger: int
     max_per_partition: int
     group: str | None
-    fail_first_attempt: str | None
     timeout: float
     batch_rows: int
     channels: int = 0
@@ -172,9 +170,6 @@ class SourceOptions:
         topic = opts.get("topic") or opts.get("path")
         if not topic:
             raise BadParameterError("the dcps data source needs option topic")
-        fail = opts.get("failfirstattempt")
-        if fail not in (None, "", "read", "write"):
-            raise BadParameterError(f"option failFirstAttempt must be read or write, got {fail!r}")
         parsed = cls(
             topic=topic,
             type_path=opts.get("type"),
@@ -192,7 +187,6 @@ class SourceOptions:
             max_per_trigger=_int(opts, "maxelementspertrigger", 0),
             max_per_partition=_int(opts, "maxelementsperpartition", 1_000_000, 1),
             group=opts.get("group") or None,
-            fail_first_attempt=fail or None,
             timeout=float(_int(opts, "timeout", 10, 1)),
             batch_rows=_int(opts, "batchrows", 1024, 1),
             channels=_int(opts, "channels", 0),

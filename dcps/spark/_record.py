@@ -24,11 +24,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import dcps
 from idl import describe
 from idl._errors import BadParameterError, DcpsTimeoutError
 
 from ._decode import _key_json, _py_value, _ts_array
-from ._schema import arrow_row_schema, arrow_type_of
+from ._schema import arrow_row_schema, arrow_type_of, spark_schema
 
 __all__ = ["INFO_COLUMNS", "Recorder", "record", "recording_arrow_schema", "recording_spark_schema"]
 
@@ -68,8 +69,6 @@ def recording_arrow_schema(t: type) -> Any:
 def recording_spark_schema(t: type) -> Any:
     """The Spark ``StructType`` of a recording of ``t`` (plus the ``date`` partition column)."""
     from pyspark.sql import types as st
-
-    from ._schema import spark_schema
 
     base = spark_schema(t)
     handle = st.DecimalType(20, 0)
@@ -147,7 +146,8 @@ class Recorder:
         reader_qos: Any = None,
         network: Any = None,
     ) -> None:
-        import dcps
+        # qos is imported here, not at the top, to keep `import dcps.spark` (which Spark's
+        # workers run) free of the QoS package (tests/spark/test_spark_import.py pins it).
         import qos
 
         if not topics:

@@ -11,6 +11,7 @@ __all__ = ["local_session", "register"]
 
 def register(spark: Any) -> None:
     """Register the ``dcps`` data source with ``spark`` (idempotent)."""
+    # Imported on use: the source needs PySpark, which `import dcps.spark` does not load.
     from ._source import DcpsDataSource
 
     spark.dataSource.register(DcpsDataSource)

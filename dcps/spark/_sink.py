@@ -19,11 +19,11 @@ exactly-once.
 from __future__ import annotations
 
 import uuid
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -34,10 +34,10 @@ from pyspark.sql.types import StructType
 from idl import describe
 from idl._errors import BadParameterError
 
-from ._access import connect_store
+from ._access import channel_of_key, connect_store
 from ._decode import encode_batch
+from ._faults import maybe_fail
 from ._options import SourceOptions
-from ._source import _maybe_fail
 
 __all__ = ["BatchWriter", "PublishedMessage", "StreamWriter", "publish_batches"]
 
@@ -103,7 +103,7 @@ def publish_batches(opts: SourceOptions, batches: Iterator[Any], prefix: str) ->
                 if channel < 0:  # hash the key exactly as ChannelPublisher does
                     sample = t.deserialize(data)  # type: ignore[attr-defined]
                     key_cdr = t.__idl__.serialize_key(sample)  # type: ignore[attr-defined]
-                    channel = memo[values[i]] = zlib.crc32(key_cdr) % count
+                    channel = memo[values[i]] = channel_of_key(key_cdr, count)
             per_channel.setdefault(channel, []).append((index, data))
         n += len(payloads)
     futures = []
@@ -124,8 +124,6 @@ def publish_batches(opts: SourceOptions, batches: Iterator[Any], prefix: str) ->
 
 
 def _task_prefix(query: str, batch: str) -> str:
-    from pyspark import TaskContext
-
     ctx = TaskContext.get()
     partition = ctx.partitionId() if ctx is not None else 0
     return f"{query}/{batch}/{partition}"
@@ -139,13 +137,11 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> PublishedMessage:
-        from pyspark import TaskContext
-
         ctx = TaskContext.get()
         query = (ctx.getLocalProperty("sql.streaming.queryId") if ctx else None) or "query"
         batch = (ctx.getLocalProperty("streaming.sql.batchId") if ctx else None) or "0"
         message = publish_batches(self.opts, iterator, _task_prefix(query, batch))
-        _maybe_fail(self.opts, "write", ctx.partitionId() if ctx else 0)
+        maybe_fail(self.opts.topic, "write")  # test-only hook (see _faults): after publishing
         return message
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
@@ -164,9 +160,6 @@ class BatchWriter(DataSourceArrowWriter):
         self.job = uuid.uuid4().hex  # pickled into every task, so retries share it
 
     def write(self, iterator: Iterator[Any]) -> PublishedMessage:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
         message = publish_batches(self.opts, iterator, _task_prefix(f"write-{self.job}", "0"))
-        _maybe_fail(self.opts, "write", ctx.partitionId() if ctx else 0)
+        maybe_fail(self.opts.topic, "write")  # test-only hook (see _faults): after publishing
         return message

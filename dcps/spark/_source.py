@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -34,8 +35,10 @@ from idl._errors import BadParameterError, PreconditionNotMetError
 
 from ._access import StoreAccess, connect_store
 from ._decode import decode_run
+from ._faults import maybe_fail
 from ._options import SourceOptions
 from ._schema import spark_schema
+from ._sink import BatchWriter, StreamWriter
 
 __all__ = ["ChannelRange", "DcpsDataSource", "offsets_json"]
 
@@ -73,6 +76,11 @@ def _access(opts: SourceOptions) -> StoreAccess:
     return connect_store(opts.domain_id, opts.namespace, opts.data_dir, opts.timeout)
 
 
+def _group_access(opts: SourceOptions) -> StoreAccess:
+    """The store over DDS (group commits travel over DDS, whatever ``data_dir`` says)."""
+    return connect_store(opts.domain_id, opts.namespace, None, opts.timeout)
+
+
 def _resolve(
     spec: str | dict[int, int], bounds: dict[int, tuple[int, int]], option: str
 ) -> dict[int, int]:
@@ -106,17 +114,6 @@ def _plan(start: dict[int, int], end: dict[int, int], per_partition: int) -> lis
     return parts
 
 
-def _maybe_fail(opts: SourceOptions, where: str, index: int) -> None:
-    """Injected failure for tests: the first attempt of partition 0 raises."""
-    if opts.fail_first_attempt != where or index != 0:
-        return
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    if ctx is not None and ctx.attemptNumber() == 0:
-        raise RuntimeError(f"dcps: injected failure in the first attempt of a {where} task")
-
-
 def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) -> Iterator[Any]:
     t = opts.type()
     access = _access(opts)
@@ -125,8 +122,7 @@ def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) 
     for run in access.fetch_runs(opts.topic, part.channel, part.start, part.end, step):
         batch = decode_run(t, run, part.channel)
         if opts.start_ns is not None or opts.end_ns is not None:
-            import numpy as np
-            import pyarrow as pa
+            import pyarrow as pa  # third-party, loaded where rows are read (not on import)
 
             stamps = run.timestamps()
             mask = np.ones(len(stamps), dtype=bool)
@@ -138,11 +134,8 @@ def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) 
         if batch.num_rows:
             yield _conform(batch, schema_names)
         if first:
-            _maybe_fail(opts, "read", part.index)
+            maybe_fail(opts.topic, "read")  # test-only hook (see _faults): after some rows
             first = False
-
-
-_spark_arrow: dict[int, Any] = {}
 
 
 def _conform(batch: Any, schema_names: Sequence[str]) -> Any:
@@ -219,21 +212,23 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.opts, partition, self.names)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Commit the group's positions (the last consumed offset per channel)."""
+        """Commit the group's positions (the last consumed offset per channel).
+
+        Commits go to the store over DDS, also when the rows are read from its
+        file (``data_dir``).
+        """
         if not self.opts.group:
             return
         done = {c: n - 1 for c, n in _from_offset(end).items() if n > 0}
         if not done:
             return
-        client = _access(self.opts)._client
-        if client is None:
-            return  # local file access: no group commits
+        access = _group_access(self.opts)
         for attempt in range(2):
             if not self.joined:
-                client.join(self.opts.topic, self.opts.group, self.member, _MEMBER_TIMEOUT_MS)
+                access.join_group(self.opts.topic, self.opts.group, self.member, _MEMBER_TIMEOUT_MS)
                 self.joined = True
             try:
-                client.commit(self.opts.topic, self.opts.group, self.member, done)
+                access.commit_group(self.opts.topic, self.opts.group, self.member, done)
                 return
             except PreconditionNotMetError:  # membership expired: join again
                 self.joined = False
@@ -241,11 +236,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     raise
 
     def stop(self) -> None:
-        if self.joined:
-            client = _access(self.opts)._client
-            if client is not None and self.opts.group:
-                client.leave(self.opts.topic, self.opts.group, self.member)
-            self.joined = False
+        if self.joined and self.opts.group:
+            _group_access(self.opts).leave_group(self.opts.topic, self.opts.group, self.member)
+        self.joined = False
 
 
 def _admit(begin: dict[int, int], latest: dict[int, int], limit: int) -> dict[int, int]:
@@ -298,12 +291,8 @@ class DcpsDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (PySpark's name)
         return _StreamReader(self.opts, schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802 (PySpark's name)
-        from ._sink import StreamWriter
-
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:  # noqa: N802 (PySpark's name)
         return StreamWriter(self.opts, schema)
 
-    def writer(self, schema: StructType, overwrite: bool) -> Any:
-        from ._sink import BatchWriter
-
+    def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         return BatchWriter(self.opts, schema)

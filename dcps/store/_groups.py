@@ -70,6 +70,11 @@ class GroupCoordinator:
         found.members[member].last_seen = time.monotonic()
         return found
 
+    def has_member(self, topic: str, group: str, member: str) -> bool:
+        """Whether ``member`` belongs to ``group`` of ``topic`` now (not expelled, not left)."""
+        found = self._groups.get((topic, group))
+        return found is not None and member in found.members
+
     def membership(self, group: Group, member: str) -> Membership:
         """What JOIN and HEARTBEAT answer."""
         owned = tuple(sorted(c for c, m in group.owners.items() if m == member))

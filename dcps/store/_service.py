@@ -23,16 +23,17 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
+from dcps.wire._auth import AuthenticationError, DropReason
+from dcps.wire._auth_member import MemberSecret
 from dcps.wire._batches import PackedPayloads
-from dcps.wire._codes import CommitStatus, SeekMode
+from dcps.wire._codes import CommitStatus, Op, SeekMode
 from dcps.wire._limits import MAX_CLIENTS, check_client_id
 from dcps.wire._messages import Assignment, LiveBatch, Reply, Request, StoreAnnouncement
 from dcps.wire._messages import UndecodableRequest as _Undecodable
@@ -72,6 +73,7 @@ from dcps.wire._requests import (
     StateRequest,
     decode_request,
 )
+from dcps.wire._sealing import FROM_ENVIRONMENT, UNAUTHENTICATED_WARNING, KeyOption, Sealer
 from dcps.wire._transport import Endpoint, Waiter, drop_endpoint, live_announcements
 from idl._errors import (
     AlreadyClosedError,
@@ -81,10 +83,17 @@ from idl._errors import (
     OutOfResourcesError,
     PreconditionNotMetError,
 )
+from idl._identity import type_identity
 
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
 from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
-from ._log import DEFAULT_PARTITION_COUNT, ChannelLog, SyncMode, default_channel_count
+from ._log import (
+    DEFAULT_PARTITION_COUNT,
+    STORE_FILE,
+    ChannelLog,
+    SyncMode,
+    default_channel_count,
+)
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
 
@@ -94,9 +103,11 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_FETCH_THREADS", "STORE_FILE", "Store", "StoreState", "TopicSpec", "run_store"]
 
 _log = logging.getLogger("dcps.store")
-STORE_FILE = "channels.db"
 #: Refusals sent to clients over MAX_CLIENTS whose writers are kept (the oldest is deleted).
 _REFUSAL_WRITERS = 16
+#: Member secrets a store keeps (the least recently joined is forgotten first; that member's
+#: commits are then refused as "not a member" until it joins again).
+MAX_MEMBER_SECRETS = 65536
 
 
 class TopicSpec(Protocol):
@@ -110,6 +121,15 @@ class TopicSpec(Protocol):
 
     @property
     def retain_consumed(self) -> bool | None: ...
+
+
+def _identity_of(topic: TopicSpec) -> tuple[str, str]:
+    """``(type name, type identity)`` of a configured topic that names its type, else empty."""
+    cls = getattr(topic, "type", None)
+    if not isinstance(cls, type):
+        return "", ""
+    identity = type_identity(cls)
+    return identity.rpartition("@")[0], identity
 
 
 class StoreState(enum.Enum):
@@ -148,22 +168,44 @@ class Store:
     channelled topics (anything with ``name``, ``channel_count`` and
     ``retain_consumed``, see :class:`TopicSpec`). ``sync`` picks the fsync
     policy. Topics created without a channel count get the next prime above
-    the square root of ``partition_count`` (17 for the default 257). Opening
-    a corrupt, foreign or newer data file raises a :class:`~dcps.DcpsError`
-    before anything is started.
+    the square root of ``partition_count`` (17 for the default 257). A topic
+    of ``topics`` that has a ``type`` records its :func:`idl.type_identity`;
+    clients of another type are refused (``PreconditionNotMetError`` naming
+    the topic and both types). ``allow_client_topics=False`` refuses clients
+    that ask for a topic the store does not have (``IllegalOperationError``
+    naming topic and namespace): only ``topics`` and the topics already in
+    the log exist then.
+
+    The data directory is created if missing. Opening a corrupt, damaged,
+    foreign or newer data file, a directory under a regular file, a read-only
+    place or a full disk raises one :class:`~dcps.DcpsError` naming the path
+    before anything is started. ``verify=False`` skips the start-up check of
+    the whole file (``PRAGMA quick_check``), for huge files.
 
     ``share`` (a :class:`Share`, ``(index, count)`` or ``"index/count"``)
     makes this store serve only channel ``c`` of every topic with
     ``c % count == index``; run one store per share, each on its own data
     directory (see ``docs/deployment.md``). A share that is invalid raises
     :class:`~dcps.BadParameterError`; one that overlaps a running store of
-    the namespace makes :meth:`start` raise
-    :class:`~dcps.PreconditionNotMetError` (if the overlap shows up later, the
-    younger store stops and sets :attr:`failure`).
+    the namespace (the default ``0/1`` overlaps any other store of it) makes
+    :meth:`start` raise :class:`~dcps.PreconditionNotMetError` after
+    listening :data:`~dcps.store._shares.SETTLE` seconds for other stores (if
+    the overlap shows up later, the younger store stops and sets
+    :attr:`failure`).
 
     ``fetch_threads`` threads answer FETCH requests (subscribers catching up,
     Spark reads), each reading the log through its own read-only connection,
     beside the thread that handles publishes and commits.
+
+    ``key`` protects the namespace (``docs/security.md``): a
+    :class:`~dcps.wire._auth_keys.StoreKey`, a key file's path, None for no
+    key, or (the default) the file named by ``DCPS_STORE_KEY_FILE`` if set.
+    With a key every request, reply, announcement and assignment is
+    authenticated and anything else is dropped, counted (:meth:`auth_drops`)
+    and logged; without one the store logs a warning at start. ``admin_key``
+    (default: ``DCPS_STORE_ADMIN_KEY_FILE``) authorises destroying groups;
+    without it the store refuses them. A bad key file raises
+    :class:`~dcps.BadParameterError` naming it.
     """
 
     def __init__(
@@ -178,6 +220,10 @@ class Store:
         partition_count: int = DEFAULT_PARTITION_COUNT,
         share: Share | tuple[int, int] | str = (0, 1),
         fetch_threads: int = DEFAULT_FETCH_THREADS,
+        key: KeyOption = FROM_ENVIRONMENT,
+        admin_key: KeyOption = FROM_ENVIRONMENT,
+        verify: bool = True,
+        allow_client_topics: bool = True,
     ) -> None:
         if (
             not isinstance(fetch_threads, int)
@@ -186,25 +232,31 @@ class Store:
         ):
             raise BadParameterError(f"fetch_threads must be an int >= 1, got {fetch_threads!r}")
         self.share = Share.of(share)
+        self._sealer = Sealer.from_keys(key, admin_key)
+        self._secrets: OrderedDict[tuple[str, str, str], MemberSecret] = OrderedDict()
         #: Why this store stopped serving (an overlapping store), or None.
         self.failure: str | None = None
-        self.data_dir = Path(data_dir)
-        if self.data_dir.exists() and not self.data_dir.is_dir():
-            raise BadParameterError(f"the store data directory {self.data_dir} is not a directory")
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.default_channel_count = default_channel_count(partition_count)
         self.namespace = namespace
         self.domain_id = domain_id
         self.incarnation = uuid.uuid4().hex
         self._network = network
-        self.log = ChannelLog(self.data_dir / STORE_FILE, sync=sync)
+        #: Whether clients may create topics (ENSURE_TOPIC of an unknown topic).
+        self.allow_client_topics = allow_client_topics
+        self.log = ChannelLog.in_dir(data_dir, sync=sync, verify=verify)
+        self.data_dir = self.log.path.parent
         try:
             for info in self.log.topics():  # anonymous subscribers do not outlive a store
                 for group in self.log.groups(info.name):
                     if group.startswith(ANONYMOUS_PREFIX):
                         self.log.destroy_group(info.name, group)
             for topic in topics:
-                self._ensure(topic.name, topic.channel_count or 0, topic.retain_consumed, "")
+                self._ensure(
+                    topic.name,
+                    topic.channel_count or 0,
+                    topic.retain_consumed,
+                    *_identity_of(topic),
+                )
         except BaseException:
             self.log.close()
             raise
@@ -255,6 +307,8 @@ class Store:
             return self
         if self._state is StoreState.CLOSED:
             raise AlreadyClosedError(f"the store of {self.data_dir} is closed")
+        if not self._sealer.enabled:
+            _log.warning(UNAUTHENTICATED_WARNING, self.namespace)
         try:
             self._open_endpoints()
             self._check_share()
@@ -269,6 +323,15 @@ class Store:
 
     def __enter__(self) -> Store:
         return self.start()
+
+    @property
+    def authenticated(self) -> bool:
+        """True when the namespace has a key (every message is authenticated)."""
+        return self._sealer.enabled
+
+    def auth_drops(self) -> dict[DropReason, int]:
+        """Messages refused by authentication so far, per reason (all 0 without a key)."""
+        return self._sealer.drops()
 
     def __exit__(
         self,
@@ -318,10 +381,14 @@ class Store:
             CONTROL_QOS,
         )
         self._waiter.watch(self._requests)
-        self._assignments = ep.writer(ep.assign_topic, self.namespace, ASSIGN_QOS)
+        self._assignments = ep.writer(
+            ep.assign_topic, self.namespace, ASSIGN_QOS, seal=self._sealer.seal_assignment
+        )
         self._groups = GroupCoordinator(self.log, self._assignments, self.incarnation)
         self._announced = ep.reader(ep.store_topic, self.namespace, ANNOUNCE_QOS)
-        self._announcer = ep.writer(ep.store_topic, self.namespace, ANNOUNCE_QOS)
+        self._announcer = ep.writer(
+            ep.store_topic, self.namespace, ANNOUNCE_QOS, seal=self._sealer.seal_announcement
+        )
         self.announcement = StoreAnnouncement(
             incarnation=self.incarnation,
             index=self.share.index,
@@ -337,15 +404,19 @@ class Store:
             self._waiter.watch(self._mirror_reader)
 
     def _check_share(self) -> None:
-        """With several shares, refuse to serve next to an overlapping store."""
-        if self.share.count == 1:
-            return
+        """Refuse to serve next to an overlapping store of the namespace.
+
+        Listens the whole :data:`SETTLE` window, then judges every store heard
+        of at once: which conflict is reported must not depend on which
+        announcement came first. A single store (share ``0/1``) checks too:
+        two of them on one namespace would both answer every request.
+        """
         deadline = time.monotonic() + SETTLE
         while time.monotonic() < deadline:
-            conflict = share_conflict(self.announcement, live_announcements(self._announced))
-            if conflict is not None:
-                raise PreconditionNotMetError(f"store not started: {conflict}")
             time.sleep(0.02)
+        conflict = share_conflict(self.announcement, self._live_stores())
+        if conflict is not None:
+            raise PreconditionNotMetError(f"store not started: {conflict}")
 
     # -- the service loop ------------------------------------------------------
 
@@ -395,6 +466,8 @@ class Store:
         except BadParameterError as exc:  # nowhere safe to answer
             self._drop(f"{exc}")
             return None
+        if self._sealer.enabled and not self._authentic(sample):
+            return None
         try:
             if isinstance(sample, _Undecodable):
                 raise BadParameterError(sample.problem)
@@ -402,6 +475,70 @@ class Store:
         except Exception as exc:
             self._answer(client, request_id, error_reply(client, request_id, exc))
             return None
+
+    def _authentic(self, sample: Request | _Undecodable) -> bool:
+        """Whether a request is authentic and fresh; refusals are dropped (counted, logged).
+
+        A sender proven to hold the namespace key whose member proof fails
+        (unknown member, not the member that joined) is told so in an error reply.
+        """
+        if isinstance(sample, _Undecodable):
+            self._drop(f"undecodable request from {sample.client!r}: {sample.problem}")
+            return False
+        ident = (sample.topic, sample.group, sample.member)
+        secret = self._secrets.get(ident)
+        live = sample.op == Op.JOIN and secret is not None and self._member_live(*ident)
+        try:
+            self._sealer.open_request(sample, self.incarnation, secret, proof_required=live)
+        except AuthenticationError as exc:
+            self._sealer.refused(exc)
+            if exc.reason in (DropReason.UNKNOWN_MEMBER, DropReason.BAD_MEMBER_PROOF):
+                refusal = PreconditionNotMetError(
+                    f"{sample.member!r} of group {sample.group!r} of topic {sample.topic!r}: "
+                    f"{exc.reason.value} (not a member this store knows, or not the member "
+                    "that joined: join first)"
+                )
+                self._answer(
+                    sample.client,
+                    sample.request_id,
+                    error_reply(sample.client, sample.request_id, refusal),
+                )
+            return False
+        return True
+
+    def _member_live(self, topic: str, group: str, member: str) -> bool:
+        """Whether ``member`` belongs to ``group`` now (per the coordinator's assignment)."""
+        if self.share.coordinates:
+            return self._groups.has_member(topic, group, member)
+        a = self._mirror.get((topic, group))
+        return a is not None and member in a.members
+
+    def _exchange(self, r: JoinRequest) -> tuple[bytes, MemberSecret | None]:
+        """The store's half of a JOIN's key exchange (validated before the JOIN takes effect)."""
+        if not self._sealer.enabled:
+            return b"", None
+        if not r.offer:
+            raise BadParameterError(
+                f"a JOIN of {r.member!r} to group {r.group!r} of topic {r.topic!r} carries no "
+                "key-exchange offer: the store's namespace has a key"
+            )
+        return self._sealer.answer_member_offer(
+            r.offer, group=r.group, member=r.member, incarnation=self.incarnation
+        )
+
+    def _keep_secret(self, r: JoinRequest, secret: MemberSecret | None) -> None:
+        if secret is None:
+            return
+        ident = (r.topic, r.group, r.member)
+        self._secrets.pop(ident, None)
+        self._secrets[ident] = secret
+        while len(self._secrets) > MAX_MEMBER_SECRETS:
+            self._secrets.popitem(last=False)
+
+    def _forget_secrets(self, topic: str, group: str, member: str | None = None) -> None:
+        for ident in [k for k in self._secrets if k[:2] == (topic, group)]:
+            if member is None or ident[2] == member:
+                del self._secrets[ident]
 
     def _drop(self, why: str) -> None:
         self.dropped_requests += 1
@@ -428,7 +565,12 @@ class Store:
     def _reply_writer(self, client: str) -> Any:
         assert self._endpoint is not None
         partition = reply_partition(self.namespace, client)
-        return self._endpoint.writer(self._endpoint.reply_topic, partition, REPLY_QOS)
+        return self._endpoint.writer(
+            self._endpoint.reply_topic, partition, REPLY_QOS, seal=self._seal_reply
+        )
+
+    def _seal_reply(self, reply: Reply) -> bytes | None:
+        return self._sealer.seal_reply(reply, self.incarnation)
 
     def _refuse_client(self, client: str, request_id: int) -> None:
         """Tell a client over MAX_CLIENTS that it is refused (a bounded set of writers)."""
@@ -486,10 +628,12 @@ class Store:
 
     # -- topics and publishing -------------------------------------------------
 
-    def _ensure(self, name: str, count: int, retain: bool | None, type_name: str) -> Any:
+    def _ensure(
+        self, name: str, count: int, retain: bool | None, type_name: str, identity: str = ""
+    ) -> Any:
         existed = name in {t.name for t in self.log.topics()}
         info = self.log.ensure_topic(
-            name, count or self.default_channel_count, bool(retain), type_name
+            name, count or self.default_channel_count, bool(retain), type_name, identity
         )
         if existed:
             if count and count != info.channel_count:
@@ -504,7 +648,15 @@ class Store:
 
     def _on_ensure(self, call: _Call[EnsureTopicRequest]) -> None:
         r = call.request
-        info = self._ensure(r.topic, r.channel_count, r.retain_consumed, r.type_name)
+        if not self.allow_client_topics and r.topic not in {t.name for t in self.log.topics()}:
+            raise IllegalOperationError(
+                f"the store of namespace {self.namespace!r} has no topic {r.topic!r} and does "
+                "not let clients create topics (allow_client_topics=False): configure it on "
+                "the store"
+            )
+        info = self._ensure(
+            r.topic, r.channel_count, r.retain_consumed, r.type_name, r.type_identity
+        )
         self._reply(call, TopicConfig(info.channel_count, bool(info.retain_consumed)))
 
     def _publish(self, calls: list[_Call[PublishRequest]]) -> None:
@@ -636,7 +788,10 @@ class Store:
     # -- groups (the coordinating store: _groups.py) ---------------------------------
 
     def _on_join(self, call: _Call[JoinRequest]) -> None:
-        self._reply(call, self._groups.join(call.request))
+        public, secret = self._exchange(call.request)
+        membership = self._groups.join(call.request)
+        self._keep_secret(call.request, secret)
+        self._reply(call, attrs.evolve(membership, exchange=public))
 
     def _on_heartbeat(self, call: _Call[HeartbeatRequest]) -> None:
         r = call.request
@@ -645,10 +800,12 @@ class Store:
     def _on_leave(self, call: _Call[LeaveRequest]) -> None:
         r = call.request
         self._groups.leave(r.topic, r.group, r.member)
+        self._forget_secrets(r.topic, r.group, r.member)
         self._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
 
     def _on_destroy_group(self, call: _Call[DestroyGroupRequest]) -> None:
         r = call.request
+        self._forget_secrets(r.topic, r.group)
         self._reply(call, GroupDestroyed(self._groups.destroy(r.topic, r.group)))
 
     def _on_commit(self, call: _Call[CommitRequest]) -> None:
@@ -721,7 +878,7 @@ class Store:
         now = time.monotonic()
         if now >= self._next_share_check and self._requests is not None:
             self._next_share_check = now + 0.25
-            others = live_announcements(self._announced)
+            others = self._live_stores()
             conflict = share_conflict(self.announcement, others)
             if conflict is not None:
                 self._refuse(conflict)
@@ -733,8 +890,12 @@ class Store:
                 ).incarnation
         if self._mirror_reader is not None:
             for sample in self._mirror_reader.take(N=1024):
-                if isinstance(sample, Assignment):
+                if isinstance(sample, Assignment) and self._sealer.accept_assignment(sample):
                     self._follow(sample)
+
+    def _live_stores(self) -> list[StoreAnnouncement]:
+        """The live stores of the namespace whose announcements verify (all without a key)."""
+        return self._sealer.verified_announcements(live_announcements(self._announced))
 
     def _refuse(self, why: str) -> None:
         assert self._waiter is not None
@@ -779,11 +940,16 @@ class Store:
     def _on_share_join(self, call: _Call[JoinRequest]) -> None:
         r = call.request
         self.log.topic(r.topic)
+        public, secret = self._exchange(r)
         self.log.create_group(r.topic, r.group)
-        self._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
+        self._keep_secret(r, secret)
+        reply = ok_reply(call.client, call.request_id)
+        reply.blob = public
+        self._answer(call.client, call.request_id, reply)
 
     def _on_share_destroy_group(self, call: _Call[DestroyGroupRequest]) -> None:
         r = call.request
+        self._forget_secrets(r.topic, r.group)
         self._reply(call, GroupDestroyed(self.log.destroy_group(r.topic, r.group)))
 
     def _owned_by_mirror(self, r: CommitRequest | SeekRequest) -> list[int] | None:
@@ -873,14 +1039,21 @@ def run_store(
     on_ready: Callable[[Store], None] | None = None,
     share: Share | tuple[int, int] | str = (0, 1),
     fetch_threads: int = DEFAULT_FETCH_THREADS,
+    key: KeyOption = FROM_ENVIRONMENT,
+    admin_key: KeyOption = FROM_ENVIRONMENT,
+    verify: bool = True,
+    allow_client_topics: bool = True,
 ) -> None:
     """Run a store until ``stop`` is set, or SIGINT/SIGTERM when ``stop`` is None.
 
-    Prints ``dcps store ready`` to stdout once serving (``on_ready`` is called too).
+    Prints ``dcps store ready`` to stdout once serving (``on_ready`` is called
+    too): after the share check, so a store that must not serve never says
+    it is ready. ``verify`` and ``allow_client_topics`` are :class:`Store`'s.
     ``share`` is the store's share of the channels (see :class:`Store`); if an
     overlapping store turns up, this one stops with
-    :class:`~dcps.PreconditionNotMetError`. The signal handlers it installs
-    are restored when it returns.
+    :class:`~dcps.PreconditionNotMetError`. ``key`` and ``admin_key`` are as
+    for :class:`Store`. The signal handlers it installs are restored when it
+    returns.
     """
     event = stop or threading.Event()
     replaced: dict[signal.Signals, Any] = {}
@@ -896,6 +1069,10 @@ def run_store(
             partition_count=partition_count,
             share=share,
             fetch_threads=fetch_threads,
+            key=key,
+            admin_key=admin_key,
+            verify=verify,
+            allow_client_topics=allow_client_topics,
         ) as store:
             if on_ready is not None:
                 on_ready(store)

@@ -27,8 +27,10 @@ Announcements. Every store announces ``(incarnation, index, count, started,
 pid, host, data dir)`` on the ``dcps_channels_store`` topic (partition
 ``<ns>``, reliable, transient-local). A store refuses to run when a live
 store of the namespace, started earlier, has the same index or another count
-(it checks for :data:`SETTLE` seconds before serving when ``count > 1``, and
-all the time afterwards: the younger of two overlapping stores stops).
+(it listens for :data:`SETTLE` seconds before serving, whatever its count, and
+judges every store heard of at once; afterwards it keeps checking: the younger
+of two overlapping stores stops). Two single stores (``0/1``) of a namespace
+overlap too: both would answer every request.
 
 Routing. A client (``StoreClient``) waits until the live announcements
 cover every share of one count, then sends each request to the partition of
@@ -59,8 +61,8 @@ __all__ = [
 #: Seconds a non-coordinating store waits for the assignment that makes a
 #: commit's or seek's member the owner of the channel, before refusing it.
 OWNERSHIP_GRACE = 2.0
-#: Seconds a store of a split namespace (count > 1) listens for overlapping
-#: stores before it starts serving.
+#: Seconds a store listens for overlapping stores of its namespace before it
+#: starts serving (and before ``dcps store`` prints that it is ready).
 SETTLE = 0.5
 
 
@@ -129,23 +131,40 @@ def _describe(a: Any) -> str:
     return f"store {a.index}/{a.count} (pid {a.pid} on {a.host}, data {a.data_dir})"
 
 
+def _overlap(mine: Any, other: Any) -> str | None:
+    """Why ``mine`` must not serve next to the older ``other`` (None: they fit)."""
+    if other.count != mine.count:
+        return (
+            f"this store's share {mine.index}/{mine.count} does not fit "
+            f"{_describe(other)}: every store of a namespace must use the same count"
+        )
+    if other.index == mine.index:
+        return f"share {mine.index}/{mine.count} is already served by {_describe(other)}"
+    return None
+
+
 def share_conflict(mine: Any, others: Iterable[Any]) -> str | None:
     """Why the store announcing ``mine`` must not serve next to ``others`` (None: it may).
 
     Both are announcements (``incarnation``, ``index``, ``count``,
     ``started_ns``, ...). Of two overlapping stores only the younger is told,
-    so exactly one of them stops.
+    so exactly one of them stops. The stores are taken oldest first, and a
+    store that an older standing store refuses does not count: the conflict
+    reported is with the oldest store that stands, whatever order the
+    announcements arrived in.
     """
-    for other in others:
-        if other.incarnation == mine.incarnation:
-            continue
-        if (other.started_ns, other.incarnation) > (mine.started_ns, mine.incarnation):
+
+    def age(a: Any) -> tuple[int, str]:
+        return (a.started_ns, a.incarnation)
+
+    standing: list[Any] = []
+    for other in sorted(others, key=age):
+        if other.incarnation == mine.incarnation or age(other) > age(mine):
             continue  # the other is younger: it yields
-        if other.count != mine.count:
-            return (
-                f"this store's share {mine.index}/{mine.count} does not fit "
-                f"{_describe(other)}: every store of a namespace must use the same count"
-            )
-        if other.index == mine.index:
-            return f"share {mine.index}/{mine.count} is already served by {_describe(other)}"
+        if any(_overlap(other, older) for older in standing):
+            continue  # refused itself by an older store: it will stop
+        why = _overlap(mine, other)
+        if why is not None:
+            return why
+        standing.append(other)
     return None

@@ -68,6 +68,7 @@ class Request(IdlStruct, typename="dcps_channels.Request"):
     offsets: Int64Seq = field(default_factory=list)
     sizes: Int32Seq = field(default_factory=list)
     blob: Blob = b""
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @dataclass
@@ -89,6 +90,7 @@ class _RawRequest(IdlStruct, typename="dcps_channels.RawRequest"):
     offsets: Int64Seq = field(default_factory=list)
     sizes: Int32Seq = field(default_factory=list)
     blob: Blob = b""
+    auth: Blob = b""
 
 
 _REQUEST_STRINGS = ("client", "topic", "group", "member", "text")
@@ -113,6 +115,7 @@ class Reply(IdlStruct, typename="dcps_channels.Reply"):
     tails: Int64Seq = field(default_factory=list)
     sizes: Int32Seq = field(default_factory=list)
     blob: Blob = b""
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @dataclass
@@ -140,6 +143,7 @@ class Assignment(IdlStruct, typename="dcps_channels.Assignment"):
     members: StrSeq = field(default_factory=list)
     owners: Int32Seq = field(default_factory=list)
     expelled: StrSeq = field(default_factory=list)
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @dataclass
@@ -154,6 +158,7 @@ class StoreAnnouncement(IdlStruct, typename="dcps_channels.StoreAnnouncement"):
     pid: Int64 = 0
     host: str = ""
     data_dir: str = ""
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @attrs.define
@@ -185,7 +190,7 @@ def _bytes_fields(cls: Any, names: frozenset[str]) -> None:
             machine.members_machines[name] = BytesMachine()  # type: ignore[no-untyped-call]
 
 
-def _compile(cls: Any, names: frozenset[str]) -> None:
+def _compile(cls: Any, names: frozenset[str], *, keep_wire: bool = False) -> None:
     """Give ``cls`` the compiled codec of ``idl._codec`` for whole samples.
 
     The binding's per-field machines cost 30-60 us per message of these
@@ -193,6 +198,8 @@ def _compile(cls: Any, names: frozenset[str]) -> None:
     codec writes the same bytes (``tests/wire/test_protocol_codec.py``
     checks) in a few microseconds. Anything unusual (a caller's buffer,
     another endianness, key-only forms) still goes to the binding.
+    ``keep_wire``: a decoded sample keeps its CDR bytes as ``_wire``, so the
+    receiver checks its authentication without serialising it again.
     """
     codec = build_codec(cls, names)
     if codec is None:  # a big-endian host: the binding's machines do it all
@@ -212,7 +219,10 @@ def _compile(cls: Any, names: frozenset[str]) -> None:
     ) -> Any:
         if has_header and use_version_2 is None and data.__class__ is bytes and len(data) >= 4:
             if data[:2] == b"\x00\x01":  # CDR_LE
-                return de[1](data)
+                sample = de[1](data)
+                if keep_wire:  # what the authentication tag is checked over (_sealing.py)
+                    sample._wire = data
+                return sample
             if data[:2] == b"\x00\x07":  # PLAIN_CDR2_LE
                 return de[2](data)
         return generic_deserialize(klass, data, has_header, use_version_2)
@@ -256,10 +266,14 @@ def _undecodable(data: Any, exc: Exception) -> UndecodableRequest:
     return UndecodableRequest(texts["client"], int(raw.request_id), problem)
 
 
-for _cls in (Request, Reply, LiveBatch):
-    _bytes_fields(_cls, frozenset({"blob"}))
-    _compile(_cls, frozenset({"blob"}))
-_RAW_BYTES = frozenset({*_REQUEST_STRINGS, "blob"})
+_SEALED = frozenset({"blob", "auth"})
+for _cls, _octets in ((Request, _SEALED), (Reply, _SEALED), (LiveBatch, frozenset({"blob"}))):
+    _bytes_fields(_cls, _octets)
+    _compile(_cls, _octets, keep_wire=_octets is _SEALED)
+# rare messages: the binding's machines serialise them
+_bytes_fields(Assignment, frozenset({"auth"}))
+_bytes_fields(StoreAnnouncement, frozenset({"auth"}))
+_RAW_BYTES = frozenset({*_REQUEST_STRINGS, "blob", "auth"})
 _bytes_fields(_RawRequest, _RAW_BYTES)
 _compile(_RawRequest, _RAW_BYTES)
 _never_raise(Request)

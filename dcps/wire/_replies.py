@@ -248,11 +248,13 @@ class ChannelStates:
 @attrs.frozen
 class Membership:
     """The answer to JOIN and HEARTBEAT: the member's channels in assignment ``generation``
-    of store ``incarnation``."""
+    of store ``incarnation``. ``exchange``: the store's key-exchange value answering a
+    JOIN's offer (empty without a key, and in HEARTBEAT answers)."""
 
     generation: int
     incarnation: str
     channels: tuple[int, ...]
+    exchange: bytes = b""
 
     def to_wire(self, client: str, request_id: int) -> Reply:
         return Reply(
@@ -261,11 +263,12 @@ class Membership:
             number=self.generation,
             text=self.incarnation,
             channels=list(self.channels),
+            blob=self.exchange,
         )
 
     @classmethod
     def from_wire(cls, r: Reply) -> Self:
-        return cls(int(r.number), r.text, _ints(r.channels))
+        return cls(int(r.number), r.text, _ints(r.channels), bytes(r.blob))
 
 
 @attrs.frozen

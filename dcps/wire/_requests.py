@@ -16,6 +16,7 @@ import attrs
 
 from idl._errors import BadParameterError
 
+from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
 from ._limits import (
     MAX_BATCH_ELEMENTS,
@@ -82,7 +83,10 @@ class EnsureTopicRequest:
     """Create ``topic`` unless it exists; check its configuration if it does.
 
     ``channel_count`` 0 takes the store's default; ``retain_consumed`` None
-    keeps whatever the store has. ``type_name`` is the topic type's name.
+    keeps whatever the store has. ``type_name`` is the topic type's name and
+    ``type_identity`` its :func:`idl.type_identity` (name and structure hash;
+    empty: not checked), travelling in the ``member`` field. The store refuses
+    an identity other than the one the topic recorded.
     """
 
     op: ClassVar[Op] = Op.ENSURE_TOPIC
@@ -90,6 +94,7 @@ class EnsureTopicRequest:
     channel_count: int = 0
     retain_consumed: bool | None = None
     type_name: str = ""
+    type_identity: str = ""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         flag = -1 if self.retain_consumed is None else int(self.retain_consumed)
@@ -101,6 +106,7 @@ class EnsureTopicRequest:
             number=self.channel_count,
             flag=flag,
             text=self.type_name,
+            member=self.type_identity,
         )
 
     @classmethod
@@ -112,6 +118,7 @@ class EnsureTopicRequest:
             check_channel_count(int(r.number)),
             None if r.flag < 0 else bool(r.flag),
             check_wire_name("text", r.text, required=False),
+            check_wire_name("member (type identity)", r.member, required=False),
         )
 
 
@@ -346,7 +353,11 @@ class StateRequest:
 
 @attrs.frozen
 class JoinRequest:
-    """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence."""
+    """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence.
+
+    ``offer`` is the member's key-exchange value (``MemberOffer.public``) when
+    the namespace has a key, empty otherwise.
+    """
 
     op: ClassVar[Op] = Op.JOIN
     topic: str
@@ -354,6 +365,7 @@ class JoinRequest:
     member: str
     timeout_ms: int
     anonymous: bool = False
+    offer: bytes = b""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
@@ -365,6 +377,7 @@ class JoinRequest:
             member=self.member,
             number=self.timeout_ms,
             flag=int(self.anonymous),
+            blob=self.offer,
         )
 
     @classmethod
@@ -374,7 +387,12 @@ class JoinRequest:
             raise BadParameterError(f"request field 'number' (member timeout) is {r.number}")
         if r.flag not in (0, 1):
             raise BadParameterError(f"request field 'flag' (anonymous) is {r.flag}")
-        return cls(topic, group, member, int(r.number), bool(r.flag))
+        if len(r.blob) not in (0, PUBLIC_VALUE_BYTES):
+            raise BadParameterError(
+                f"request field 'blob' (key-exchange offer) has {len(r.blob)} bytes, "
+                f"not {PUBLIC_VALUE_BYTES}"
+            )
+        return cls(topic, group, member, int(r.number), bool(r.flag), bytes(r.blob))
 
 
 @attrs.frozen

@@ -7,9 +7,19 @@ this module only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cyclonedds.core import GuardCondition, InstanceState, Policy, Qos, ReadCondition, WaitSet
+from cyclonedds._clayer import ddspy_write
+from cyclonedds.core import (
+    DDSException,
+    GuardCondition,
+    InstanceState,
+    Policy,
+    Qos,
+    ReadCondition,
+    WaitSet,
+)
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter, Publisher
 from cyclonedds.sub import DataReader, Subscriber
@@ -46,6 +56,29 @@ def live_announcements(reader: DataReader[Any]) -> list[StoreAnnouncement]:
     ]
 
 
+class _SealingWriter(DataWriter[Any]):
+    """A writer that seals each sample (``dcps.wire._sealing``) just before it is written.
+
+    ``seal`` may return the sealed sample's XCDR1 bytes, written as they are
+    (unless the writer uses XCDR2) instead of serialising the sample again.
+    """
+
+    def __init__(
+        self, publisher: Publisher, topic: Topic[Any], qos: Qos, seal: Callable[[Any], Any]
+    ) -> None:
+        super().__init__(publisher, topic, qos=qos)
+        self._seal = seal
+
+    def write(self, sample: Any, timestamp: int | None = None) -> None:
+        wire = self._seal(sample)
+        if wire is None or self._use_version_2 or timestamp is not None:
+            super().write(sample, timestamp)
+            return
+        ret = ddspy_write(self._ref, wire.ljust((len(wire) + 3) & ~3, b"\0"))
+        if ret < 0:
+            raise DDSException(ret, f"Occurred while writing sample in {self!r}")
+
+
 class Endpoint:
     """A DomainParticipant with the channel-layer topics of one namespace.
 
@@ -77,10 +110,21 @@ class Endpoint:
         self.store_topic = Topic(dp, "dcps_channels_store", StoreAnnouncement)
         self._closed = False
 
-    def writer(self, topic: Topic[Any], partition: str, qos: Qos) -> DataWriter[Any]:
-        """A writer of ``topic`` in one partition."""
+    def writer(
+        self,
+        topic: Topic[Any],
+        partition: str,
+        qos: Qos,
+        *,
+        seal: Callable[[Any], Any] | None = None,
+    ) -> DataWriter[Any]:
+        """A writer of ``topic`` in one partition; ``seal`` (if given) authenticates each sample
+        as it is written (a :class:`~dcps.wire._sealing.Sealer` method): the one place where
+        the protocol's outgoing messages get their trailer."""
         pub = Publisher(self.participant, qos=Qos(Policy.Partition([partition])))
-        return DataWriter(pub, topic, qos=qos)
+        if seal is None:
+            return DataWriter(pub, topic, qos=qos)
+        return _SealingWriter(pub, topic, qos, seal)
 
     def reader(self, topic: Topic[Any], partition: str, qos: Qos) -> DataReader[Any]:
         """A reader of ``topic`` in one partition."""

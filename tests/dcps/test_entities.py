@@ -684,3 +684,72 @@ class TestResourceStatuses:
             status.last_reason == dcps.SampleRejectedReason.REJECTED_BY_SAMPLES_PER_INSTANCE_LIMIT
         )
         assert [s.data.value for s in reader.read()] == [0.0, 1.0]
+
+
+class TestHandles:
+    def test_handle_reaches_the_binding_until_close(self, domain_id, topic_name) -> None:
+        """``participant.handle`` is the cyclonedds participant: a builtin-topic reader made
+        on it discovers our writer; once closed, the handle raises AlreadyClosedError."""
+        from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
+
+        with dcps.DomainParticipant(domain_id) as participant:
+            topic = dcps.Topic(participant, topic_name, Reading)
+            dcps.DataWriter(participant, topic)
+            builtin = BuiltinDataReader(participant.handle, BuiltinTopicDcpsPublication)
+            seen: set[str] = set()
+
+            def discovered() -> bool:
+                seen.update(s.topic_name for s in builtin.take(N=100))
+                return topic_name in seen
+
+            eventually(discovered, timeout=10, what="our writer in DCPSPublication")
+        with pytest.raises(dcps.AlreadyClosedError, match="DomainParticipant"):
+            participant.handle  # noqa: B018
+
+    def test_closed_topic_is_refused_by_name(self, participant, topic) -> None:
+        """Readers and writers on a closed topic raise AlreadyClosedError naming the topic."""
+        topic.close()
+        for make in (dcps.DataReader, dcps.DataWriter):
+            with pytest.raises(dcps.AlreadyClosedError, match=topic.name):
+                make(participant, topic)
+
+    def test_read_take_check_the_condition(self, participant, topic, pair) -> None:
+        """read/take refuse a closed condition and another reader's condition."""
+        _writer, reader = pair
+        other = dcps.DataReader(participant, topic)
+        mine = dcps.ReadCondition(reader)
+        with pytest.raises(dcps.BadParameterError, match="another reader"):
+            other.take(condition=mine)
+        mine.close()
+        with pytest.raises(dcps.AlreadyClosedError):
+            reader.take(condition=mine)
+
+    @pytest.mark.parametrize("keys", [False, True], ids=["cyclone-cache", "subscription-keys"])
+    def test_conditions_follow_a_partition_change(
+        self, participant, topic, unique, keys: bool
+    ) -> None:
+        """After both sides change partitions (Cyclone entities re-created underneath), the
+        writer has a new handle, a ReadCondition/QueryCondition attached to a wait set
+        still wakes it, and read/take through them select the new reader's samples."""
+        pub = dcps.Publisher(participant, partitions=[f"{unique}/a"])
+        sub = dcps.Subscriber(participant, partitions=[f"{unique}/a"])
+        rqos = reader_qos({"reliable": True, "keep_all": True})
+        if keys:
+            rqos = rqos.with_(qos.SubscriptionKeys.of("sensor"))
+        reader = dcps.DataReader(sub, topic, qos=rqos)
+        writer = dcps.DataWriter(pub, topic, qos=writer_qos({"reliable": True, "keep_all": True}))
+        query = dcps.QueryCondition(reader, "sensor > 1 ORDER BY sensor")
+        ws = dcps.WaitSet(participant)
+        ws.attach(query)
+        writer.wait_for_readers()
+        old = writer.handle
+        pub.set_partitions([f"{unique}/b"])
+        sub.set_partitions([f"{unique}/b"])
+        assert writer.handle is not old
+        writer.wait_for_readers()
+        for sensor in (3, 1, 2):
+            writer.write(Reading(sensor, 1.0, ""))
+        writer.wait_for_acknowledgments(10)
+        assert ws.wait(10) == [query]
+        assert [s.data.sensor for s in reader.take(condition=query)] == [2, 3]
+        assert [s.data.sensor for s in reader.take()] == [1]

@@ -6,6 +6,7 @@ import pytest
 from cyclonedds.core import DDSException
 
 import dcps
+from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import read_take
 from dcps._cyclone.retcode import error_for
 from tests.support.topic_types import Reading
@@ -64,7 +65,7 @@ class TestFromCyclone:
         """Cyclone's ILLEGAL_OPERATION for a read on a writer maps to IllegalOperationError."""
         with dcps.DomainParticipant(domain_id) as participant:
             writer = dcps.DataWriter(participant, dcps.Topic(participant, topic_name, Reading))
-            code = read_take(False, writer._cyclone._ref, 0, 4)
+            code = read_take(False, entity_ref(writer.handle), 0, 4)
             assert isinstance(code, int)
             assert isinstance(error_for(code, "read"), dcps.IllegalOperationError)
 

@@ -172,6 +172,7 @@ PUBLIC: dict[str, list[str]] = {
         "StatusKind",
         "Subscriber",
         "SubscriptionMatchedStatus",
+        "Timeout",
         "Topic",
         "UnsupportedError",
         "ViewState",
@@ -220,7 +221,7 @@ PUBLIC: dict[str, list[str]] = {
 
 #: Packages whose private modules still name their public classes (their owners set
 #: ``__module__`` as idl, qos and dcps do; then they leave this set).
-NOT_YET_SHOWN = {"dcps.channels", "dcps.store", "dcps.spark"}
+NOT_YET_SHOWN = {"dcps.channels", "dcps.store"}
 
 
 def _ours(obj: object) -> bool:

@@ -11,6 +11,7 @@ import dcps
 import idl
 import qos
 from dcps._cyclone import calls as cyclone_c
+from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, take_cdr
 from tests.support.peer import Peer
 from tests.support.qos_spec import reader_qos, writer_qos
@@ -307,7 +308,7 @@ class TestEventsBeforeAnyRead:
                 {s.data.sensor for s in watch.read() if s.info.instance_state == DISPOSED} == {1, 2}
             )
         )
-        rows = take_cdr(probe._cyclone._ref, 0xFFFF, 16)
+        rows = take_cdr(entity_ref(probe.handle), 0xFFFF, 16)
         assert not isinstance(rows, int)
         marks = [
             (Reading.deserialize(data).value, row[2], bool(status & STATUSINFO_DISPOSE))

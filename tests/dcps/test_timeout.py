@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import typing
 from datetime import timedelta
 
 import pytest
@@ -62,3 +63,16 @@ class TestEntities:
                 reader.wait_for_writers(timeout=-1)
             with pytest.raises(dcps.BadParameterError, match="timeout"):
                 writer.publisher.wait_for_acknowledgments("soon")  # type: ignore[arg-type]
+
+
+class TestPublicAlias:
+    def test_dcps_timeout_is_what_blocking_calls_take(self) -> None:
+        """``dcps.Timeout`` is public, is ``timedelta | float``, and is what the core's
+        blocking calls declare (so user code can annotate its own timeouts with it)."""
+        assert typing.get_args(dcps.Timeout) == (timedelta, float)
+        for call in (
+            dcps.DataReader.wait_for_data,
+            dcps.DataWriter.wait_for_acknowledgments,
+            dcps.WaitSet.wait,
+        ):
+            assert typing.get_type_hints(call)["timeout"] == dcps.Timeout | None, call

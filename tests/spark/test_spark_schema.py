@@ -7,9 +7,10 @@ import json
 
 import numpy as np
 import pytest
-from spark_types import Color, Fixed, Point, Reading, Variable
 
 import tests.support.spark_support as spark_support  # noqa: F401  (puts tests/peers on sys.path)
+
+from spark_types import Color, Fixed, Point, Reading, Variable  # isort: skip  (needs the above)
 
 pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
@@ -20,8 +21,9 @@ from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
 import dcps.spark  # noqa: E402
 from dcps import BadParameterError  # noqa: E402
 from dcps.spark import ENVELOPE, arrow_row_schema, decode_batch, row_to_sample, spark_schema  # noqa: E402
-from dcps.spark._decode import _py_value, cdr_dtype, encode_batch  # noqa: E402
+from dcps.spark._decode import _py_value, encode_batch  # noqa: E402
 from idl import describe  # noqa: E402
+from idl._batch_codec import cdr_dtype  # noqa: E402
 
 
 def fixed(i: int) -> Fixed:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.spark_faults import failed_tasks
+from tests.support.spark_faults import arm, failed_tasks
 from tests.support.spark_support import publish, spark_session, store_process, worker_domain
 
 pytest.importorskip("pyspark")
@@ -109,10 +109,12 @@ class TestStreamingSink:
         """Write tasks that fail after publishing are retried; the store suppresses the repeats."""
         src, dst = f"src_{unique}", f"dst_{unique}"
         publish(env["domain"], env["namespace"], src, 2, 0, 120)
-        q = stats_query(spark, env, src, dst, tmp_path, failFirstAttempt="write", batchRows="16")
+        fault = arm(dst, "write")
+        q = stats_query(spark, env, src, dst, tmp_path, batchRows="16")
         q.awaitTermination(120)
         assert q.exception() is None, q.exception()
-        assert failed_tasks(spark, q) >= 1  # the injected failure fired
+        assert not fault.exists()  # a write task consumed the marker: the injected failure fired
+        assert failed_tasks(spark, q) >= 1  # and Spark recorded the failed attempt
         rows = read_back(spark, env, dst)
         assert sorted(r["count"] for r in rows) == list(range(120))
         assert all(r["mean"] == r["count"] / 4 and r["sensor"] == r["count"] % 7 for r in rows)

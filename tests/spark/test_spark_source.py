@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.spark_faults import failed_tasks
+from tests.support.spark_faults import arm, failed_tasks
 from tests.support.spark_support import publish, spark_session, store_process, worker_domain
 
 pytest.importorskip("pyspark")
@@ -157,9 +157,11 @@ class TestStreamingSource:
     ) -> None:
         """A read task failing mid-batch on its first attempt is retried; no row lost or doubled."""
         publish(env["domain"], env["namespace"], topic_name, CHANNELS, 0, 150)
-        df = source(spark, env, topic_name, stream=True, failFirstAttempt="read", batchRows="4")
+        fault = arm(topic_name, "read")
+        df = source(spark, env, topic_name, stream=True, batchRows="4")
         q = run_available_now(df, tmp_path)
-        assert failed_tasks(spark, q) >= 1  # the injected failure fired
+        assert not fault.exists()  # a read task consumed the marker: the injected failure fired
+        assert failed_tasks(spark, q) >= 1  # and Spark recorded the failed attempt
         assert_exactly(spark, tmp_path, 150)
 
     def test_starting_latest_skips_stored_elements(

@@ -1,10 +1,10 @@
 """Which overlap a store reports when it must not serve: the first conflict it is sure of,
 whatever order the announcements arrived in (unit level, no DDS).
 
-Reproduces the race behind the flaky
+Pins the fix of the race behind the once flaky
 ``tests/channels/test_channels_split.py::TestMisconfiguredShares::test_overlapping_store_refuses_to_start``:
 a late ``0/2`` store that also sees a late ``1/3`` store (itself refused by the running
-``0/2``) reports "same count" or "already served" depending on arrival order.
+``0/2``) reported "same count" or "already served" depending on arrival order.
 """
 
 from __future__ import annotations
@@ -52,16 +52,7 @@ class TestShareConflict:
         "arrival",
         [
             pytest.param((RUNNING, LATE_OTHER_COUNT), id="running-store-first"),
-            pytest.param(
-                (LATE_OTHER_COUNT, RUNNING),
-                id="refused-store-first",
-                marks=pytest.mark.xfail(
-                    strict=True,
-                    reason="race in share_conflict (issue 20): it reports the first overlap in "
-                    "arrival order, even one with a store that is itself refused; the fix is "
-                    "described in the tests branch report. Remove this marker with the fix.",
-                ),
-            ),
+            pytest.param((LATE_OTHER_COUNT, RUNNING), id="refused-store-first"),
         ],
     )
     def test_the_conflict_reported_is_with_the_store_that_stands(

@@ -1,8 +1,40 @@
-"""Proof that an injected Spark task failure fired: Spark's own record of failed tasks."""
+"""Injected Spark task failures and the proof that they fired.
+
+The data source has no option for failures: a test arms one with :func:`arm`,
+which drops a marker file that the test-only hook ``dcps.spark._faults``
+consumes in exactly one task (it raises there, and Spark retries the task).
+Spark's workers find the marker directory through ``DCPS_SPARK_TEST_FAULTS``,
+which :func:`environment` puts into this process's environment before the
+SparkSession starts (Spark's Python workers inherit it).
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
+
+from dcps.spark._faults import FAULTS_ENV, marker
+
+
+def environment() -> Path:
+    """The marker directory of this process, announced in ``DCPS_SPARK_TEST_FAULTS``."""
+    directory = os.environ.get(FAULTS_ENV)
+    if not directory:
+        directory = tempfile.mkdtemp(prefix="dcps-spark-faults-")
+        atexit.register(shutil.rmtree, directory, True)
+        os.environ[FAULTS_ENV] = directory
+    return Path(directory)
+
+
+def arm(topic: str, where: str) -> Path:
+    """Make the next ``where`` (``read``/``write``) task of ``topic`` fail once; its marker."""
+    path = marker(environment(), topic, where)
+    path.touch()
+    return path
 
 
 def failed_tasks(spark: Any, query: Any) -> int:

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.spark_faults import environment as faults_environment
+
 TESTS = Path(__file__).resolve().parent
 PEERS = TESTS / "peers"
 TIMEOUT = 120.0
@@ -20,8 +22,12 @@ if str(PEERS) not in sys.path:  # spark_types is imported as Spark's workers imp
 
 
 def spark_session() -> Any:
-    """The worker's local SparkSession (started once; Spark's workers import tests/peers)."""
+    """The worker's local SparkSession (started once; Spark's workers import tests/peers).
+
+    Its workers also see the marker directory of injected failures (``spark_faults``).
+    """
     pytest.importorskip("pyspark")
+    faults_environment()
     path = os.environ.get("PYTHONPATH", "")
     if str(PEERS) not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(PEERS), path) if p)
