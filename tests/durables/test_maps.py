@@ -550,3 +550,37 @@ def _put_when_served(m: KeyValueMap[Counter], key: str, value: Counter) -> None:
         except DcpsTimeoutError:
             continue
     raise AssertionError("the restarted store never answered")
+
+
+class TestFormat:
+    def test_a_version_3_store_file_gains_the_map_tables(self, tmp_path: Path) -> None:
+        """A store file of format 3 (before maps) migrates to 4; maps then work on it and
+        its topics are untouched."""
+        import sqlite3
+
+        from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog
+        from dcps.store._maps import MapTable
+        from dcps.wire._maps import MapGetRequest, MapOpenRequest
+
+        path = tmp_path / STORE_FILE
+        with ChannelLog(path) as log:
+            log.ensure_topic("jobs", 2)
+            log.append("jobs", 0, [b"a"])
+        db = sqlite3.connect(path)
+        for table in ("maps", "map_entries", "map_changes", "queues", "queue_elements"):
+            db.execute(f"DROP TABLE {table}")
+        db.execute("UPDATE dcps_format SET value = '3' WHERE key = 'version'")
+        db.commit()
+        db.close()
+        with ChannelLog(path) as log:
+            assert [e.data for e in log.fetch("jobs", 0, 0, 5)] == [b"a"]
+            maps = MapTable(log)
+            assert maps.open(MapOpenRequest("m")).revision == 0
+            puts, _ = maps.put(MapPutRequest("m", ("k",), (b"v",), (-1,)))
+            assert puts.revisions == (1,)
+            assert maps.get(MapGetRequest("m", "k")).value == b"v"
+        db = sqlite3.connect(path)
+        version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
+        db.close()
+        assert version == (str(FORMAT_VERSION),)
+        assert FORMAT_VERSION == 4
