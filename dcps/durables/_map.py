@@ -12,6 +12,7 @@ create only), and :meth:`KeyValueMap.watch` streams changes as they happen.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import enum
 import threading
 import time
@@ -30,6 +31,7 @@ from dcps.channels._publisher import encoder_of
 from dcps.wire._codes import Op
 from dcps.wire._maps import (
     ANY_REVISION,
+    MAX_MAP_ENTRIES,
     PUSH_DROPPED,
     MapChangesRequest,
     MapDeleted,
@@ -78,6 +80,8 @@ __all__ = [
 T = TypeVar("T")
 #: Entries asked for per MAP_LIST / MAP_CHANGES request while iterating.
 _PAGE = 1000
+#: Put requests of one client awaiting the store before further puts are gathered.
+_PUTS_IN_FLIGHT = 4
 #: Seconds a watch waits for a missing push (history arriving late) before asking the store.
 _GAP_GRACE = 0.25
 
@@ -174,6 +178,9 @@ class KeyValueMap(Generic[T]):
             store_key=store_key,
         )
         self._closed = False
+        self._put_lock = threading.Lock()
+        self._put_queue: list[tuple[str, bytes, int, Future[int]]] = []
+        self._puts_in_flight = 0
         try:
             self._open()
         except BaseException:
@@ -194,7 +201,11 @@ class KeyValueMap(Generic[T]):
     def close(self) -> None:
         """Release this client's connection (the map stays in the store). Idempotent."""
         if not self._closed:
-            self._closed = True
+            with self._put_lock:
+                self._closed = True
+                queued, self._put_queue = self._put_queue, []
+            for *_, fut in queued:
+                fut.set_exception(AlreadyClosedError(f"map {self.name!r} was closed"))
             self._link.close()
 
     def __enter__(self) -> Self:
@@ -325,12 +336,75 @@ class KeyValueMap(Generic[T]):
         return revision
 
     def put_async(self, key: str, value: T, *, revision: int | None = None) -> Future[int]:
-        """:meth:`put` without waiting: a future of the new revision (pipelines puts)."""
+        """:meth:`put` without waiting: a future of the new revision.
+
+        Puts pipeline: while :data:`_PUTS_IN_FLIGHT` put requests await the
+        store, further ``put_async`` calls are gathered into the next request
+        (one store transaction; each entry keeps its own outcome, so a failed
+        compare-and-set fails only its own future). Puts of one client are
+        applied in call order.
+        """
         self._check_open()
-        request = self._put_request([(key, value, self._expected(revision))])
-        return self._link.call_async(
-            request, lambda r: self._revisions(request, MapPuts.from_wire(r))[0]
+        encoded = (check_key(key), self._value_bytes(value), self._expected(revision))
+        fut: Future[int] = Future()
+        with self._put_lock:
+            self._put_queue.append((*encoded, fut))
+            if self._puts_in_flight >= _PUTS_IN_FLIGHT:
+                return fut
+            batch = self._take_puts()
+        self._send_puts(batch)
+        return fut
+
+    def _take_puts(self) -> list[tuple[str, bytes, int, Future[int]]]:
+        """The queued puts for one request (called holding ``_put_lock``); counts it in flight."""
+        batch = self._put_queue[:MAX_MAP_ENTRIES]
+        del self._put_queue[:MAX_MAP_ENTRIES]
+        if batch:
+            self._puts_in_flight += 1
+        return batch
+
+    def _send_puts(self, batch: list[tuple[str, bytes, int, Future[int]]]) -> None:
+        if not batch:
+            return
+        request = MapPutRequest(
+            self.name,
+            tuple(b[0] for b in batch),
+            tuple(b[1] for b in batch),
+            tuple(b[2] for b in batch),
+            self._identity,
         )
+        try:
+            sent = self._link.call_async(request, MapPuts.from_wire)
+        except BaseException as exc:
+            self._puts_done(batch, None, exc)
+            raise
+        sent.add_done_callback(lambda f: self._puts_done(batch, f, None))
+
+    def _puts_done(
+        self,
+        batch: list[tuple[str, bytes, int, Future[int]]],
+        sent: Future[MapPuts] | None,
+        failure: BaseException | None,
+    ) -> None:
+        """Complete each put's future; send the puts gathered meanwhile (any thread)."""
+        with self._put_lock:
+            self._puts_in_flight -= 1
+            following = [] if self._closed else self._take_puts()
+        if failure is None and sent is not None:
+            failure = sent.exception()
+        puts = None if failure is not None or sent is None else sent.result()
+        if puts is not None and len(puts.revisions) != len(batch):
+            failure = BadParameterError("malformed MAP_PUT reply (a revision per entry)")
+        for i, (key, _, expected, fut) in enumerate(batch):
+            if failure is not None or puts is None:
+                fut.set_exception(failure or AlreadyClosedError("the map client was closed"))
+            elif puts.revisions[i]:
+                fut.set_result(puts.revisions[i])
+            else:
+                fut.set_exception(RevisionMismatchError(self.name, key, expected, puts.actual[i]))
+        if following:
+            with contextlib.suppress(Exception):  # the failed puts' futures carry the error
+                self._send_puts(following)
 
     def put(self, key: str, value: T, *, revision: int | None = None) -> int:
         """Set ``key`` to ``value``; the new revision of the key.

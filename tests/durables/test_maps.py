@@ -584,3 +584,33 @@ class TestFormat:
         db.close()
         assert version == (str(FORMAT_VERSION),)
         assert FORMAT_VERSION == 4
+
+
+class TestPipelinedPuts:
+    def test_gathered_puts_keep_call_order_and_their_own_outcomes(
+        self, counters: KeyValueMap[Counter]
+    ) -> None:
+        """Puts gathered into shared requests apply in call order; a failed compare-and-set
+        fails only its own future."""
+        futures = [counters.put_async("same", Counter(i, "seq")) for i in range(300)]
+        bad = counters.put_async("same", Counter(-1, "cas"), revision=1)
+        last = counters.put_async("other", Counter(7, "after"))
+        revisions = [f.result(TIMEOUT) for f in futures]
+        assert revisions == sorted(revisions)
+        with pytest.raises(RevisionMismatchError):
+            bad.result(TIMEOUT)
+        assert last.result(TIMEOUT) > revisions[-1]
+        assert counters.get("same") == Counter(299, "seq")
+        assert counters.get("other") == Counter(7, "after")
+
+    def test_close_fails_queued_puts(self, name: str, kw: dict[str, Any]) -> None:
+        """Puts still queued when the map closes fail with AlreadyClosedError; none hang."""
+        from dcps import AlreadyClosedError
+
+        m = KeyValueMap(name, Counter, **kw)
+        futures = [m.put_async(f"k{i}", Counter(i, "x")) for i in range(2000)]
+        m.close()
+        outcomes = [f.exception(TIMEOUT) or f.result() for f in futures]
+        assert all(isinstance(o, int | AlreadyClosedError) for o in outcomes), {
+            type(o).__name__ for o in outcomes
+        }
