@@ -62,6 +62,7 @@ from idl._errors import (
     PreconditionNotMetError,
 )
 from idl._identity import type_identity
+from idl._public import show_as
 
 from ._store_link import StoreLink
 
@@ -657,3 +658,14 @@ class MapWatch(Generic[T]):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+show_as(
+    "dcps.durables",
+    KeyValueMap,
+    MapChange,
+    MapEntry,
+    MapOperation,
+    MapWatch,
+    RevisionMismatchError,
+)

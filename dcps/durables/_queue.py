@@ -61,6 +61,7 @@ from idl._errors import (
     PreconditionNotMetError,
 )
 from idl._identity import type_identity
+from idl._public import show_as
 
 from ._store_link import StoreLink, seconds
 
@@ -493,3 +494,14 @@ def delete_queue(
     if not done.existed:
         raise PreconditionNotMetError(f"the store has no queue {name!r} to delete")
     return done.discarded
+
+
+show_as(
+    "dcps.durables",
+    Acknowledge,
+    QueueElement,
+    QueuePublisher,
+    QueueState,
+    QueueSubscriber,
+    delete_queue,
+)
