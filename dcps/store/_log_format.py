@@ -79,7 +79,7 @@ CREATE TABLE map_entries (
     revision INTEGER NOT NULL,
     value BLOB,
     PRIMARY KEY (map_id, key)
-);
+) WITHOUT ROWID;
 CREATE INDEX map_entries_revision ON map_entries (map_id, revision);
 CREATE TABLE map_changes (
     map_id INTEGER NOT NULL,
@@ -87,7 +87,7 @@ CREATE TABLE map_changes (
     key TEXT NOT NULL,
     value BLOB,
     PRIMARY KEY (map_id, revision)
-);
+) WITHOUT ROWID;
 CREATE TABLE queues (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
