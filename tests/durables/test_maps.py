@@ -614,3 +614,43 @@ class TestPipelinedPuts:
         assert all(isinstance(o, int | AlreadyClosedError) for o in outcomes), {
             type(o).__name__ for o in outcomes
         }
+
+
+class TestAuthentication:
+    def test_a_keyed_namespace_serves_key_holders_and_drops_others(
+        self, tmp_path: Path, domain_id: int
+    ) -> None:
+        """With a namespace key, a client holding it uses the map; a put without the key is
+        dropped by the store (times out) and changes nothing."""
+        from dcps.wire._auth_keys import write_key_file
+
+        key = write_key_file(tmp_path / "ns.key").source
+        namespace = f"mk_{uuid.uuid4().hex[:8]}"
+        old = os.environ.get("DCPS_STORE_KEY_FILE")
+        os.environ["DCPS_STORE_KEY_FILE"] = str(key)
+        try:
+            store = StoreProcess(tmp_path / "store", domain_id, namespace)
+        finally:
+            if old is None:
+                os.environ.pop("DCPS_STORE_KEY_FILE")
+            else:
+                os.environ["DCPS_STORE_KEY_FILE"] = old
+        kw = {"domain_id": domain_id, "namespace": namespace}
+        try:
+            with KeyValueMap("secure", Counter, store_key=key, **kw) as m:
+                m.put("k", Counter(1, "keyed"))
+                ep = Endpoint(domain_id, namespace)
+                client = StoreClient(ep, key=None, request_timeout=2.0)
+                try:
+                    wire = MapPutRequest(
+                        "secure", ("k",), (Counter(666, "intruder").serialize(),), (-1,)
+                    ).to_wire(client.client_id, 0)
+                    fut = client._send(0, wire, lambda r: r)
+                    with pytest.raises(DcpsTimeoutError):
+                        client._wait(Op.MAP_PUT, fut, 3.0)
+                finally:
+                    client.close()
+                    ep.close()
+                assert m.get("k") == Counter(1, "keyed")
+        finally:
+            store.kill()

@@ -307,7 +307,10 @@ class TestDeletion:
                 with pytest.raises(DcpsTimeoutError):  # a wrong admin key: dropped by the store
                     delete_queue("jobs", store_key=ns_key, admin_key=wrong_admin, timeout=2, **kw)
                 assert p.state().stored == 3
-                assert delete_queue("jobs", store_key=ns_key, admin_key=admin_key, **kw) == 3
+                with QueueSubscriber("jobs", Task, store_key=ns_key, **kw) as sub:
+                    got = sub.receive(1, timeout=TIMEOUT)
+                    sub.ack(got)
+                assert delete_queue("jobs", store_key=ns_key, admin_key=admin_key, **kw) == 2
                 assert p.state().stored == 0
         finally:
             store.kill()
