@@ -18,6 +18,7 @@ from idl._errors import BadParameterError
 
 from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
+from ._durables import DURABLE_REQUESTS, DurableRequest
 from ._limits import (
     MAX_BATCH_ELEMENTS,
     MAX_ELEMENT_SIZE,
@@ -479,9 +480,10 @@ AnyRequest = (
     | DestroyGroupRequest
 )
 
-_DECODERS: dict[int, type[AnyRequest]] = {
+_DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
     cls.op: cls
     for cls in (
+        *DURABLE_REQUESTS,
         PingRequest,
         EnsureTopicRequest,
         PublishRequest,
@@ -497,7 +499,7 @@ _DECODERS: dict[int, type[AnyRequest]] = {
 }
 
 
-def decode_request(r: Request) -> AnyRequest:
+def decode_request(r: Request) -> AnyRequest | DurableRequest:
     """The typed, validated request a wire request carries.
 
     Raises :class:`~dcps.BadParameterError` naming the field at fault (the
