@@ -127,7 +127,9 @@ class DurableState:
             return 0
         return sub.free
 
-    def deliver(self, name: str, count: int, tails: Mapping[int, int]) -> list[tuple[Position, int]]:
+    def deliver(
+        self, name: str, count: int, tails: Mapping[int, int]
+    ) -> list[tuple[Position, int]]:
         """Hand up to ``count`` elements to ``name``; each with its redelivery count.
 
         ``tails[c]`` is the offset after the last element of channel ``c``.
@@ -203,7 +205,7 @@ class DurableState:
         if self._is_acked(pos):
             return AckStatus.ALREADY_ACKED
         ch = self._channels.get(pos[0])
-        if ch is None or pos[1] >= ch.next and pos not in self._waiting_set:
+        if ch is None or (pos[1] >= ch.next and pos not in self._waiting_set):
             return AckStatus.NO_ELEMENT
         return AckStatus.NOT_HELD
 
@@ -212,7 +214,9 @@ class DurableState:
         out = []
         sub = self.subscribers.get(name)
         for pos in positions:
-            why = self._status(name, pos) if sub is not None else AckStatus.NOT_HELD
+            why = self._status(name, pos)
+            if why is None and sub is None:
+                why = AckStatus.NOT_HELD
             if why is not None:
                 out.append(why)
                 continue
@@ -244,7 +248,9 @@ class DurableState:
         out = []
         sub = self.subscribers.get(name)
         for pos in positions:
-            why = self._status(name, pos) if sub is not None else AckStatus.NOT_HELD
+            why = self._status(name, pos)
+            if why is None and sub is None:
+                why = AckStatus.NOT_HELD
             if why is not None:
                 out.append(why)
                 continue

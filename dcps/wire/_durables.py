@@ -216,7 +216,9 @@ class DurableSubscribeRequest:
         try:
             start = StartMode(int(r.sizes[1]))
         except ValueError:
-            raise BadParameterError(f"request field 'sizes' names start mode {r.sizes[1]}") from None
+            raise BadParameterError(
+                f"request field 'sizes' names start mode {r.sizes[1]}"
+            ) from None
         timeout_ms = _bounded(int(r.sizes[2]), "sizes (timeout_ms)", 1, _MAX_TIMEOUT_MS)
         window = _bounded(int(r.number), "number (window)", 0, MAX_DURABLE_WINDOW)
         if r.flag not in (0, 1, 2, 3):

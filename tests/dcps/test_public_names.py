@@ -195,6 +195,18 @@ PUBLIC: dict[str, list[str]] = {
         "Position",
         "destroy_subscriber_group",
     ],
+    "dcps.durables": [
+        "AckMode",
+        "AckTiming",
+        "DurableElement",
+        "DurableInfo",
+        "DurableKind",
+        "DurableSubscriber",
+        "FilterConflictError",
+        "Start",
+        "durable_info",
+        "unsubscribe",
+    ],
     "dcps.store": [
         "Share",
         "Store",
