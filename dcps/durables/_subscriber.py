@@ -473,6 +473,7 @@ class DurableSubscriber(Generic[T]):
                 return
             except DcpsError as exc:
                 if "not a subscriber" in str(exc):  # store restarted, or we timed out
+                    self._forget_held()
                     self._need_subscribe = True
                     continue
                 if "was closed" in str(exc):
@@ -544,6 +545,13 @@ class DurableSubscriber(Generic[T]):
                 self.ack(e)
 
     # -- closing ------------------------------------------------------------------------------
+
+    def _forget_held(self) -> None:
+        """The store forgot this subscriber (restart, timeout): it redelivers what we held."""
+        with self._lock:
+            self._buffer.clear()
+            self._held.clear()
+            self._pending_acks.clear()
 
     def _close_by_store(self, why: str) -> None:
         """The store closed this subscriber: what it received is not its own any more."""
