@@ -315,3 +315,26 @@ class TestStart:
         durables.publish(topic, range(5))
         sub = durables.sub(topic, "mid", start={0: 3})
         assert sub.receive(TIMEOUT).value.seq == 3
+
+
+class TestLastValue:
+    def test_start_with_the_last_value_then_live_updates_of_siblings(
+        self, durables: Durables, topic_name: str
+    ) -> None:
+        """A last-value durable made on foo.1 keeps foo.2's last value for a subscriber on
+        foo.2 (then its live updates), and keeps nothing of bar or foo.1.2."""
+        foo1 = ChannelledTopic(f"{topic_name}.1", Msg, channel_count=1)
+        foo2 = ChannelledTopic(f"{topic_name}.2", Msg, channel_count=1)
+        deeper = ChannelledTopic(f"{topic_name}.1.2", Msg, channel_count=1)
+        durables.sub(foo1, "lv", kind=DurableKind.LAST_VALUE)
+        durables.publish(foo2, range(3))
+        durables.publish(deeper, [50])
+        on_foo2 = durables.sub(foo2, "lv", kind=DurableKind.LAST_VALUE)
+        first = on_foo2.receive(TIMEOUT)
+        assert (first.value.seq, first.topic) == (2, foo2.name)
+        with pytest.raises(PreconditionNotMetError, match="not acknowledged"):
+            first.ack()
+        durables.publish(foo2, [3, 4])
+        assert seqs([on_foo2.receive(TIMEOUT) for _ in range(2)]) == [3, 4]
+        with pytest.raises(InconsistentPolicyError, match="durable of topic"):
+            durables.sub(deeper, "lv", kind=DurableKind.LAST_VALUE)
