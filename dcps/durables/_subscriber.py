@@ -42,6 +42,7 @@ from dcps.wire._durables import (
     Notice,
 )
 from dcps.wire._names import check_name
+from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
 from dcps.wire._transport import Endpoint
 from idl._batch_codec import decoder_of
 from idl._errors import (
@@ -138,6 +139,7 @@ class DurableSubscriber(Generic[T]):
         network: NetworkConfig | None = None,
         connect_timeout: Timeout = timedelta(seconds=10),
         request_timeout: Timeout = timedelta(seconds=10),
+        key: KeyOption = FROM_ENVIRONMENT,
     ) -> None:
         if not isinstance(kind, DurableKind):
             raise BadParameterError(f"kind must be a DurableKind, got {kind!r}")
@@ -191,7 +193,9 @@ class DurableSubscriber(Generic[T]):
         self.filtered = 0
         self._endpoint = Endpoint(domain_id, namespace, network)
         self._client = StoreClient(
-            self._endpoint, request_timeout=_positive_seconds(request_timeout, "request_timeout")
+            self._endpoint,
+            request_timeout=_positive_seconds(request_timeout, "request_timeout"),
+            key=key,
         )
         try:
             self._client.connect(_positive_seconds(connect_timeout, "connect_timeout"))
