@@ -742,20 +742,23 @@ class StoreClient:
             writer = self._writers[index]
             if now < restart.give_up and not _matches(writer, restart.participant):
                 continue
-            with self._lock:
+            failed: list[tuple[_Pending, Exception]] = []
+            with self._lock:  # held: requests made meanwhile go after these, in order
                 del self._restarts[index]
-                held = [e for e in self._pending.values() if e.index == index and e.held]
-                for entry in held:
+                for rid, entry in list(self._pending.items()):  # in request order
+                    if entry.index != index or not entry.held:
+                        continue
                     entry.held = False
                     entry.deadline = now + self.request_timeout
+                    try:
+                        writer.write(entry.wire)
+                    except Exception as exc:  # the writer failed: the request cannot go
+                        del self._pending[rid]
+                        failed.append((entry, exc))
                 listeners = list(self._restart_listeners)
-            for entry in held:
-                try:
-                    writer.write(entry.wire)
-                except Exception as exc:  # the writer failed: the request cannot go
-                    self._forget(entry.future)
-                    if not entry.future.done():
-                        entry.future.set_exception(exc)
+            for entry, error in failed:
+                if not entry.future.done():
+                    entry.future.set_exception(error)
             for listener in listeners:
                 try:
                     listener()
