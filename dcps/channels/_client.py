@@ -25,6 +25,7 @@ import attrs
 from cyclonedds.core import (
     GuardCondition,
     InstanceState,
+    Listener,
     ReadCondition,
     SampleState,
     ViewState,
@@ -108,6 +109,9 @@ _RESENDABLE = frozenset(
 _MATCH_WAIT = 2.0
 #: The reply thread's wait (s) while a restarted store's request reader is not matched yet.
 _MATCH_POLL = 0.005
+#: An unkeyed PUBLISH written this close (s) before the restarted store's reader was seen
+#: matching may have reached it: its outcome is unknown.
+_MATCH_MARGIN = 0.05
 
 
 @attrs.define
@@ -119,7 +123,12 @@ class _Pending:
     decode: _Decode
     index: int  # the store it went to
     wire: Request
-    held: bool = False  # not written yet: waiting for a restarted store to match
+    held: bool = False  # not (to be) written now: waiting for a restarted store to match
+    sent_ns: int = 0  # wall clock of the (last) write, 0 if not written
+    sent_at: float = 0.0  # monotonic time of the (last) write
+    #: An unkeyed PUBLISH written after the restarted store started: it reached that
+    #: store iff written after its request reader matched (decided once matched).
+    undecided: bool = False
 
 
 @attrs.define
@@ -165,7 +174,13 @@ class StoreClient:
        ones and sends again every other outstanding request (same request
        id; PING, ENSURE_TOPIC, FETCH, STATE, COMMIT, SEEK, JOIN, HEARTBEAT,
        LEAVE, and keyed PUBLISH, which the store deduplicates), each with a
-       fresh ``request_timeout``;
+       fresh ``request_timeout``. An unkeyed PUBLISH written after the new
+       store started (its announcement's ``started_ns``; the clocks of client
+       and store hosts are assumed to agree within the restart time) cannot
+       have reached the dead store: written before the new store's reader
+       matched, it reached nobody and is sent again; written after, the new
+       store answers it; written within 50 ms before the match was seen, it
+       fails as in 1;
     3. then calls every restart listener (:meth:`add_restart_listener`), once.
 
     A group member that hears of the restart rejoins with
@@ -190,11 +205,15 @@ class StoreClient:
         self._restart_listeners: list[Callable[[], None]] = []
         self._announced: Any = None  # the announcement reader, once connected
         self._announced_cond: ReadCondition | None = None
+        #: (id of a request writer, subscription handle) -> monotonic time it matched.
+        self._matched_at: dict[tuple[int, int], float] = {}
+        self._match_listener = Listener(on_publication_matched=self._on_matched)  # type: ignore[no-untyped-call]
         self._window = threading.BoundedSemaphore(MAX_OUTSTANDING)  # see REQUEST_WRITER_QOS
         self._lock = threading.Lock()
         self._writers: list[DataWriter[Any]] = [
             endpoint.writer(endpoint.request_topic, endpoint.namespace, REQUEST_WRITER_QOS)
         ]  # by store index
+        self._writers[0].set_listener(self._match_listener)
         self.store_count = 1
         self._reader = endpoint.reader(
             endpoint.reply_topic, reply_partition(endpoint.namespace, self.client_id), REPLY_QOS
@@ -276,6 +295,11 @@ class StoreClient:
             self._ws.attach(self._announced_cond)
             self._guard.set(True)  # take what is there already
 
+    def _on_matched(self, writer: DataWriter[Any], status: Any) -> None:
+        """When a request writer matches a reader (on a Cyclone thread: record only)."""
+        if status.current_count_change > 0:
+            self._matched_at[(id(writer), status.last_subscription_handle)] = time.monotonic()
+
     def add_restart_listener(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once each time a store of this namespace restarts.
 
@@ -299,6 +323,8 @@ class StoreClient:
             )
             for i in range(count)
         ]
+        for writer in writers:
+            writer.set_listener(self._match_listener)
         with self._lock:
             old, self._writers, self.store_count = self._writers, writers, count
         for writer in old:
@@ -522,6 +548,7 @@ class StoreClient:
             writer = self._writers[index]
         if held:
             return fut
+        entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
         try:
             writer.write(wire)
         except BaseException:
@@ -714,17 +741,22 @@ class StoreClient:
                     continue
                 if _resendable(entry.wire):
                     entry.held = True  # sent again once the new store matched
+                elif entry.wire.op == Op.PUBLISH and entry.sent_ns > announcement.started_ns:
+                    entry.held = entry.undecided = True  # not taken by the dead store
                 else:
                     del self._pending[rid]
                     failed.append(entry)
-        where = f"store share {index}/{self.store_count}"
+        self._fail_unknown(index, failed)
         _log.info(
             "dcps store client: %s restarted (incarnation %s); %d requests with an unknown "
             "outcome failed, the others are sent again",
-            where,
+            f"store share {index}/{self.store_count}",
             announcement.incarnation,
             len(failed),
         )
+
+    def _fail_unknown(self, index: int, failed: list[_Pending]) -> None:
+        where = f"store share {index}/{self.store_count}"
         for entry in failed:
             if not entry.future.done():
                 entry.future.set_exception(
@@ -742,20 +774,32 @@ class StoreClient:
             writer = self._writers[index]
             if now < restart.give_up and not _matches(writer, restart.participant):
                 continue
+            matched = self._match_time(writer, restart.participant)
             failed: list[tuple[_Pending, Exception]] = []
+            unknown: list[_Pending] = []
             with self._lock:  # held: requests made meanwhile go after these, in order
                 del self._restarts[index]
                 for rid, entry in list(self._pending.items()):  # in request order
                     if entry.index != index or not entry.held:
                         continue
                     entry.held = False
+                    if entry.undecided:
+                        entry.undecided = False
+                        if matched is not None and entry.sent_at > matched:
+                            continue  # it reached the new store, which answers it
+                        if matched is None or entry.sent_at > matched - _MATCH_MARGIN:
+                            del self._pending[rid]
+                            unknown.append(entry)
+                            continue
                     entry.deadline = now + self.request_timeout
+                    entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
                     try:
                         writer.write(entry.wire)
                     except Exception as exc:  # the writer failed: the request cannot go
                         del self._pending[rid]
                         failed.append((entry, exc))
                 listeners = list(self._restart_listeners)
+            self._fail_unknown(index, unknown)
             for entry, error in failed:
                 if not entry.future.done():
                     entry.future.set_exception(error)
@@ -764,6 +808,22 @@ class StoreClient:
                     listener()
                 except Exception:
                     _log.exception("dcps store client: restart listener %r failed", listener)
+
+    def _match_time(self, writer: DataWriter[Any], participant: Any) -> float | None:
+        """When ``writer`` matched the request reader of ``participant`` (None: unknown)."""
+        if participant is None:
+            return None
+        times = []
+        try:
+            for handle in writer.get_matched_subscriptions():
+                endpoint = writer.get_matched_subscription_data(handle)
+                if endpoint is not None and endpoint.participant_key == participant:
+                    at = self._matched_at.get((id(writer), handle))
+                    if at is not None:
+                        times.append(at)
+        except Exception:  # a reader that went away meanwhile
+            return None
+        return min(times, default=None)
 
     def close(self) -> None:
         """Stop the reply thread and fail pending requests (idempotent)."""
