@@ -4,12 +4,16 @@ Client-side only: the store never imports this module. Each method builds
 one typed request of ``dcps.wire._requests`` and returns the typed answer of
 ``dcps.wire._replies`` (or a future of it); a store error raises as the
 :class:`~dcps.DcpsError` its wire code names.
+
+A store that restarts (a new incarnation announces the same share) is noticed
+at once: see :class:`StoreClient` for what happens to outstanding requests.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -17,12 +21,20 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from cyclonedds.core import GuardCondition, ReadCondition, WaitSet
+import attrs
+from cyclonedds.core import (
+    GuardCondition,
+    InstanceState,
+    ReadCondition,
+    SampleState,
+    ViewState,
+    WaitSet,
+)
 from cyclonedds.pub import DataWriter
 from cyclonedds.util import duration
 
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
-from dcps.wire._messages import Reply, Request
+from dcps.wire._messages import Reply, Request, StoreAnnouncement
 from dcps.wire._names import (
     ANNOUNCE_QOS,
     ANY_STATE,
@@ -60,9 +72,11 @@ from dcps.wire._requests import (
     StoreRequest,
 )
 from dcps.wire._transport import Endpoint, delete_entity, drop_endpoint, live_announcements
-from idl._errors import AlreadyClosedError, DcpsTimeoutError
+from idl._errors import AlreadyClosedError, DcpsTimeoutError, PreconditionNotMetError
 
 __all__ = ["StoreClient"]
+
+_log = logging.getLogger("dcps.channels")
 
 T = TypeVar("T")
 #: Turns a successful wire reply into its typed answer (None: hand the raw reply over).
@@ -74,6 +88,51 @@ _TO_ALL = frozenset({Op.JOIN, Op.DESTROY_GROUP})
 _TO_COORDINATOR = frozenset({Op.PING, Op.HEARTBEAT, Op.LEAVE})
 #: Per-channel reply fields, merged back in channel order.
 _PER_CHANNEL = ("heads", "tails", "offsets", "codes")
+#: Requests a restarted store may be sent again: doing them twice is doing them once.
+#: (A PUBLISH is too when it carries an idempotence key; DESTROY_GROUP is not: its
+#: answer, whether the group existed, would be wrong the second time.)
+_RESENDABLE = frozenset(
+    {
+        Op.PING,
+        Op.ENSURE_TOPIC,
+        Op.FETCH,
+        Op.STATE,
+        Op.COMMIT,
+        Op.SEEK,
+        Op.JOIN,
+        Op.HEARTBEAT,
+        Op.LEAVE,
+    }
+)
+#: Longest wait (s) for a restarted store's request reader to match before re-sending anyway.
+_MATCH_WAIT = 2.0
+#: The reply thread's wait (s) while a restarted store's request reader is not matched yet.
+_MATCH_POLL = 0.005
+
+
+@attrs.define
+class _Pending:
+    """One request awaiting its reply: where it went, and what to send again."""
+
+    future: Future[Any]
+    deadline: float
+    decode: _Decode
+    index: int  # the store it went to
+    wire: Request
+    held: bool = False  # not written yet: waiting for a restarted store to match
+
+
+@attrs.define
+class _Restart:
+    """A store share that restarted, while its new request reader is not matched yet."""
+
+    incarnation: str
+    participant: Any  # the new store's participant key (uuid), None if unknown
+    give_up: float  # monotonic: re-send even if no match was seen by then
+
+
+def _resendable(wire: Request) -> bool:
+    return wire.op in _RESENDABLE or (wire.op == Op.PUBLISH and bool(wire.text))
 
 
 def _leave_done(reply: Reply) -> None:
@@ -92,6 +151,30 @@ class StoreClient:
     with :class:`~dcps.DcpsTimeoutError`. :meth:`connect` learns how many
     stores share the channels; requests are then routed to the store(s) that
     must answer them and split replies merged (see ``dcps/store/_shares.py``).
+
+    **Store restarts.** After :meth:`connect` the client watches the stores'
+    announcements. When a new incarnation announces a share (the store was
+    killed and restarted, say), the client, on its own thread and at once:
+
+    1. fails each request outstanding at that store whose outcome is unknown
+       with :class:`~dcps.PreconditionNotMetError` (saying "unknown outcome"):
+       a PUBLISH without an idempotence key (the dead store may have stored
+       it; the store does not deduplicate such publishes) and DESTROY_GROUP;
+    2. waits until its request writer matches the new store's request reader
+       (at most 2 s), holding requests made meanwhile, then sends the held
+       ones and sends again every other outstanding request (same request
+       id; PING, ENSURE_TOPIC, FETCH, STATE, COMMIT, SEEK, JOIN, HEARTBEAT,
+       LEAVE, and keyed PUBLISH, which the store deduplicates), each with a
+       fresh ``request_timeout``;
+    3. then calls every restart listener (:meth:`add_restart_listener`), once.
+
+    A group member that hears of the restart rejoins with
+    ``join(..., previous_channels=<the channels it owned>)``: the restarted
+    store gives it those channels back unless another rejoining member claimed
+    them first, and keeps the channels nobody claimed yet for their previous
+    owners for a member timeout (``dcps/store/_groups.py``). A member that gets
+    its channels back keeps its cursors (no need to fetch from the commits
+    again), so nothing is delivered twice.
     """
 
     def __init__(self, endpoint: Endpoint, *, request_timeout: float = 10.0) -> None:
@@ -99,7 +182,14 @@ class StoreClient:
         self.client_id = uuid.uuid4().hex
         self.request_timeout = request_timeout
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[Future[Any], float, _Decode]] = {}
+        self._pending: dict[int, _Pending] = {}
+        #: By store index: the incarnation answering there, and when it started (ns).
+        self._incarnations: dict[int, tuple[str, int]] = {}
+        self._seen: set[str] = set()  # every incarnation announced so far
+        self._restarts: dict[int, _Restart] = {}  # by store index
+        self._restart_listeners: list[Callable[[], None]] = []
+        self._announced: Any = None  # the announcement reader, once connected
+        self._announced_cond: ReadCondition | None = None
         self._window = threading.BoundedSemaphore(MAX_OUTSTANDING)  # see REQUEST_WRITER_QOS
         self._lock = threading.Lock()
         self._writers: list[DataWriter[Any]] = [
@@ -133,19 +223,19 @@ class StoreClient:
         deadline = time.monotonic() + timeout
         ep = self.endpoint
         where = f"in namespace {ep.namespace!r} (domain {ep.participant.domain_id})"
-        announced = ep.reader(ep.store_topic, ep.namespace, ANNOUNCE_QOS)
-        try:
-            while True:
-                count, why = share_count(live_announcements(announced))
-                if count is not None:
-                    break
-                if time.monotonic() >= deadline:
-                    raise DcpsTimeoutError(
-                        f"no dcps store answered {where} within {timeout:g} s: {why}"
-                    )
-                time.sleep(0.02)
-        finally:
-            drop_endpoint(announced)
+        announced = self._announced
+        if announced is None:  # kept: the reply thread watches it for restarts
+            announced = self._announced = ep.reader(ep.store_topic, ep.namespace, ANNOUNCE_QOS)
+        while True:
+            live = live_announcements(announced)
+            count, why = share_count(live)
+            if count is not None:
+                break
+            if time.monotonic() >= deadline:
+                raise DcpsTimeoutError(
+                    f"no dcps store answered {where} within {timeout:g} s: {why}"
+                )
+            time.sleep(0.02)
         self._route(count)
         waiting = set(range(count))
         while waiting:
@@ -154,11 +244,13 @@ class StoreClient:
                     continue
                 fut = self._send(index, PingRequest().to_wire(self.client_id, 0), Pong.from_wire)
                 try:
-                    fut.result(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
+                    pong = fut.result(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
                     waiting.discard(index)
+                    self._learn(index, pong.incarnation, live_announcements(announced))
                 except (TimeoutError, DcpsTimeoutError):
                     self._forget(fut)
             if not waiting:
+                self._watch_announcements()
                 return
             if time.monotonic() >= deadline:
                 shares = ", ".join(f"{i}/{count}" for i in sorted(waiting))
@@ -167,6 +259,34 @@ class StoreClient:
                     f"(store share {shares} announced but did not answer)"
                 )
             time.sleep(0.02)
+
+    def _learn(self, index: int, incarnation: str, live: list[StoreAnnouncement]) -> None:
+        """Store ``index`` answers as ``incarnation``; the stores announced before it are old."""
+        started = next((a.started_ns for a in live if a.incarnation == incarnation), 0)
+        with self._lock:
+            self._seen.update(a.incarnation for a in live if a.started_ns <= started)
+            self._seen.add(incarnation)
+            self._incarnations[index] = (incarnation, started)
+
+    def _watch_announcements(self) -> None:
+        """Have the reply thread notice announcements (new store incarnations) at once."""
+        if self._announced_cond is None:
+            fresh = SampleState.NotRead | ViewState.Any | InstanceState.Any
+            self._announced_cond = ReadCondition(self._announced, fresh)
+            self._ws.attach(self._announced_cond)
+            self._guard.set(True)  # take what is there already
+
+    def add_restart_listener(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once each time a store of this namespace restarts.
+
+        It runs on the client's reply thread, after the outstanding requests
+        were sent again or failed (see the class docstring). Keep it short:
+        it may send requests (``join_async`` and the other ``*_async``
+        methods) but must not wait for their answers, which that same thread
+        takes afterwards. Only stores the client has connected to are watched.
+        """
+        with self._lock:
+            self._restart_listeners.append(callback)
 
     def _route(self, count: int) -> None:
         """Send requests to ``count`` stores (one writer per store partition)."""
@@ -284,6 +404,28 @@ class StoreClient:
         """:meth:`state_async`, waiting for the answer."""
         return self._wait(Op.STATE, self.state_async(topic, group, channels), timeout)
 
+    def join_async(
+        self,
+        topic: str,
+        group: str,
+        member: str,
+        member_timeout_ms: int,
+        *,
+        anonymous: bool = False,
+        previous_channels: Sequence[int] = (),
+    ) -> Future[Membership]:
+        """Join ``group``; expelled after ``member_timeout_ms`` without a heartbeat.
+
+        A member rejoining a restarted store names the channels it owned in
+        ``previous_channels``: it gets them back unless another rejoining
+        member claimed them first (see the class docstring). A restart
+        listener rejoins with this form (it must not wait for an answer).
+        """
+        request = JoinRequest(
+            topic, group, member, member_timeout_ms, anonymous, tuple(previous_channels)
+        )
+        return self._call(request, Membership.from_wire)
+
     def join(
         self,
         topic: str,
@@ -292,11 +434,19 @@ class StoreClient:
         member_timeout_ms: int,
         *,
         anonymous: bool = False,
+        previous_channels: Sequence[int] = (),
         timeout: float | None = None,
     ) -> Membership:
-        """Join ``group``; expelled after ``member_timeout_ms`` without a heartbeat."""
-        request = JoinRequest(topic, group, member, member_timeout_ms, anonymous)
-        return self._wait(Op.JOIN, self._call(request, Membership.from_wire), timeout)
+        """:meth:`join_async`, waiting for the answer."""
+        fut = self.join_async(
+            topic,
+            group,
+            member,
+            member_timeout_ms,
+            anonymous=anonymous,
+            previous_channels=previous_channels,
+        )
+        return self._wait(Op.JOIN, fut, timeout)
 
     def heartbeat_async(self, topic: str, group: str, member: str) -> Future[Membership]:
         """Tell the coordinating store ``member`` is alive; its current channels."""
@@ -365,8 +515,13 @@ class StoreClient:
         rid = next(self._ids)
         wire.request_id = rid
         with self._lock:
-            self._pending[rid] = (fut, time.monotonic() + self.request_timeout, decode)
+            held = index in self._restarts  # sent once the restarted store matched
+            entry = _Pending(fut, time.monotonic() + self.request_timeout, decode, index, wire)
+            entry.held = held
+            self._pending[rid] = entry
             writer = self._writers[index]
+        if held:
+            return fut
         try:
             writer.write(wire)
         except BaseException:
@@ -459,8 +614,8 @@ class StoreClient:
 
     def _forget(self, fut: Future[Any]) -> None:
         with self._lock:
-            for rid, (f, _, _) in list(self._pending.items()):
-                if f is fut:
+            for rid, entry in list(self._pending.items()):
+                if entry.future is fut:
                     del self._pending[rid]
         fut.cancel()  # frees its place in the window
 
@@ -477,9 +632,15 @@ class StoreClient:
 
     def _run(self) -> None:
         while not self._closed:
-            self._ws.wait(duration(milliseconds=100))
+            wait = _MATCH_POLL if self._restarts else 0.1
+            self._ws.wait(duration(seconds=wait))
             if self._closed:
                 break
+            self._guard.set(False)
+            if self._announced_cond is not None:
+                self._watch_stores()
+            if self._restarts:
+                self._resume()
             replies = self._reader.take(N=512)
             done: list[tuple[Future[Any], Reply, _Decode]] = []
             now = time.monotonic()
@@ -490,11 +651,11 @@ class StoreClient:
                         continue
                     entry = self._pending.pop(reply.request_id, None)
                     if entry is not None:
-                        done.append((entry[0], reply, entry[2]))
-                for rid, (fut, deadline, _) in list(self._pending.items()):
-                    if deadline < now:
+                        done.append((entry.future, reply, entry.decode))
+                for rid, entry in list(self._pending.items()):
+                    if entry.deadline < now:
                         del self._pending[rid]
-                        expired.append(fut)
+                        expired.append(entry.future)
             for fut, reply, decode in done:
                 if fut.done():
                     continue
@@ -511,6 +672,96 @@ class StoreClient:
                 if not fut.done():
                     fut.set_exception(DcpsTimeoutError("the store did not answer in time"))
 
+    # -- store restarts (see the class docstring) ----------------------------------------------
+
+    def _watch_stores(self) -> None:
+        """On new announcements: a new incarnation of a share we use is a restart."""
+        if not self._announced.read(N=64, condition=self._announced_cond):
+            return  # (reading them untriggers the condition; they stay for connect())
+        for sample in sorted(live_announcements(self._announced), key=lambda a: a.started_ns):
+            with self._lock:
+                if sample.incarnation in self._seen:
+                    continue
+                self._seen.add(sample.incarnation)
+                current = self._incarnations.get(sample.index)
+            if (
+                current is None
+                or sample.count != self.store_count
+                or sample.started_ns < current[1]
+            ):
+                continue  # another layout of shares, or an older store: not ours to follow
+            info = sample.sample_info  # type: ignore[attr-defined]
+            self._restarted(sample.index, sample, self._participant_of(info))
+
+    def _participant_of(self, info: Any) -> Any:
+        """The participant key of the writer of an announcement sample (None if unknown)."""
+        try:
+            endpoint = self._announced.get_matched_publication_data(info.publication_handle)
+        except Exception:  # no longer matched, or the binding cannot tell
+            return None
+        return None if endpoint is None else endpoint.participant_key
+
+    def _restarted(self, index: int, announcement: StoreAnnouncement, participant: Any) -> None:
+        """Store ``index`` restarted: fail what has an unknown outcome, hold the rest."""
+        failed: list[_Pending] = []
+        with self._lock:
+            self._incarnations[index] = (announcement.incarnation, announcement.started_ns)
+            self._restarts[index] = _Restart(
+                announcement.incarnation, participant, time.monotonic() + _MATCH_WAIT
+            )
+            for rid, entry in list(self._pending.items()):
+                if entry.index != index or entry.held:
+                    continue
+                if _resendable(entry.wire):
+                    entry.held = True  # sent again once the new store matched
+                else:
+                    del self._pending[rid]
+                    failed.append(entry)
+        where = f"store share {index}/{self.store_count}"
+        _log.info(
+            "dcps store client: %s restarted (incarnation %s); %d requests with an unknown "
+            "outcome failed, the others are sent again",
+            where,
+            announcement.incarnation,
+            len(failed),
+        )
+        for entry in failed:
+            if not entry.future.done():
+                entry.future.set_exception(
+                    PreconditionNotMetError(
+                        f"unknown outcome: the {where} restarted before answering "
+                        f"{Op(entry.wire.op).name} {_what(entry.wire)}; the dead store may or "
+                        "may not have applied it, so it is not sent again"
+                    )
+                )
+
+    def _resume(self) -> None:
+        """Send the held requests to each restarted store whose request reader matched."""
+        now = time.monotonic()
+        for index, restart in list(self._restarts.items()):
+            writer = self._writers[index]
+            if now < restart.give_up and not _matches(writer, restart.participant):
+                continue
+            with self._lock:
+                del self._restarts[index]
+                held = [e for e in self._pending.values() if e.index == index and e.held]
+                for entry in held:
+                    entry.held = False
+                    entry.deadline = now + self.request_timeout
+                listeners = list(self._restart_listeners)
+            for entry in held:
+                try:
+                    writer.write(entry.wire)
+                except Exception as exc:  # the writer failed: the request cannot go
+                    self._forget(entry.future)
+                    if not entry.future.done():
+                        entry.future.set_exception(exc)
+            for listener in listeners:
+                try:
+                    listener()
+                except Exception:
+                    _log.exception("dcps store client: restart listener %r failed", listener)
+
     def close(self) -> None:
         """Stop the reply thread and fail pending requests (idempotent)."""
         if self._closed:
@@ -522,14 +773,46 @@ class StoreClient:
         with self._lock:
             pending = list(self._pending.values())
             self._pending.clear()
-        for fut, _, _ in pending:
-            if not fut.done():
-                fut.set_exception(AlreadyClosedError("the store client was closed"))
-        for entity in (self._cond, self._guard, self._ws):
+        for entry in pending:
+            if not entry.future.done():
+                entry.future.set_exception(AlreadyClosedError("the store client was closed"))
+        conditions = [self._cond, self._guard]
+        if self._announced_cond is not None:
+            conditions.append(self._announced_cond)
+        for entity in (*conditions, self._ws):
             delete_entity(entity)
         drop_endpoint(self._reader)
+        if self._announced is not None:
+            drop_endpoint(self._announced)
         for writer in self._writers:
             drop_endpoint(writer)
+
+
+def _matches(writer: DataWriter[Any], participant: Any) -> bool:
+    """Whether ``writer`` is matched by a reader of ``participant`` (None: by any reader)."""
+    try:
+        handles = writer.get_matched_subscriptions()
+        if participant is None:
+            return bool(handles)
+        for handle in handles:
+            endpoint = writer.get_matched_subscription_data(handle)
+            if endpoint is not None and endpoint.participant_key == participant:
+                return True
+    except Exception:  # a reader that went away meanwhile: look again next round
+        return False
+    return False
+
+
+def _what(wire: Request) -> str:
+    """Where a request went, for an error message."""
+    where = f"(request {wire.request_id}"
+    if wire.topic:
+        where += f", topic {wire.topic!r}"
+    if wire.op == Op.PUBLISH and wire.channels:
+        where += f", channel {wire.channels[0]}, {len(wire.sizes)} elements"
+    if wire.group:
+        where += f", group {wire.group!r}"
+    return where + ")"
 
 
 def _merge_all(op: Op, replies: list[Reply]) -> Reply:

@@ -346,7 +346,12 @@ class StateRequest:
 
 @attrs.frozen
 class JoinRequest:
-    """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence."""
+    """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence.
+
+    ``previous_channels`` (a member rejoining a restarted store) names the
+    channels it owned before: the store keeps them its own unless another
+    rejoining member claimed them first (``dcps/store/_groups.py``).
+    """
 
     op: ClassVar[Op] = Op.JOIN
     topic: str
@@ -354,6 +359,7 @@ class JoinRequest:
     member: str
     timeout_ms: int
     anonymous: bool = False
+    previous_channels: tuple[int, ...] = ()
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
@@ -365,6 +371,7 @@ class JoinRequest:
             member=self.member,
             number=self.timeout_ms,
             flag=int(self.anonymous),
+            channels=list(self.previous_channels),
         )
 
     @classmethod
@@ -374,7 +381,8 @@ class JoinRequest:
             raise BadParameterError(f"request field 'number' (member timeout) is {r.number}")
         if r.flag not in (0, 1):
             raise BadParameterError(f"request field 'flag' (anonymous) is {r.flag}")
-        return cls(topic, group, member, int(r.number), bool(r.flag))
+        check_channels(r.channels)
+        return cls(topic, group, member, int(r.number), bool(r.flag), tuple(r.channels))
 
 
 @attrs.frozen
