@@ -108,6 +108,8 @@ class GroupMembership:
         self.incarnation = ""
         #: Set when the store no longer knows this member: the next round joins again.
         self.need_join = False
+        #: Set (on the client's reply thread) when the store restarted: rejoin at once.
+        self.store_restarted = False
         self.last_heartbeat = 0.0
         # the channels held when the store last dropped this member: asked back on rejoin
         self._previous: set[int] = set()
@@ -122,29 +124,46 @@ class GroupMembership:
 
         ``previous_channels`` are channels to ask for back (a sticky rejoin).
         """
-        del previous_channels  # TODO(issue 13, H2): StoreClient.join(previous_channels=...)
         joined = self._client.join(
             self.topic,
             self.group,
             self.member,
             self.timeout_ms,
             anonymous=self.anonymous,
+            previous_channels=tuple(previous_channels),
             timeout=timeout,
         )
         self.need_join = False
+        self.store_restarted = False
         self.incarnation = joined.incarnation
         self.generation = joined.generation
         self.last_heartbeat = time.monotonic()
         self._previous = set()
         self._on_owned(set(joined.channels), False)
 
-    def rejoin(self, timeout: float | None) -> None:
-        """Join again now, asking for the channels owned now (or before being dropped)."""
+    def rejoin(self, timeout: float | None, *, keep: bool = False) -> None:
+        """Join again now, asking for the channels owned now (or before being dropped).
+
+        With ``keep`` (after a store restart: the member did nothing wrong) the
+        channels stay owned meanwhile, so those the store gives back keep
+        their place and nothing delivered is delivered again; without it
+        (the store forgot this member) they are lost first and resume at the
+        group's commit.
+        """
         held = self._owned() or self._previous
-        if self._owned():
+        if not keep and self._owned():
             self._previous = set(held)
             self._on_owned(set(), True)  # not delivered from until the store confirms them
         self.join(timeout, previous_channels=sorted(held))
+
+    def on_store_restart(self) -> None:
+        """The store restarted (a StoreClient restart listener): rejoin on the next round.
+
+        Runs on the client's reply thread, so it only flags and wakes the
+        delivery thread, which rejoins at once with the channels it owns.
+        """
+        self.store_restarted = True
+        self._wake()
 
     def apply(self, assignments: Iterable[Any]) -> None:
         """Apply the store's assignment announcements that concern this member."""

@@ -187,6 +187,7 @@ class ChannelSubscriber(Generic[T]):
                 wake=self._waiter.wake,
             )
             self._membership.join(timeout=None)  # the store's request timeout
+            client.add_restart_listener(self._membership.on_store_restart)
         except BaseException:
             self._connection.close()
             raise
@@ -226,7 +227,9 @@ class ChannelSubscriber(Generic[T]):
         membership = self._membership
         membership.apply(self._assign_reader.take(N=256))
         active = bool(self._requests) or self.anonymous
-        if membership.need_join and active:
+        if membership.store_restarted:  # at once, idle or not: keeps the channels sticky
+            membership.rejoin(timeout=self._round_timeout, keep=True)
+        elif membership.need_join and active:
             membership.rejoin(timeout=self._round_timeout)
         now = time.monotonic()
         if active and membership.heartbeat_due(now):
