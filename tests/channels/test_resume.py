@@ -424,3 +424,30 @@ class TestResumeWithKey:
         client.join("t", "g", "m", 30_000, previous_channels=joined.channels)
         committed = client.commit("t", "g", "m", {0: 0}, timeout=20)
         assert set(committed.statuses.values()) == {CommitStatus.COMMITTED}
+
+    def test_subscriber_member_resumes_after_a_keyed_restart(
+        self, keyed_stores: Stores, domain_id: int, namespace: str, topic_name: str, key_file: Path
+    ) -> None:
+        """A keyed store killed -9: the subscriber rejoins (fresh key exchange) keeping its
+        channels, a confirmed publish after the restart succeeds soon and reaches it, and its
+        commit is accepted by the new store."""
+        topic = ChannelledTopic(topic_name, Msg, channel_count=2, retain_consumed=True)
+        kw: dict[str, Any] = {"domain_id": domain_id, "namespace": namespace}
+        with (
+            ChannelPublisher(topic, store_key=key_file, **kw) as pub,
+            ChannelSubscriber(topic, group="g", store_key=key_file, **kw) as member,
+        ):
+            for i in range(4):
+                pub.publish(Msg(i, i)).result(20)
+            got = _receive_from((member,), lambda got: len(got) >= 4)
+            latest = {e.position.channel: e.position for e in got}
+            assert {r.status for r in member.commit(latest).values()} == {CommitStatus.COMMITTED}
+            owned = member.channels
+            ready = keyed_stores.restart()
+            confirmed = pub.publish(Msg(1, 100)).result(LONG_TIMEOUT)
+            assert time.monotonic() - ready < RESUME_BOUND
+            again = _receive_from((member,), lambda got: any(e.position == confirmed for e in got))
+            assert not {e.position for e in got} & {e.position for e in again}
+            assert member.channels == owned
+            result = member.commit(confirmed.channel, confirmed)
+            assert result.status == CommitStatus.COMMITTED
