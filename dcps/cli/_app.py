@@ -4,7 +4,7 @@ Commands, by where they look:
 
 - the DDS domain (``ls``, ``ps``, ``typeof``, ``sub``, ``pub``; ``topics`` for now),
   in :mod:`dcps.cli._dds`;
-- the store: ``store`` runs one (in :mod:`dcps._cli`);
+- the store: ``store`` runs one (in :mod:`dcps.cli._store`);
 - files: ``record`` writes DDS topics to Parquet (in :mod:`dcps.cli._record`).
 
 The store admin commands (``topics`` and ``groups`` list/describe/reset/delete,
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import typer
 
-from dcps._cli import store
+from dcps.cli._store import store
 
 from . import _dds
 from ._logging import LEVELS, configure_logging, level_of
