@@ -357,7 +357,10 @@ class JoinRequest:
     """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence.
 
     ``offer`` is the member's key-exchange value (``MemberOffer.public``) when
-    the namespace has a key, empty otherwise.
+    the namespace has a key, empty otherwise. ``previous_channels`` (a member
+    rejoining a restarted store) names the channels it owned before: the store
+    keeps them its own unless another rejoining member claimed them first
+    (``dcps/store/_groups.py``).
     """
 
     op: ClassVar[Op] = Op.JOIN
@@ -367,6 +370,7 @@ class JoinRequest:
     timeout_ms: int
     anonymous: bool = False
     offer: bytes = b""
+    previous_channels: tuple[int, ...] = ()
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
@@ -379,6 +383,7 @@ class JoinRequest:
             number=self.timeout_ms,
             flag=int(self.anonymous),
             blob=self.offer,
+            channels=list(self.previous_channels),
         )
 
     @classmethod
@@ -393,7 +398,16 @@ class JoinRequest:
                 f"request field 'blob' (key-exchange offer) has {len(r.blob)} bytes, "
                 f"not {PUBLIC_VALUE_BYTES}"
             )
-        return cls(topic, group, member, int(r.number), bool(r.flag), bytes(r.blob))
+        check_channels(r.channels)
+        return cls(
+            topic,
+            group,
+            member,
+            int(r.number),
+            bool(r.flag),
+            bytes(r.blob),
+            tuple(r.channels),
+        )
 
 
 @attrs.frozen
