@@ -61,7 +61,9 @@ class ChannelPublisher(Generic[T]):
 
     Samples are batched per channel and a batch is sent when it holds
     ``batch_count`` samples or ``batch_bytes`` bytes, or ``linger`` after its
-    first sample. :meth:`publish` returns a future: in confirmed mode it
+    first sample; when no batch awaits the store, a sample is sent at once (so
+    batching costs no latency on an idle link, and batches grow under load).
+    :meth:`publish` returns a future: in confirmed mode it
     completes with the element's :class:`Position` once the store persisted
     it; unconfirmed, it completes at once with ``None``. At most
     ``max_in_flight`` batches await the store (each store, when several split
@@ -69,7 +71,8 @@ class ChannelPublisher(Generic[T]):
     ``timeout`` and then raises :class:`~dcps.DcpsTimeoutError`.
     :attr:`flow_control` shows that window, to throttle before blocking.
 
-    The defaults suit both ends: at low rates ``linger`` bounds the latency;
+    The defaults suit both ends: at low rates a sample goes out at once (and
+    ``linger`` bounds the wait of one that arrives while a batch is in flight);
     at high rates batches grow while the in-flight window is full, up to
     ``batch_count``, and each batch's fixed cost (a request, a reply and a
     live sample, ~150-200 us of CPU over client and store) is shared by
@@ -291,7 +294,12 @@ class ChannelPublisher(Generic[T]):
         if full:
             self._send_locked(channel)
         elif not index:
-            self._wake.set()
+            # Nothing awaits the store: lingering would only add latency, send at once.
+            # Under load (batches in flight) the batch lingers and grows instead.
+            if not self._in_flight and self._slot(channel).acquire(blocking=False):
+                self._send_locked(channel)
+            else:
+                self._wake.set()
         return batch, index
 
     def _slot(self, channel: int) -> threading.Semaphore:
@@ -329,6 +337,9 @@ class ChannelPublisher(Generic[T]):
         with self._idle:
             self._in_flight.discard(reply_future)
             self._idle.notify_all()
+            idle = not self._in_flight
+        if idle and self._pending:
+            self._wake.set()  # the link is idle: queued batches need not wait out linger
 
     def _linger_loop(self) -> None:
         """Send each batch ``linger`` after its first sample unless it filled up before."""
@@ -339,11 +350,12 @@ class ChannelPublisher(Generic[T]):
             if oldest is None:
                 self._wake.wait()  # set when a batch starts (or on close)
                 continue
-            delay = oldest + self._linger - time.monotonic()
+            idle = not self._in_flight  # nothing awaits the store: every batch is due
+            delay = 0.0 if idle else oldest + self._linger - time.monotonic()
             if delay > 0:  # later batches cannot be due earlier; a flush or close wakes it
                 self._wake.wait(delay)
                 continue
-            if not self._send_stale(force=False):
+            if not self._send_stale(force=idle):
                 time.sleep(min(self._linger, 0.001) or 0.0005)  # every slot is busy
 
     def _send_stale(self, *, force: bool, deadline: float | None = None) -> bool:
