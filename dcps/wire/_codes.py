@@ -52,6 +52,12 @@ class Op(enum.IntEnum):
     LEAVE = 8
     HEARTBEAT = 9
     DESTROY_GROUP = 10
+    # store administration (dcps/wire/_admin.py): 70-89
+    DESCRIBE_TOPICS = 70
+    DESCRIBE_GROUPS = 71
+    RESET_GROUP = 72
+    DELETE_GROUP = 73
+    STORE_STATUS = 74
 
 
 class SeekMode(enum.IntEnum):

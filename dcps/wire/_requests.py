@@ -16,6 +16,7 @@ import attrs
 
 from idl._errors import BadParameterError
 
+from ._admin import AdminRequest, admin_requests
 from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
 from ._limits import (
@@ -477,6 +478,7 @@ AnyRequest = (
     | HeartbeatRequest
     | LeaveRequest
     | DestroyGroupRequest
+    | AdminRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest]] = {
@@ -493,6 +495,7 @@ _DECODERS: dict[int, type[AnyRequest]] = {
         HeartbeatRequest,
         LeaveRequest,
         DestroyGroupRequest,
+        *admin_requests(),
     )
 }
 

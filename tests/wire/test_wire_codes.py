@@ -51,6 +51,11 @@ class TestPinnedValues:
             "LEAVE": 8,
             "HEARTBEAT": 9,
             "DESTROY_GROUP": 10,
+            "DESCRIBE_TOPICS": 70,
+            "DESCRIBE_GROUPS": 71,
+            "RESET_GROUP": 72,
+            "DELETE_GROUP": 73,
+            "STORE_STATUS": 74,
         }
 
     def test_seek_modes(self) -> None:
