@@ -348,3 +348,42 @@ class TestLogging:
             f"moved {{0-1: - -> {member}}}",
         ):
             assert line in text, line
+
+
+class TestAuthentication:
+    def test_reset_and_delete_need_the_admin_key(
+        self,
+        tmp_path: Path,
+        domain_id: int,
+        namespace: str,
+        monkeypatch: pytest.MonkeyPatch,
+        topic_name: str,
+    ) -> None:
+        """On a keyed store, describing needs the namespace key only; reset and delete are
+        refused without the admin key (naming it) and work with --admin-key-file."""
+        from dcps.wire._auth_keys import write_key_file
+
+        key = write_key_file(tmp_path / "ns.key").source
+        admin_key = write_key_file(tmp_path / "admin.key").source
+        store = StoreProcess(
+            tmp_path / "store", domain_id, namespace,
+            "--key-file", str(key), "--admin-key-file", str(admin_key),
+        )  # fmt: skip
+        monkeypatch.setenv("DCPS_STORE_KEY_FILE", str(key))  # clients and commands hold the key
+        made = Clients(domain_id, namespace)
+        try:
+            topic = ChannelledTopic(topic_name, Msg, channel_count=1)
+            made.close(made.sub(topic, "g"))
+            admin = Admin(domain_id, namespace)
+            assert admin.json("groups", "describe", topic_name, "g")["active"] is False
+            for verb in (["reset", topic_name, "g", "--to-tail"], ["delete", topic_name, "g"]):
+                refused = admin.run("groups", *verb)
+                assert refused.returncode == 1
+                assert "admin key" in refused.stderr
+            admitted = ["--admin-key-file", str(admin_key)]
+            assert admin.json("groups", "reset", topic_name, "g", "--to-tail", *admitted)
+            assert admin.json("groups", "delete", topic_name, "g", *admitted)["existed"] is True
+            assert "no key" not in store.log()  # the store runs keyed
+        finally:
+            made.close_all()
+            store.stop()
