@@ -284,8 +284,8 @@ class _Gauges(Collector):
             "Messages refused by authentication, by reason (Store.auth_drops())",
             labels=["reason"],
         )
-        for reason, count in sorted(self._auth_drops().items(), key=lambda rc: rc[0].value):
-            auth.add_metric([reason.value], count)
+        for reason, count in sorted(self._auth_drops().items(), key=lambda rc: rc[0].name):
+            auth.add_metric([reason.name.lower()], count)
         yield auth
         clients = GaugeMetricFamily("dcps_store_clients", "Clients with a reply writer")
         clients.add_metric([], self._clients())

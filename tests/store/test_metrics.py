@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,6 +107,7 @@ class TestWorkload:
         assert value(m, "dcps_store_sqlite_commit_seconds_count") >= 3
         assert value(m, "dcps_store_disk_bytes", file="db") > 0
         assert value(m, "dcps_store_disk_free_bytes") > 0
+        assert ("dcps_store_auth_failures_total", (("reason", "bad_tag"),)) in m
         assert value(m, "dcps_store_auth_failures_total", reason="bad_tag") == 0
         assert value(m, "dcps_store_clients") >= 1
 
@@ -168,7 +170,7 @@ class TestEmbedded:
             assert value(in_b, "dcps_store_requests_total", kind="ensure_topic", result="ok") == 0
             assert ("dcps_store_topic_elements", (("topic", "only_in_a"),)) not in in_b
         assert a.metrics_url is None
-        with pytest.raises(OSError):
+        with pytest.raises(urllib.error.URLError, match="refused"):
             urllib.request.urlopen(url_a, timeout=2)  # stopped with the store
 
     def test_authentication_failures_are_counted(
@@ -205,7 +207,9 @@ class TestEmbedded:
             )
             m = scrape(store.metrics_url)
             for reason, count in drops.items():
-                assert value(m, "dcps_store_auth_failures_total", reason=reason.value) == count
+                label = reason.name.lower()
+                assert ("dcps_store_auth_failures_total", (("reason", label),)) in m
+                assert value(m, "dcps_store_auth_failures_total", reason=label) == count
 
     def test_a_bad_metrics_port_is_refused(self, tmp_path: Path, domain_id: int) -> None:
         """A port outside 0..65535 is a BadParameterError naming it, before anything starts."""
