@@ -387,3 +387,41 @@ class TestAuthentication:
         finally:
             made.close_all()
             store.stop()
+
+
+class TestShares:
+    def test_two_stores_answer_together(
+        self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str
+    ) -> None:
+        """With the channels split over two stores, the commands merge both: `store status`
+        lists both shares, `groups describe` every channel's lag, and `groups reset` moves
+        the channels of both."""
+        stores = [
+            StoreProcess(tmp_path / f"s{i}", domain_id, namespace, "--share", f"{i}/2")
+            for i in range(2)
+        ]
+        made = Clients(domain_id, namespace)
+        try:
+            admin = Admin(domain_id, namespace)
+            status = admin.json("store", "status")
+            assert [(s["share"], s["pid"]) for s in status] == [
+                ("0/2", stores[0].proc.pid),
+                ("1/2", stores[1].proc.pid),
+            ]
+            topic = ChannelledTopic(topic_name, Msg, channel_count=4)
+            made.close(made.sub(topic, "g"))
+            for channel in range(4):
+                publish(made, topic, channel, channel + 1)
+            described = admin.json("groups", "describe", topic_name, "g")
+            assert [(c["channel"], c["lag"]) for c in described["channels"]] == [
+                (0, 1), (1, 2), (2, 3), (3, 4),
+            ]  # fmt: skip
+            listed = admin.json("topics", "list")
+            assert [(t["name"], t["elements"]) for t in listed] == [(topic_name, 10)]
+            done = admin.json("groups", "reset", topic_name, "g", "--to-tail")
+            assert done["next_offsets"] == {"0": 1, "1": 2, "2": 3, "3": 4}
+            assert admin.json("groups", "describe", topic_name, "g")["lag"] == 0
+        finally:
+            made.close_all()
+            for store in stores:
+                store.stop()
