@@ -3,7 +3,7 @@
 Commands, by where they look:
 
 - the DDS domain (``ls``, ``ps``, ``typeof``, ``sub``, ``pub``), in :mod:`dcps.cli._dds`;
-- the store: ``store`` runs one (in :mod:`dcps._cli`); ``store status``, ``topics
+- the store: ``store`` runs one (in :mod:`dcps.cli._store`); ``store status``, ``topics
   list|describe`` and ``groups list|describe|reset|delete`` ask running stores
   (in :mod:`dcps.cli._store_admin`; ``topics`` without a subcommand lists the DDS
   topics, as ``ls``);
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import typer
 
-from dcps._cli import store
+from dcps.cli._store import store
 
 from . import _dds
 from ._logging import LEVELS, configure_logging, level_of

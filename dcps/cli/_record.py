@@ -102,13 +102,13 @@ def unmatched_warnings(found: Scan, topics: list[str], partitions: list[str]) ->
 
 
 def record_command(
-    out: Path = typer.Option(..., "--out", help="Directory of the Parquet datasets."),  # noqa: B008
-    topic: list[str] = typer.Option(  # noqa: B008
+    out: Path = typer.Option(..., "--out", help="Directory of the Parquet datasets."),
+    topic: list[str] = typer.Option(
         ..., "--topic", help="NAME=package.module:Class, or NAME=Scoped::Type with --idl."
     ),
-    idl: Path | None = typer.Option(None, "--idl", help="IDL file declaring the types."),  # noqa: B008
+    idl: Path | None = typer.Option(None, "--idl", help="IDL file declaring the types."),
     domain: int = DOMAIN,
-    partition: list[str] = typer.Option([], "--partition", help="DDS partition (repeatable)."),  # noqa: B008
+    partition: list[str] = typer.Option([], "--partition", help="DDS partition (repeatable)."),
     seconds: float | None = typer.Option(
         None,
         "--seconds",

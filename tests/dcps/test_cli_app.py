@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -32,9 +33,9 @@ class TestEntryPoints:
         assert result.stdout.strip() == f"dcps {metadata.version(names[0])}"
 
     def test_console_script_module_runs_the_same_app(self) -> None:
-        """`python -m dcps._cli` (the old entry point) shows every command of `python -m dcps`."""
+        """The installed ``dcps`` console script shows every command of ``python -m dcps``."""
         old = subprocess.run(
-            [sys.executable, "-m", "dcps._cli", "--help"],
+            [str(Path(sys.executable).with_name("dcps")), "--help"],
             capture_output=True,
             text=True,
             timeout=60,

@@ -1,4 +1,4 @@
-"""The ``dcps store`` command; the rest of the command line is :mod:`dcps.cli`.
+"""The ``dcps store`` command (registered by :mod:`dcps.cli._app`) and ``python -m dcps.store``.
 
 Only the command line imports this module (never ``import dcps``), so typer is
 imported at the top. The command imports the store (SQLite, its threads,
@@ -12,12 +12,6 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="dcps: data-centric publish/subscribe on Cyclone DDS.",
-)
-
 
 class Sync(StrEnum):
     """How hard the store pushes each commit to disk (``--sync``, any case)."""
@@ -26,7 +20,6 @@ class Sync(StrEnum):
     normal = "normal"
 
 
-@app.command()
 def store(
     ctx: typer.Context,
     data: Path | None = typer.Option(
@@ -137,15 +130,3 @@ def store_main(argv: list[str] | None = None) -> None:
     single = typer.Typer(add_completion=False, help="Run a dcps store.")
     single.command()(store)
     single(args=argv, prog_name="python -m dcps.store")
-
-
-def main() -> None:
-    """Entry point of the ``dcps`` console script: the full app of :mod:`dcps.cli`."""
-    # function-local: dcps.cli imports this module for the `store` command
-    from dcps.cli import main as cli_main
-
-    cli_main()
-
-
-if __name__ == "__main__":
-    main()
