@@ -20,6 +20,7 @@ group's commits: nothing committed is delivered again.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -35,6 +36,8 @@ from ._assignment import assign_channels
 from ._log import ChannelLog
 
 __all__ = ["ANONYMOUS_PREFIX", "Group", "GroupCoordinator", "Member"]
+
+_log = logging.getLogger("dcps.store")
 
 #: Group names of anonymous subscribers start so (they do not outlive a store).
 ANONYMOUS_PREFIX = "~anonymous/"
@@ -114,6 +117,8 @@ class GroupCoordinator:
         group = self._groups.setdefault((topic, name), Group(topic, name))
         group.anonymous = request.anonymous
         timeout = max(0.05, request.timeout_ms / 1000.0)
+        if request.member not in group.members:
+            _log.info("group %r of topic %r: member %s joined", name, topic, request.member)
         self._admit(group, request.member, timeout, request.anonymous, request.previous_channels)
         return self.membership(group, request.member)
 
@@ -142,11 +147,14 @@ class GroupCoordinator:
         found = self._groups.get((topic, group))
         if found is not None and member in found.members:
             del found.members[member]
+            _log.info("group %r of topic %r: member %s left", group, topic, member)
             self._after_departure(found, [])
 
     def destroy(self, topic: str, group: str) -> bool:
         """Delete a group and its commits; its members lose their channels."""
         existed = self._log.destroy_group(topic, group)
+        if existed:
+            _log.info("group %r of topic %r deleted", group, topic)
         found = self._groups.pop((topic, group), None)
         if found is not None:
             expelled = list(found.members)
@@ -161,6 +169,13 @@ class GroupCoordinator:
             dead = [m.name for m in group.members.values() if now - m.last_seen > m.timeout]
             if dead:
                 for name in dead:
+                    _log.info(
+                        "group %r of topic %r: member %s expelled (no heartbeat for %.1f s)",
+                        group.name,
+                        group.topic,
+                        name,
+                        group.members[name].timeout,
+                    )
                     del group.members[name]
                 self._after_departure(group, dead)
             elif group.claiming_until is not None and now >= group.claiming_until:
@@ -187,12 +202,26 @@ class GroupCoordinator:
         ms = request.member_timeout_ms
         timeout = max(0.05, ms / 1000.0) if ms > 0 else 30.0
         self._admit(group, request.member, timeout, False, request.channels)
+        _log.info(
+            "group %r of topic %r: member %s re-admitted after a store restart",
+            request.group,
+            request.topic,
+            request.member,
+        )
 
     def touch(self, topic: str, group: str, member: str) -> None:
         """Mark ``member`` alive if it is one (a commit of possibly unowned channels)."""
         found = self._groups.get((topic, group))
         if found is not None and member in found.members:
             found.members[member].last_seen = time.monotonic()
+
+    def group(self, topic: str, name: str) -> Group | None:
+        """The live state of group ``name`` of ``topic`` (None: no member since the start)."""
+        return self._groups.get((topic, name))
+
+    def groups(self) -> list[Group]:
+        """Every group with live state (read on the service thread)."""
+        return list(self._groups.values())
 
     def _after_departure(self, group: Group, expelled: list[str]) -> None:
         if group.anonymous and not group.members:
@@ -210,8 +239,22 @@ class GroupCoordinator:
                 group.claiming_until = None
         if group.claiming_until is None:
             owners = assign_channels(count, group.members, group.owners)
+        moved = {
+            c: (group.owners.get(c, ""), owners.get(c, ""))
+            for c in sorted(set(owners) | set(group.owners))
+            if group.owners.get(c) != owners.get(c)
+        }
         group.owners = owners
         group.generation += 1
+        if moved:
+            _log.info(
+                "group %r of topic %r: rebalance %d: %d member(s), moved %s",
+                group.name,
+                group.topic,
+                group.generation,
+                len(group.members),
+                _moves(moved),
+            )
         members = sorted(group.members)
         index = {m: i for i, m in enumerate(members)}
         self._assignments.write(
@@ -233,3 +276,18 @@ def check_channels_exist(log: ChannelLog, topic: str, channels: Iterable[int]) -
     bad = [c for c in channels if not 0 <= c < count]
     if bad:
         raise BadParameterError(f"topic {topic!r} has channels 0..{count - 1}; {bad} do not exist")
+
+
+def _moves(moved: dict[int, tuple[str, str]], limit: int = 16) -> str:
+    """``{channel: (old, new)}`` for a log line: consecutive channels moving alike as ranges."""
+    runs: list[tuple[int, int, tuple[str, str]]] = []
+    for c, move in moved.items():
+        if runs and runs[-1][1] == c - 1 and runs[-1][2] == move:
+            runs[-1] = (runs[-1][0], c, move)
+        else:
+            runs.append((c, c, move))
+    parts = [
+        f"{a if a == b else f'{a}-{b}'}: {old or '-'} -> {new or '-'}" for a, b, (old, new) in runs
+    ]
+    more = f", ... ({len(parts) - limit} more)" if len(parts) > limit else ""
+    return "{" + ", ".join(parts[:limit]) + more + "}"

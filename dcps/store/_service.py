@@ -33,7 +33,7 @@ import attrs
 from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._auth_member import MemberSecret
 from dcps.wire._batches import PackedPayloads
-from dcps.wire._codes import CommitStatus, Op, SeekMode
+from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode, error_code
 from dcps.wire._durables import DurableRequest
 from dcps.wire._limits import MAX_CLIENTS, check_client_id
 from dcps.wire._messages import Assignment, LiveBatch, Reply, Request, StoreAnnouncement
@@ -87,6 +87,7 @@ from idl._errors import (
 )
 from idl._identity import type_identity
 
+from ._admin import ADMIN_HANDLERS, SHARE_ADMIN_HANDLERS
 from ._durables import DURABLE_HANDLERS, DurableService
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
 from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
@@ -97,6 +98,7 @@ from ._log import (
     SyncMode,
     default_channel_count,
 )
+from ._metrics import LogSnapshot, StoreMetrics, take_snapshot
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
 
@@ -209,6 +211,10 @@ class Store:
     (default: ``DCPS_STORE_ADMIN_KEY_FILE``) authorises destroying groups;
     without it the store refuses them. A bad key file raises
     :class:`~dcps.BadParameterError` naming it.
+
+    :attr:`metrics` counts what the store does (``docs/metrics.md``);
+    ``metrics_port`` (0: any free port) serves them for Prometheus on
+    ``metrics_host`` from :meth:`start` (:attr:`metrics_url`).
     """
 
     def __init__(
@@ -227,7 +233,15 @@ class Store:
         admin_key: KeyOption = FROM_ENVIRONMENT,
         verify: bool = True,
         allow_client_topics: bool = True,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
+        if metrics_port is not None and (
+            not isinstance(metrics_port, int)
+            or isinstance(metrics_port, bool)
+            or not 0 <= metrics_port <= 65535
+        ):
+            raise BadParameterError(f"metrics_port must be 0..65535 or None, got {metrics_port!r}")
         if (
             not isinstance(fetch_threads, int)
             or isinstance(fetch_threads, bool)
@@ -248,6 +262,19 @@ class Store:
         self.allow_client_topics = allow_client_topics
         self.log = ChannelLog.in_dir(data_dir, sync=sync, verify=verify)
         self.data_dir = self.log.path.parent
+        self._metrics_at = (metrics_host, metrics_port)
+        #: The store's Prometheus metrics (``metrics.registry``; see docs/metrics.md).
+        self.metrics = StoreMetrics(
+            log_path=self.log.path,
+            auth_drops=self.auth_drops,
+            clients=lambda: len(self._reply_writers),
+            labels={
+                "namespace": namespace,
+                "share": str(self.share),
+                "incarnation": self.incarnation,
+            },
+        )
+        self.log.commit_observer = self.metrics.observe_commit
         try:
             for info in self.log.topics():  # anonymous subscribers do not outlive a store
                 for group in self.log.groups(info.name):
@@ -269,7 +296,9 @@ class Store:
             raise
         self._state = StoreState.CREATED
         self._stopping = False
-        self._fetchers = FetchPool(self.log, fetch_threads, lambda: self._stopping)
+        self._fetchers = FetchPool(
+            self.log, fetch_threads, lambda: self._stopping, self._fetch_answered
+        )
         self._thread: threading.Thread | None = None
         self._endpoint: Endpoint | None = None
         self._requests: Any = None
@@ -319,6 +348,7 @@ class Store:
         try:
             self._open_endpoints()
             self._check_share()
+            self._serve_metrics()
         except BaseException:
             self.close()
             raise
@@ -326,7 +356,31 @@ class Store:
         self._fetchers.start()
         self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
         self._thread.start()
+        _log.info(
+            "dcps store %s serving %s (domain %d, namespace %r)",
+            self.share,
+            self.data_dir,
+            self.domain_id,
+            self.namespace,
+        )
         return self
+
+    def _serve_metrics(self) -> None:
+        host, port = self._metrics_at
+        if port is None:
+            return
+        try:
+            url = self.metrics.serve(host, port)
+        except OSError as exc:
+            raise BadParameterError(
+                f"cannot serve the store's metrics on {host}:{port}: {exc.strerror or exc}"
+            ) from exc
+        _log.info("dcps store %s: metrics at %s", self.share, url)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://host:port/metrics`` while the metrics are served, else None."""
+        return self.metrics.url
 
     def __enter__(self) -> Store:
         return self.start()
@@ -377,7 +431,9 @@ class Store:
             out.close()
         if self._endpoint is not None:
             self._endpoint.close()
+        self.metrics.close()
         self.log.close()
+        _log.info("dcps store %s stopped (%s)", self.share, self.data_dir)
 
     def _open_endpoints(self) -> None:
         self._endpoint = ep = Endpoint(self.domain_id, self.namespace, self._network)
@@ -424,6 +480,7 @@ class Store:
         conflict = share_conflict(self.announcement, self._live_stores())
         if conflict is not None:
             raise PreconditionNotMetError(f"store not started: {conflict}")
+        _log.info("dcps store: share %s of namespace %r taken", self.share, self.namespace)
 
     # -- the service loop ------------------------------------------------------
 
@@ -462,6 +519,22 @@ class Store:
             self._groups.expire()
         self.durables.tick()
         self._retry_replies()
+        if self.metrics.wanted:  # a scrape waits for groups and lag
+            self.metrics.refresh(self._log_snapshot)
+
+    def _log_snapshot(self) -> LogSnapshot:
+        def members(topic: str, group: str) -> int:
+            found = self._groups.group(topic, group) if self.share.coordinates else None
+            return 0 if found is None else len(found.members)
+
+        return take_snapshot(self.log, self.share.serves, members)
+
+    def _fetch_answered(self, request: FetchRequest, reply: Reply) -> None:
+        """Count a FETCH reply (a fetch thread)."""
+        self.metrics.request(Op.FETCH, ErrorCode(reply.status) if reply.status else ErrorCode.OK)
+        if not reply.status:
+            count = int(reply.number)
+            self.metrics.fetched(request.topic, count, max(0, len(reply.blob) - 4 * count))
 
     def _admit(self, sample: Any) -> _Call[Any] | None:
         """Decode and validate one request sample whole; refuse it alone if it fails."""
@@ -481,6 +554,7 @@ class Store:
                 raise BadParameterError(sample.problem)
             return _Call(client, request_id, decode_request(sample))
         except Exception as exc:
+            self.metrics.request(getattr(sample, "op", -1), error_code(exc))
             self._answer(client, request_id, error_reply(client, request_id, exc))
             return None
 
@@ -566,8 +640,12 @@ class Store:
             if len(self._reply_writers) >= MAX_CLIENTS:
                 self._sweep_reply_writers(now, idle_only=False)
             if len(self._reply_writers) >= MAX_CLIENTS:
+                _log.warning(
+                    "dcps store: client %s refused: %d clients already", client, MAX_CLIENTS
+                )
                 return None
             out = self._reply_writers[client] = ReplyOutbox(self._reply_writer(client), now)
+            _log.info("dcps store: client %s connected", client)
         return out
 
     def _reply_writer(self, client: str) -> Any:
@@ -624,6 +702,7 @@ class Store:
             if (out.idle(now) or not idle_only) and not out.writer.get_matched_subscriptions():
                 out.close()
                 del self._reply_writers[client]
+                _log.info("dcps store: client %s disconnected", client)
 
     def _handle(self, call: _Call[Any]) -> None:
         handler = self._handlers[call.request.op]
@@ -632,7 +711,11 @@ class Store:
         except _DeferredError:
             pass
         except Exception as exc:  # every failure becomes an error reply
+            self.metrics.request(call.request.op, error_code(exc))
             self._fail(call, exc)
+        else:
+            if call.request.op != Op.FETCH:  # counted when a fetch thread answers it
+                self.metrics.request(call.request.op)
 
     # -- topics and publishing -------------------------------------------------
 
@@ -643,6 +726,13 @@ class Store:
         info = self.log.ensure_topic(
             name, count or self.default_channel_count, bool(retain), type_name, identity
         )
+        if not existed:
+            _log.info(
+                "dcps store: topic %r created (%d channels, type %s)",
+                name,
+                info.channel_count,
+                type_name or "not named",
+            )
         if existed:
             if count and count != info.channel_count:
                 raise InconsistentPolicyError(
@@ -668,6 +758,10 @@ class Store:
         self._reply(call, TopicConfig(info.channel_count, bool(info.retain_consumed)))
 
     def _publish(self, calls: list[_Call[PublishRequest]]) -> None:
+        for call in calls:
+            self.metrics.published(
+                call.request.topic, len(call.request.sizes), len(call.request.blob)
+            )
         for call in calls:  # idempotent (keyed) publishes
             if call.request.key:
                 self._publish_keyed(call)
@@ -681,6 +775,7 @@ class Store:
                 self._foreign(r.topic, (r.channel,))
                 good.append(call)
             except Exception as exc:
+                self.metrics.request(Op.PUBLISH, error_code(exc))
                 self._fail(call, exc)
         if not good:
             return
@@ -691,11 +786,14 @@ class Store:
             )
         except Exception as exc:
             for call in good:
+                self.metrics.request(Op.PUBLISH, error_code(exc))
                 self._fail(call, exc)
             return
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if not count:
                 first, stamp = 0, 0
+            self.metrics.request(Op.PUBLISH)
+            self.metrics.stored(call.request.topic, count, len(call.request.blob))
             self._reply(call, Published(first, count, stamp))
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if count:
@@ -715,9 +813,13 @@ class Store:
                 r.topic, r.channel, PackedPayloads(r.sizes, r.blob), r.key
             )
         except Exception as exc:
+            self.metrics.request(Op.PUBLISH, error_code(exc))
             self._fail(call, exc)
             return
         first, stamp = placed[0] if placed else (0, 0)
+        self.metrics.request(Op.PUBLISH)
+        if not duplicate:
+            self.metrics.stored(r.topic, len(placed), len(r.blob))
         self._reply(call, Published(first, len(placed), stamp, duplicate))
         if placed and not duplicate:
             self._push(r, placed[0])
@@ -742,6 +844,7 @@ class Store:
                 BATCH_WRITER_QOS,
             )
             self._batch_writers[(r.topic, r.channel)] = writer
+        self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
         writer.write(
             LiveBatch(
                 topic=r.topic,
@@ -1031,6 +1134,7 @@ class Store:
         CommitRequest.op: _on_commit,
         SeekRequest.op: _on_seek,
         **DURABLE_HANDLERS,
+        **ADMIN_HANDLERS,
     }
     # A store that does not coordinate groups (share index > 0).
     _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {
@@ -1041,6 +1145,7 @@ class Store:
         DestroyGroupRequest.op: _on_share_destroy_group,
         CommitRequest.op: _on_share_commit,
         SeekRequest.op: _on_share_seek,
+        **SHARE_ADMIN_HANDLERS,
     }
 
 
@@ -1059,6 +1164,8 @@ def run_store(
     admin_key: KeyOption = FROM_ENVIRONMENT,
     verify: bool = True,
     allow_client_topics: bool = True,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
 ) -> None:
     """Run a store until ``stop`` is set, or SIGINT/SIGTERM when ``stop`` is None.
 
@@ -1068,8 +1175,8 @@ def run_store(
     ``share`` is the store's share of the channels (see :class:`Store`); if an
     overlapping store turns up, this one stops with
     :class:`~dcps.PreconditionNotMetError`. ``key`` and ``admin_key`` are as
-    for :class:`Store`. The signal handlers it installs are restored when it
-    returns.
+    for :class:`Store`, and so are ``metrics_port`` and ``metrics_host``. The
+    signal handlers it installs are restored when it returns.
     """
     event = stop or threading.Event()
     replaced: dict[signal.Signals, Any] = {}
@@ -1089,12 +1196,15 @@ def run_store(
             admin_key=admin_key,
             verify=verify,
             allow_client_topics=allow_client_topics,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         ) as store:
             if on_ready is not None:
                 on_ready(store)
+            metrics = f" metrics={store.metrics_url}" if store.metrics_url else ""
             print(
                 f"dcps store ready: {store.data_dir} domain={domain_id} namespace={namespace} "
-                f"share={store.share}",
+                f"share={store.share}{metrics}",
                 flush=True,
                 file=sys.stdout,
             )

@@ -60,6 +60,12 @@ class Op(enum.IntEnum):
     DURABLE_CLOSE = 24
     DURABLE_UNSUBSCRIBE = 25
     DURABLE_INFO = 26
+    # store administration (dcps/wire/_admin.py): 70-89
+    DESCRIBE_TOPICS = 70
+    DESCRIBE_GROUPS = 71
+    RESET_GROUP = 72
+    DELETE_GROUP = 73
+    STORE_STATUS = 74
 
 
 class SeekMode(enum.IntEnum):

@@ -16,6 +16,7 @@ import attrs
 
 from idl._errors import BadParameterError
 
+from ._admin import AdminRequest, admin_requests
 from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
 from ._durables import DURABLE_REQUESTS, DurableRequest
@@ -492,6 +493,7 @@ AnyRequest = (
     | HeartbeatRequest
     | LeaveRequest
     | DestroyGroupRequest
+    | AdminRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
@@ -509,6 +511,7 @@ _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
         HeartbeatRequest,
         LeaveRequest,
         DestroyGroupRequest,
+        *admin_requests(),
     )
 }
 

@@ -58,6 +58,11 @@ class TestPinnedValues:
             "DURABLE_CLOSE": 24,
             "DURABLE_UNSUBSCRIBE": 25,
             "DURABLE_INFO": 26,
+            "DESCRIBE_TOPICS": 70,
+            "DESCRIBE_GROUPS": 71,
+            "RESET_GROUP": 72,
+            "DELETE_GROUP": 73,
+            "STORE_STATUS": 74,
         }
 
     def test_seek_modes(self) -> None:
