@@ -41,7 +41,7 @@ __all__ = [
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
 #: Version 3 added ``topics.type_identity``; version 2 stored batches as rows.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
 OLDEST_READABLE_VERSION = 2
 #: Largest batch a version-1 file's elements are regrouped into when it is migrated.
@@ -60,6 +60,32 @@ CREATE TABLE batches (
     PRIMARY KEY (topic_id, channel, first_offset)
 );
 CREATE INDEX batches_ts ON batches (topic_id, channel, ts, first_offset);
+"""
+# The durability service's PERSISTENT samples (version 4, dcps/store/_durability_history.py).
+_DURABILITY = """
+CREATE TABLE durability_topics (
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    limits TEXT NOT NULL,
+    PRIMARY KEY (topic, partition)
+) WITHOUT ROWID;
+CREATE TABLE durability_instances (
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    key BLOB NOT NULL,
+    disposed_ns INTEGER,
+    PRIMARY KEY (topic, partition, key)
+) WITHOUT ROWID;
+CREATE TABLE durability_samples (
+    seq INTEGER PRIMARY KEY,
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    key BLOB NOT NULL,
+    writer BLOB NOT NULL,
+    ts INTEGER NOT NULL,
+    flags INTEGER NOT NULL,
+    payload BLOB NOT NULL
+);
 """
 _SCHEMA = (
     """
@@ -97,6 +123,7 @@ CREATE TABLE commits (
 ) WITHOUT ROWID;
 """
     + _BATCHES
+    + _DURABILITY
 )
 
 # SQLite primary result codes (the low byte of an extended code).
@@ -260,7 +287,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
 
     Version 1 -> 2 regroups elements into stored batches; 2 -> 3 adds
     ``topics.type_identity`` (empty: the identity is recorded by the next
-    client that names one). On failure the file keeps its old version.
+    client that names one); 3 -> 4 adds the durability service's empty
+    ``durability_*`` tables. On failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -268,6 +296,10 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             _migrate_v1(db)
         if version < 3:
             db.execute("ALTER TABLE topics ADD COLUMN type_identity TEXT NOT NULL DEFAULT ''")
+        if version < 4:
+            for statement in _DURABILITY.split(";"):
+                if statement.strip():
+                    db.execute(statement)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

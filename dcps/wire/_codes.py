@@ -52,6 +52,7 @@ class Op(enum.IntEnum):
     LEAVE = 8
     HEARTBEAT = 9
     DESTROY_GROUP = 10
+    HISTORY_FETCH = 90  # the durability service (dcps/wire/_durability.py)
 
 
 class SeekMode(enum.IntEnum):

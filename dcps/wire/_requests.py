@@ -18,6 +18,7 @@ from idl._errors import BadParameterError
 
 from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
+from ._durability import HistoryFetchRequest
 from ._limits import (
     MAX_BATCH_ELEMENTS,
     MAX_ELEMENT_SIZE,
@@ -477,6 +478,7 @@ AnyRequest = (
     | HeartbeatRequest
     | LeaveRequest
     | DestroyGroupRequest
+    | HistoryFetchRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest]] = {
@@ -493,6 +495,7 @@ _DECODERS: dict[int, type[AnyRequest]] = {
         HeartbeatRequest,
         LeaveRequest,
         DestroyGroupRequest,
+        HistoryFetchRequest,
     )
 }
 
