@@ -29,11 +29,12 @@ import logging
 import operator
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from cyclonedds.core import GuardCondition, ReadCondition, WaitSet
+from cyclonedds.core import GuardCondition, Policy, ReadCondition, WaitSet
 
 import idl
 import qos as q
@@ -54,7 +55,14 @@ from dcps.wire._transport import Endpoint
 
 T = TypeVar("T")
 
-__all__ = ["HISTORY_WAIT", "DurableCache", "HistoryFetch", "durability_namespace"]
+__all__ = [
+    "HISTORY_WAIT",
+    "SERVICE_READER_NAME",
+    "DurableCache",
+    "HistoryFetch",
+    "durability_namespace",
+    "wait_for_durability_service",
+]
 
 _log = logging.getLogger("dcps.history")
 
@@ -65,6 +73,46 @@ HISTORY_WAIT = 3.0
 _GRACE = 0.2
 #: The environment variable naming the namespace whose durability services readers ask.
 NAMESPACE_ENV = "DCPS_DURABILITY_NAMESPACE"
+
+
+#: The entity name of a durability service's readers (how writers recognise them).
+SERVICE_READER_NAME = "dcps-durability"
+#: How long a new TRANSIENT/PERSISTENT dcps writer waits for a durability service to match
+#: (``DCPS_DURABILITY_WRITER_WAIT`` seconds; 0 skips the wait).
+WRITER_WAIT_ENV = "DCPS_DURABILITY_WRITER_WAIT"
+
+
+def wait_for_durability_service(cyclone_writer: Any) -> bool:
+    """Wait (bounded) until a durability service's reader matched a new writer.
+
+    Cyclone DDS replays a TRANSIENT/PERSISTENT writer's history to remote late
+    joiners never (only TRANSIENT_LOCAL's), so what the writer writes before a
+    service matched it reaches no service. A dcps writer therefore waits up to
+    ``DCPS_DURABILITY_WRITER_WAIT`` seconds (default 2) for one at creation;
+    False if none matched in time (the writer works, unserved until one does).
+    """
+    try:
+        seconds = float(os.environ.get(WRITER_WAIT_ENV, "2"))
+    except ValueError:
+        seconds = 2.0
+    deadline = time.monotonic() + seconds
+    delay = 0.005
+    while True:
+        for handle in cyclone_writer.get_matched_subscriptions():
+            data = cyclone_writer.get_matched_subscription_data(handle)
+            if data is not None and _is_service(data.qos):
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)  # polling Cyclone's match list: no status condition per match kind
+        delay = min(delay * 2, 0.05)
+
+
+def _is_service(qos: Any) -> bool:
+    try:
+        return bool(qos[Policy.EntityName].name == SERVICE_READER_NAME)
+    except (KeyError, AttributeError):
+        return False
 
 
 def durability_namespace() -> str:
@@ -226,6 +274,9 @@ class DurableCache(KeyedCache[T]):
         super().__init__(data_type, reader_qos, key_of=_key_getter(data_type, reader_qos))
         self._seen: set[SampleIdentity] = set()
         self._handle_keys: dict[int, Any] = {}  # Cyclone instance handle -> reader key
+        # instances whose latest sample came from the service, with its writer: ALIVE only
+        # while that writer is matched (Cyclone knows nothing of these instances)
+        self.history_writers: dict[Any, bytes] = {}
 
     def file_live(
         self,
@@ -246,7 +297,9 @@ class DurableCache(KeyedCache[T]):
                 continue
             self._seen.add(identity)
             sample = decode(data)
-            self._handle_keys[row[5]] = self._key_of(sample)
+            key = self._key_of(sample)
+            self._handle_keys[row[5]] = key
+            self.history_writers.pop(key, None)
             batch.append((sample, row[4], row[6], bool(status & disposes_bit)))
         changed = self.add_batch(batch) if batch else False
         with self.lock:
@@ -291,4 +344,21 @@ class DurableCache(KeyedCache[T]):
                     instance.state = InstanceState.NOT_ALIVE_DISPOSED
                 elif s.writer not in live_writers and instance.state is InstanceState.ALIVE:
                     instance.state = InstanceState.NOT_ALIVE_NO_WRITERS
+                elif instance.state is InstanceState.ALIVE:
+                    self.history_writers[key] = s.writer
         return True
+
+    def writers_gone(self, live_writers: set[bytes]) -> bool:
+        """Instances known only from history whose writer is no longer matched lose their
+        writers (NOT_ALIVE_NO_WRITERS); True if any did."""
+        changed = False
+        with self.lock:
+            for key, writer in list(self.history_writers.items()):
+                if writer in live_writers:
+                    continue
+                del self.history_writers[key]
+                instance = self._instances.get(key)
+                if instance is not None and instance.state is InstanceState.ALIVE:
+                    instance.state = InstanceState.NOT_ALIVE_NO_WRITERS
+                    changed = True
+        return changed

@@ -234,6 +234,10 @@ class DataReader(WatchedReader, Generic[T]):
             self._guids[handle] = found
         return found
 
+    def _live_writers(self) -> set[bytes]:
+        """The GUIDs of the writers matched now."""
+        return {self._guid(h) for h in self._cyclone.get_matched_publications()}
+
     def _file_history(self, samples: list[StoredSample]) -> None:
         """File a page of stored history (the history client's thread)."""
         keyed = self._keyed
@@ -241,7 +245,7 @@ class DataReader(WatchedReader, Generic[T]):
         with self._lock:
             if self.closed:
                 return
-            live = {self._guid(h) for h in self._cyclone.get_matched_publications()}
+            live = self._live_writers()
         with keyed.lock:
             added = keyed.file_history(samples, self._decode, live)
             if added:
@@ -369,6 +373,8 @@ class DataReader(WatchedReader, Generic[T]):
                 if isinstance(keyed, DurableCache):
                     added |= keyed.file_live(raw, deserialize, self._guid, STATUSINFO_DISPOSE)
                     if len(raw) < _DRAIN_CHUNK:
+                        if keyed.history_writers:
+                            added |= keyed.writers_gone(self._live_writers())
                         break
                     continue
                 batch = [

@@ -45,8 +45,9 @@ from cyclonedds.topic import Topic
 import qos as q
 from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, take_cdr
+from dcps._history import SERVICE_READER_NAME
 from dcps.store._durability_history import HistoryStore, Limits
-from dcps.store._log_format import FORMAT_VERSION
+from dcps.store._log import ChannelLog, SyncMode
 from dcps.wire._durability import (
     MAX_HISTORY_PAGE,
     MAX_HISTORY_PAGE_BYTES,
@@ -81,6 +82,7 @@ def _reader_qos(partition: str) -> tuple[Qos, Qos]:
         Policy.Durability.Transient,
         Policy.Reliability.Reliable(1_000_000_000),
         Policy.History.KeepAll,
+        Policy.EntityName(SERVICE_READER_NAME),  # how dcps writers recognise the service
     )
     return sub, reader
 
@@ -141,22 +143,12 @@ class DurabilityService:
         self._align = align
         self._db: sqlite3.Connection | None = None
         if data_dir is not None:
+            # ChannelLog creates (or migrates) the store file: the service's tables
+            # are part of the store format (dcps/store/_log_format.py)
+            ChannelLog.in_dir(data_dir, sync=SyncMode.NORMAL, verify=False).close()
             path = Path(data_dir) / "channels.db"
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db = sqlite3.connect(path, check_same_thread=False)
             self._db.execute("PRAGMA busy_timeout = 10000")
-            self._db.execute("PRAGMA journal_mode = WAL")
-            version = int(
-                self._db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()[
-                    0
-                ]
-            )
-            if version < 4:
-                self._db.close()
-                raise BadParameterError(
-                    f"{path} has store format {version}: the durability service needs "
-                    f"{FORMAT_VERSION}; open it with a store first"
-                )
-            self._db.isolation_level = "DEFERRED"  # transactions by `with db:`
         self.history = HistoryStore(self._db)
         self._served: dict[tuple[str, str], _Served] = {}
         self._types: dict[tuple[str, str], Any] = {}

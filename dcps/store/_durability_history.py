@@ -345,6 +345,17 @@ class HistoryStore:
         cursor = out[-1].seq if out else after
         return out, cursor, more
 
+    def disposed(self, topic: str = "") -> int:
+        """How many kept instances are disposed (of ``topic``, or of all)."""
+        with self._lock:
+            return sum(
+                1
+                for (n, _), t in self._topics.items()
+                if not topic or n == topic
+                for inst in t.instances.values()
+                if inst.disposed_ns is not None
+            )
+
     def count(self, topic: str = "") -> int:
         """How many samples are kept (of ``topic``, or of all)."""
         with self._lock:

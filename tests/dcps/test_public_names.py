@@ -196,6 +196,7 @@ PUBLIC: dict[str, list[str]] = {
         "destroy_subscriber_group",
     ],
     "dcps.store": [
+        "DurabilityService",
         "Share",
         "Store",
         "SyncMode",

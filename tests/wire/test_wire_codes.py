@@ -51,6 +51,7 @@ class TestPinnedValues:
             "LEAVE": 8,
             "HEARTBEAT": 9,
             "DESTROY_GROUP": 10,
+            "HISTORY_FETCH": 90,
         }
 
     def test_seek_modes(self) -> None:
