@@ -298,8 +298,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             db.execute("ALTER TABLE topics ADD COLUMN type_identity TEXT NOT NULL DEFAULT ''")
         if version < 4:
             for statement in _DURABILITY.split(";"):
-                if statement.strip():
-                    db.execute(statement)
+                if statement.strip():  # IF NOT EXISTS: a file may have been downgraded by hand
+                    db.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:
