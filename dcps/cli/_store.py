@@ -72,6 +72,19 @@ def store(
         help="Let clients create topics; --no-client-topics serves only the topics "
         "already in the store.",
     ),
+    durability: list[str] | None = typer.Option(
+        None,
+        "--durability",
+        metavar="PATTERN",
+        help="Run the durability service for TRANSIENT/PERSISTENT topics whose name matches "
+        "PATTERN ('*': every such topic); repeatable.",
+    ),
+    durability_partitions: list[str] | None = typer.Option(
+        None,
+        "--durability-partition",
+        metavar="PATTERN",
+        help="Partitions the durability service serves (default '*'); repeatable.",
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted.
 
@@ -99,6 +112,8 @@ def store(
             admin_key=FROM_ENVIRONMENT if admin_key_file is None else admin_key_file,
             verify=verify,
             allow_client_topics=client_topics,
+            durability=durability or None,
+            durability_partitions=durability_partitions or ("*",),
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)

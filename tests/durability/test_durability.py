@@ -292,3 +292,24 @@ class TestRedundancy:
         processes[1].kill()  # b: only the newcomer c is left
         third = _late_reader(participant, topic, q.Durability.TRANSIENT)
         assert sorted(s.data.sensor for s in eventually(third.take)) == [0, 1, 2, 3]
+
+
+class TestExample:
+    def test_sensor_history_monitor_sees_every_dead_sensor(
+        self, domain_id: int, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """examples/sensor_history.py: five sensor processes write and exit; the monitor
+        started afterwards prints each one's last reading, NOT_ALIVE_NO_WRITERS."""
+        monkeypatch.setenv("DCPS_DURABILITY_NAMESPACE", "dcps")  # the example's store
+        root = Path(__file__).parent.parent.parent
+        result = subprocess.run(
+            [sys.executable, "-m", "examples.sensor_history", "--domain", str(domain_id)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=os.environ.copy(),
+        )
+        assert result.returncode == 0, result.stderr
+        lines = [ln for ln in result.stdout.splitlines() if ln.startswith("sensor ")]
+        assert lines == [f"sensor {i}: {22.0 + i:.1f} (NOT_ALIVE_NO_WRITERS)" for i in range(5)]
