@@ -71,6 +71,8 @@ _log = logging.getLogger("dcps.history")
 HISTORY_WAIT = 3.0
 #: After the first service has served its whole history, how long others may still answer.
 _GRACE = 0.2
+#: How long a service that started answering may take for its next page.
+_PAGE_WAIT = 10.0
 #: The environment variable naming the namespace whose durability services readers ask.
 NAMESPACE_ENV = "DCPS_DURABILITY_NAMESPACE"
 
@@ -227,16 +229,22 @@ class HistoryFetch:
             _log.warning("dcps: a durability service refused a history fetch: %s", reply.error)
             return
         page = HistoryPage.from_wire(reply)
+        if not self.served:  # a service answers: wait for its pages, not for HISTORY_WAIT
+            self._restart_timer(_PAGE_WAIT)
         if page.samples:
             self._file(list(page.samples))
         if page.more:
             self._ask(page.service, page.cursor)
         elif not self.served:
             self.served = True
+            self._restart_timer(_GRACE)
+
+    def _restart_timer(self, seconds: float) -> None:
+        with self._lock:
             self._timer.cancel()
-            grace = threading.Timer(_GRACE, self._finish)
-            grace.daemon = True
-            grace.start()
+            self._timer = threading.Timer(seconds, self._finish)
+            self._timer.daemon = True
+            self._timer.start()
 
     def _finish(self) -> None:
         if self.done.is_set():
@@ -250,8 +258,8 @@ class HistoryFetch:
 
     def close(self) -> None:
         """Stop listening for answers."""
-        self._timer.cancel()
         with self._lock:
+            self._timer.cancel()
             rids, self._rids = self._rids, set()
         for rid in rids:
             self._client.forget(rid)

@@ -96,6 +96,16 @@ class _Served:
         self.topic = topic
         self.partition = partition
         self.guids: dict[int, bytes] = {}
+        self.keys: dict[int, bytes] = {}  # Cyclone instance handle -> serialised key
+
+    def key(self, handle: int) -> bytes:
+        found = self.keys.get(handle)
+        if found is None:
+            found = instance_key(self.ref, handle) or b""
+            if len(self.keys) > 100_000:
+                self.keys.clear()
+            self.keys[handle] = found
+        return found
 
     def guid(self, handle: int) -> bytes:
         found = self.guids.get(handle)
@@ -163,6 +173,7 @@ class DurabilityService:
         self._align_until = 0.0
         self._align_sent = False
         self._ready = threading.Event()
+        self._next_cleanup = 0
         #: samples received from other services while aligning
         self.aligned = 0
 
@@ -236,7 +247,9 @@ class DurabilityService:
             self._take(served, now)
         self._align_step()
         self._answer()
-        self.history.cleanup(time.time_ns())
+        if now >= self._next_cleanup:  # a walk over every instance: not per sample
+            self._next_cleanup = now + 100_000_000
+            self.history.cleanup(now)
 
     # -- discovery -------------------------------------------------------------------
     def _discover(self) -> None:
@@ -307,7 +320,7 @@ class DurabilityService:
             if isinstance(rows, int):
                 raise DcpsError(f"durability: take on {served.topic!r} failed ({rows})")
             for data, row, status in rows:
-                key = instance_key(served.ref, row[5]) or b""
+                key = served.key(row[5])
                 if data is None:
                     if row[2] == int(InstanceState.NotAliveDisposed):
                         self.history.dispose(served.topic, served.partition, key, now)

@@ -205,6 +205,8 @@ class TestLateJoiners:
         writer_qos = q.DataWriterQos(
             q.Durability.TRANSIENT,
             q.DurabilityService(service_cleanup_delay=delay, history=q.History.keep_last(1)),
+            # the writer going away must not dispose the other sensors
+            q.WriterDataLifecycle(autodispose_unregistered_instances=False),
         )
         with DurabilityService(domain_id=domain_id, namespace=namespace) as svc:
             with dcps.DomainParticipant(domain_id) as wp:

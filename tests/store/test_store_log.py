@@ -509,7 +509,7 @@ class TestFormatVersions:
         db = sqlite3.connect(path)
         try:
             assert db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone() == (
-                "3",  # migrated through version 2 (batches) to 3 (type identities)
+                "4",  # through 2 (batches), 3 (type identities) to 4 (durability tables)
             )
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
             assert "elements" not in tables
