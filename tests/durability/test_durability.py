@@ -10,9 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -20,9 +21,16 @@ import dcps
 import qos as q
 from dcps.store import DurabilityService, Store, SyncMode
 from tests.support.topic_types import Reading
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually as _eventually
 
 PEERS = Path(__file__).parent.parent / "support" / "peers"
+
+T = TypeVar("T")
+
+
+def eventually(probe: Callable[[], T], timeout: float = 30.0, what: str = "condition") -> T:
+    """``tests.support.waiting.eventually`` with room for several processes on a loaded host."""
+    return _eventually(probe, timeout, what)
 
 
 @pytest.fixture(autouse=True)
