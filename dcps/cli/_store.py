@@ -85,6 +85,19 @@ def store(
         "--metrics-host",
         help="Address the metrics are served on (0.0.0.0: every interface).",
     ),
+    durability: list[str] | None = typer.Option(
+        None,
+        "--durability",
+        metavar="PATTERN",
+        help="Run the durability service for TRANSIENT/PERSISTENT topics whose name matches "
+        "PATTERN ('*': every such topic); repeatable.",
+    ),
+    durability_partitions: list[str] | None = typer.Option(
+        None,
+        "--durability-partition",
+        metavar="PATTERN",
+        help="Partitions the durability service serves (default '*'); repeatable.",
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted.
 
@@ -119,6 +132,8 @@ def store(
             allow_client_topics=client_topics,
             metrics_port=metrics_port,
             metrics_host=metrics_host,
+            durability=durability or None,
+            durability_partitions=durability_partitions or ("*",),
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)

@@ -88,6 +88,7 @@ from idl._errors import (
 from idl._identity import type_identity
 
 from ._admin import ADMIN_HANDLERS, SHARE_ADMIN_HANDLERS
+from ._durability import DurabilityService
 from ._durables import DURABLE_HANDLERS, DurableService
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
 from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
@@ -215,6 +216,14 @@ class Store:
     :attr:`metrics` counts what the store does (``docs/metrics.md``);
     ``metrics_port`` (0: any free port) serves them for Prometheus on
     ``metrics_host`` from :meth:`start` (:attr:`metrics_url`).
+
+    ``durability`` (topic-name patterns, ``("*",)`` for every topic) runs a
+    :class:`~dcps.store.DurabilityService` in the store: it keeps the data
+    of TRANSIENT and PERSISTENT writers of matching topics in
+    ``durability_partitions`` (patterns) for late-joining readers,
+    PERSISTENT data in this store's file (see README, "Durability").
+
+    .. versionadded:: 0.4 ``durability``, ``durability_partitions``
     """
 
     def __init__(
@@ -235,6 +244,8 @@ class Store:
         allow_client_topics: bool = True,
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        durability: Iterable[str] | None = None,
+        durability_partitions: Iterable[str] = ("*",),
     ) -> None:
         if metrics_port is not None and (
             not isinstance(metrics_port, int)
@@ -318,6 +329,11 @@ class Store:
         self._handlers = self._HANDLERS if self.share.coordinates else self._SHARE_HANDLERS
         #: Request samples refused before decoding (no answer possible), for operators.
         self.dropped_requests = 0
+        # The durability service (dcps/store/_durability.py): topic-name patterns, or None.
+        self._durability_topics = None if durability is None else tuple(durability)
+        self._durability_partitions = tuple(durability_partitions)
+        #: The running durability service, if ``durability`` was given.
+        self.durability: DurabilityService | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -352,6 +368,15 @@ class Store:
         except BaseException:
             self.close()
             raise
+        if self._durability_topics is not None:
+            self.durability = DurabilityService(
+                domain_id=self.domain_id,
+                namespace=self.namespace,
+                topics=self._durability_topics,
+                partitions=self._durability_partitions,
+                data_dir=self.data_dir,
+                network=self._network,
+            ).start()
         self._state = StoreState.SERVING
         self._fetchers.start()
         self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
@@ -413,6 +438,8 @@ class Store:
         if self._thread is not None:
             self._thread.join()
         self._fetchers.stop()
+        if self.durability is not None:
+            self.durability.close()
         if self._waiter is not None:
             self._waiter.close()
         for writer in self._batch_writers.values():
@@ -1166,6 +1193,8 @@ def run_store(
     allow_client_topics: bool = True,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    durability: Iterable[str] | None = None,
+    durability_partitions: Iterable[str] = ("*",),
 ) -> None:
     """Run a store until ``stop`` is set, or SIGINT/SIGTERM when ``stop`` is None.
 
@@ -1198,6 +1227,8 @@ def run_store(
             allow_client_topics=allow_client_topics,
             metrics_port=metrics_port,
             metrics_host=metrics_host,
+            durability=durability,
+            durability_partitions=durability_partitions,
         ) as store:
             if on_ready is not None:
                 on_ready(store)

@@ -66,6 +66,7 @@ class Op(enum.IntEnum):
     RESET_GROUP = 72
     DELETE_GROUP = 73
     STORE_STATUS = 74
+    HISTORY_FETCH = 90  # the durability service (dcps/wire/_durability.py)
 
 
 class SeekMode(enum.IntEnum):

@@ -19,6 +19,7 @@ from idl._errors import BadParameterError
 from ._admin import AdminRequest, admin_requests
 from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
+from ._durability import HistoryFetchRequest
 from ._durables import DURABLE_REQUESTS, DurableRequest
 from ._limits import (
     MAX_BATCH_ELEMENTS,
@@ -494,6 +495,7 @@ AnyRequest = (
     | LeaveRequest
     | DestroyGroupRequest
     | AdminRequest
+    | HistoryFetchRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
@@ -512,6 +514,7 @@ _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
         LeaveRequest,
         DestroyGroupRequest,
         *admin_requests(),
+        HistoryFetchRequest,
     )
 }
 

@@ -211,6 +211,7 @@ PUBLIC: dict[str, list[str]] = {
         "unsubscribe",
     ],
     "dcps.store": [
+        "DurabilityService",
         "Share",
         "Store",
         "SyncMode",

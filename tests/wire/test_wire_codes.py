@@ -63,6 +63,7 @@ class TestPinnedValues:
             "RESET_GROUP": 72,
             "DELETE_GROUP": 73,
             "STORE_STATUS": 74,
+            "HISTORY_FETCH": 90,
         }
 
     def test_seek_modes(self) -> None:
