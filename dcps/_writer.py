@@ -18,6 +18,7 @@ from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
 from dcps._cyclone.timing import timestamp_ns
 from dcps._entity import EntityState
+from dcps._history import wait_for_durability_service
 from dcps._listener import Listener, build_cyclone_listener
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher
@@ -91,6 +92,8 @@ class DataWriter(Watched, Generic[T]):
             raise
         self._encode = encoder(self._type, uses_xcdr2(self._cyclone))
         self._adopted()
+        if checked_qos[q.Durability].kind.value >= q.DurabilityKind.TRANSIENT.value:
+            wait_for_durability_service(self._cyclone)  # see dcps/_history.py
 
     def _create_cyclone(self, cyclone_publisher: Any) -> Any:
         return CycloneWriter(

@@ -327,11 +327,12 @@ class GroupData(QosPolicy):
 class Durability(QosPolicy):
     """Whether and how long samples are kept for late-joining readers.
 
-    VOLATILE and TRANSIENT_LOCAL (history kept by the live writer) work on
-    Cyclone DDS. TRANSIENT and PERSISTENT need a durability service Cyclone
-    does not provide: a DataWriter or DataReader created with them raises
-    :class:`~idl._errors.UnsupportedError` (use a channelled topic and the dcps
-    store for data that outlives its writer).
+    VOLATILE and TRANSIENT_LOCAL (history kept by the live writer) are
+    Cyclone DDS's own. TRANSIENT and PERSISTENT need a durability service,
+    which Cyclone does not have: the dcps store runs one
+    (``Store(..., durability=["*"])``, ``dcps store --durability '*'``), and
+    dcps readers with these kinds fetch its history when they join (see
+    README, "Durability").
     """
 
     changeable: ClassVar[bool] = False
@@ -389,10 +390,12 @@ History.KEEP_ALL = History(HistoryKind.KEEP_ALL, 1)
 class DurabilityService(QosPolicy):
     """History and limits of the service keeping TRANSIENT/PERSISTENT data.
 
-    Cyclone DDS runs no durability service here, so as such it has no effect
-    (and dcps refuses TRANSIENT/PERSISTENT writers and readers). What it does
-    on Cyclone: it bounds what a TRANSIENT_LOCAL writer keeps for late joiners
-    (see :func:`qos.to_cyclone`).
+    The dcps durability service (``dcps.store.DurabilityService``) honours it
+    for TRANSIENT/PERSISTENT topics: history kind and depth,
+    ``max_samples``, ``max_instances``, ``max_samples_per_instance`` and
+    ``service_cleanup_delay`` (how long a disposed instance is still served).
+    On Cyclone it also bounds what a TRANSIENT_LOCAL writer keeps for late
+    joiners (see :func:`qos.to_cyclone`).
     """
 
     changeable: ClassVar[bool] = False

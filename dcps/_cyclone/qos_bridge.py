@@ -10,22 +10,14 @@ from idl._errors import BadParameterError, UnsupportedError
 
 Q = TypeVar("Q", bound=q.QosSet)
 
-# Cyclone DDS 11 has no durability service: these kinds are announced but a
-# late joiner gets nothing, so refuse them instead of misleading the user.
-_NO_SERVICE = (q.DurabilityKind.TRANSIENT, q.DurabilityKind.PERSISTENT)
-
 
 def check_supported(value: q.QosSet, entity: str) -> None:
-    """Raise :class:`UnsupportedError` for policy values dcps accepts but cannot honour."""
-    if value.applies(q.Durability) and isinstance(value, q.DataWriterQos | q.DataReaderQos):
-        kind = value[q.Durability].kind
-        if kind in _NO_SERVICE:
-            raise UnsupportedError(
-                f"{entity}: Durability {kind.name} needs a durability service, which "
-                f"Cyclone DDS does not provide here (a late joiner would get nothing); "
-                f"use Durability.TRANSIENT_LOCAL (history kept by the live writer) or "
-                f"a channelled topic with the dcps store"
-            )
+    """Raise :class:`UnsupportedError` for policy values dcps accepts but cannot honour.
+
+    TRANSIENT and PERSISTENT durability are accepted: the store's durability
+    service keeps that history (``dcps.store.DurabilityService``), and dcps
+    readers with those kinds fetch it when they join (``dcps._history``).
+    """
     if value.applies(q.EntityFactory) and not value[q.EntityFactory].autoenable_created_entities:
         raise UnsupportedError(
             f"{entity}: EntityFactory(autoenable_created_entities=False) is not supported: "

@@ -27,7 +27,6 @@ import attrs
 from cyclonedds.core import ReadCondition, WaitSet
 
 from dcps._timeout import Timeout, timeout_seconds
-from dcps.channels._publisher import encoder_of
 from dcps.wire._codes import Op
 from dcps.wire._maps import (
     ANY_REVISION,
@@ -54,7 +53,7 @@ from dcps.wire._messages import LiveBatch
 from dcps.wire._names import ANY_STATE, BATCH_READER_QOS, check_name
 from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
 from dcps.wire._transport import delete_entity, drop_endpoint
-from idl._batch_codec import decoder_of
+from idl._batch_codec import decoder_of, encoder_of
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,

@@ -19,7 +19,6 @@ nothing but the queue holds it.
 from __future__ import annotations
 
 import builtins
-import enum
 import threading
 import time
 import uuid
@@ -32,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 import attrs
 
 from dcps._timeout import Timeout, timeout_seconds
-from dcps.channels._publisher import encoder_of
 from dcps.wire._codes import Op
 from dcps.wire._names import check_name
 from dcps.wire._queues import (
@@ -52,7 +50,7 @@ from dcps.wire._queues import (
     QueueSubscribeRequest,
 )
 from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
-from idl._batch_codec import decoder_of
+from idl._batch_codec import decoder_of, encoder_of
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -63,13 +61,13 @@ from idl._errors import (
 from idl._identity import type_identity
 from idl._public import show_as
 
+from ._options import AckMode
 from ._store_link import StoreLink, seconds
 
 if TYPE_CHECKING:
     from dcps._network import NetworkConfig
 
 __all__ = [
-    "Acknowledge",
     "QueueElement",
     "QueuePublisher",
     "QueueState",
@@ -239,16 +237,6 @@ class QueueElement(Generic[T]):
         return self.delivery_count > 1
 
 
-class Acknowledge(enum.Enum):
-    """When a :class:`QueueSubscriber`'s elements are acknowledged."""
-
-    EXPLICIT = "explicit"
-    """The application calls :meth:`QueueSubscriber.ack` (or ``rollback``) per element."""
-    AUTO = "auto"
-    """Each :meth:`QueueSubscriber.receive` first acknowledges everything the previous one
-    returned (FTL's automatic mode: processed elements are acknowledged)."""
-
-
 class QueueSubscriber(Generic[T]):
     """A subscriber of queue ``name`` (created if the store lacks it).
 
@@ -257,7 +245,9 @@ class QueueSubscriber(Generic[T]):
     deleted from the queue) or rolled back (:meth:`rollback`: redelivered).
     ``timeout`` (default 10 s) is how long the store waits for a silent
     subscriber (a thread sends heartbeats) before giving its unacknowledged
-    elements to others; :meth:`close` gives them back at once. ``consumer``
+    elements to others; :meth:`close` gives them back at once. ``ack``
+    (:class:`AckMode`): EXPLICIT, or AUTO (each ``receive`` first acknowledges
+    what the previous one returned, FTL's automatic mode). ``consumer``
     names the subscriber (default: a random name). Acknowledging an element
     another subscriber holds raises :class:`~dcps.PreconditionNotMetError`;
     acknowledging one twice, :class:`~dcps.IllegalOperationError`.
@@ -272,7 +262,7 @@ class QueueSubscriber(Generic[T]):
         namespace: str = "dcps",
         network: NetworkConfig | None = None,
         consumer: str | None = None,
-        acknowledge: Acknowledge = Acknowledge.EXPLICIT,
+        ack: AckMode = AckMode.EXPLICIT,
         timeout: Timeout = timedelta(seconds=10),
         request_timeout: Timeout = timedelta(seconds=10),
         connect_timeout: Timeout = timedelta(seconds=10),
@@ -282,9 +272,9 @@ class QueueSubscriber(Generic[T]):
         _check_type(type)
         self.type: builtins.type[T] = type
         self.consumer = check_name("consumer", consumer or uuid.uuid4().hex)
-        if not isinstance(acknowledge, Acknowledge):
-            raise BadParameterError(f"acknowledge must be an Acknowledge, not {acknowledge!r}")
-        self.acknowledge = acknowledge
+        if not isinstance(ack, AckMode):
+            raise BadParameterError(f"ack must be an AckMode, not {ack!r}")
+        self.ack_mode = ack
         self._timeout_ms = max(1, int(seconds(timeout, "timeout") * 1000))
         self._identity = type_identity(type)
         self._decode = decoder_of(type)
@@ -341,7 +331,7 @@ class QueueSubscriber(Generic[T]):
         self._check_open()
         if not isinstance(max_count, int) or max_count < 1:
             raise BadParameterError(f"max_count must be an int >= 1, got {max_count!r}")
-        if self.acknowledge is Acknowledge.AUTO:
+        if self.ack_mode is AckMode.AUTO:
             with self._lock:
                 done = list(self._outstanding.values())
             if done:
@@ -498,7 +488,6 @@ def delete_queue(
 
 show_as(
     "dcps.durables",
-    Acknowledge,
     QueueElement,
     QueuePublisher,
     QueueState,

@@ -40,9 +40,9 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 4 added key-value maps and queues; 3 ``topics.type_identity``; 2 stored batches
-#: as rows.
-FORMAT_VERSION = 4
+#: Version 6 added key-value maps and queues; 5 the durability service's tables; 4 the
+#: durables'; 3 ``topics.type_identity``; 2 stored batches as rows.
+FORMAT_VERSION = 6
 #: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
 OLDEST_READABLE_VERSION = 2
 #: Largest batch a version-1 file's elements are regrouped into when it is migrated.
@@ -62,7 +62,64 @@ CREATE TABLE batches (
 );
 CREATE INDEX batches_ts ON batches (topic_id, channel, ts, first_offset);
 """
-# Key-value maps and queues (format version 4; docs/store-format.md).
+# Durable subscriptions (version 4; see dcps/store/_durables.py). A durable's floor per
+# channel is the commit of its log group (named DURABLE_GROUP_PREFIX + name), so retention
+# keeps what it has not acknowledged; these tables hold the rest.
+_DURABLES = """
+CREATE TABLE IF NOT EXISTS durables (
+    name TEXT PRIMARY KEY,
+    topic_id INTEGER NOT NULL,
+    kind INTEGER NOT NULL,
+    persistent INTEGER NOT NULL,
+    filter TEXT NOT NULL,
+    ttl_ms INTEGER NOT NULL,
+    created_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS durable_acks (
+    name TEXT NOT NULL,
+    channel INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
+    PRIMARY KEY (name, channel, "offset")
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS durable_values (
+    name TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    channel INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (name, topic)
+) WITHOUT ROWID;
+"""
+
+# The durability service's PERSISTENT samples (version 5, dcps/store/_durability_history.py).
+_DURABILITY = """
+CREATE TABLE durability_topics (
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    limits TEXT NOT NULL,
+    PRIMARY KEY (topic, partition)
+) WITHOUT ROWID;
+CREATE TABLE durability_instances (
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    key BLOB NOT NULL,
+    disposed_ns INTEGER,
+    PRIMARY KEY (topic, partition, key)
+) WITHOUT ROWID;
+CREATE TABLE durability_samples (
+    seq INTEGER PRIMARY KEY,
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    key BLOB NOT NULL,
+    writer BLOB NOT NULL,
+    ts INTEGER NOT NULL,
+    flags INTEGER NOT NULL,
+    payload BLOB NOT NULL
+);
+"""
+
+# Key-value maps and queues (format version 6; docs/store-format.md).
 _MAPS_AND_QUEUES = """
 CREATE TABLE maps (
     id INTEGER PRIMARY KEY,
@@ -138,6 +195,8 @@ CREATE TABLE commits (
 ) WITHOUT ROWID;
 """
     + _BATCHES
+    + _DURABLES
+    + _DURABILITY
     + _MAPS_AND_QUEUES
 )
 
@@ -302,8 +361,9 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
 
     Version 1 -> 2 regroups elements into stored batches; 2 -> 3 adds
     ``topics.type_identity`` (empty: the identity is recorded by the next
-    client that names one); 3 -> 4 adds the (empty) tables of maps and
-    queues. On failure the file keeps its old version.
+    client that names one); 3 -> 4 adds the durables' tables (empty); 4 -> 5
+    the durability service's empty ``durability_*`` tables; 5 -> 6 the (empty)
+    tables of maps and queues. On failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -312,9 +372,21 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
         if version < 3:
             db.execute("ALTER TABLE topics ADD COLUMN type_identity TEXT NOT NULL DEFAULT ''")
         if version < 4:
-            for statement in _MAPS_AND_QUEUES.split(";"):
+            for statement in _DURABLES.split(";"):
                 if statement.strip():
                     db.execute(statement)
+        if version < 5:
+            for statement in _DURABILITY.split(";"):
+                if statement.strip():  # IF NOT EXISTS: a file may have been downgraded by hand
+                    db.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+        if version < 6:
+            for statement in _MAPS_AND_QUEUES.split(";"):
+                if statement.strip():  # IF NOT EXISTS: a file may have been downgraded by hand
+                    db.execute(
+                        statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS").replace(
+                            "CREATE INDEX", "CREATE INDEX IF NOT EXISTS"
+                        )
+                    )
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

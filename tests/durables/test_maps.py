@@ -553,8 +553,8 @@ def _put_when_served(m: KeyValueMap[Counter], key: str, value: Counter) -> None:
 
 
 class TestFormat:
-    def test_a_version_3_store_file_gains_the_map_tables(self, tmp_path: Path) -> None:
-        """A store file of format 3 (before maps) migrates to 4; maps then work on it and
+    def test_a_version_5_store_file_gains_the_map_tables(self, tmp_path: Path) -> None:
+        """A store file of format 5 (before maps) migrates to 6; maps then work on it and
         its topics are untouched."""
         import sqlite3
 
@@ -569,7 +569,7 @@ class TestFormat:
         db = sqlite3.connect(path)
         for table in ("maps", "map_entries", "map_changes", "queues", "queue_elements"):
             db.execute(f"DROP TABLE {table}")
-        db.execute("UPDATE dcps_format SET value = '3' WHERE key = 'version'")
+        db.execute("UPDATE dcps_format SET value = '5' WHERE key = 'version'")
         db.commit()
         db.close()
         with ChannelLog(path) as log:
@@ -583,7 +583,7 @@ class TestFormat:
         version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
         db.close()
         assert version == (str(FORMAT_VERSION),)
-        assert FORMAT_VERSION == 4
+        assert FORMAT_VERSION == 6
 
 
 class TestPipelinedPuts:

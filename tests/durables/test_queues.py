@@ -26,8 +26,8 @@ from dcps import (
     IllegalOperationError,
     PreconditionNotMetError,
 )
+from dcps.durables import AckMode
 from dcps.durables._queue import (
-    Acknowledge,
     QueueElement,
     QueuePublisher,
     QueueSubscriber,
@@ -211,7 +211,7 @@ class TestDelivery:
     ) -> None:
         """In AUTO mode each receive acknowledges what the previous one returned."""
         publisher.publish_many(tasks(4))
-        with QueueSubscriber(queue, Task, acknowledge=Acknowledge.AUTO, **kw) as sub:
+        with QueueSubscriber(queue, Task, ack=AckMode.AUTO, **kw) as sub:
             first = sub.receive(2, timeout=TIMEOUT)
             second = sub.receive(2, timeout=TIMEOUT)
             assert sub.state().stored == 2

@@ -29,8 +29,6 @@ def make_v2_store(path: Path) -> None:
         log.ensure_topic("jobs", 2, type_name="demo::Job")
         log.append("jobs", 0, [b"a", b"b"])
     db = sqlite3.connect(path)
-    for table in ("maps", "map_entries", "map_changes", "queues", "queue_elements"):
-        db.execute(f"DROP TABLE {table}")  # format version 4
     db.execute("ALTER TABLE topics DROP COLUMN type_identity")
     db.execute("UPDATE dcps_format SET value = '2' WHERE key = 'version'")
     db.commit()

@@ -51,6 +51,13 @@ class TestPinnedValues:
             "LEAVE": 8,
             "HEARTBEAT": 9,
             "DESTROY_GROUP": 10,
+            "DURABLE_SUBSCRIBE": 20,
+            "DURABLE_POLL": 21,
+            "DURABLE_ACK": 22,
+            "DURABLE_ROLLBACK": 23,
+            "DURABLE_CLOSE": 24,
+            "DURABLE_UNSUBSCRIBE": 25,
+            "DURABLE_INFO": 26,
             "MAP_OPEN": 40,
             "MAP_PUT": 41,
             "MAP_GET": 42,
@@ -66,6 +73,12 @@ class TestPinnedValues:
             "QUEUE_DELETE": 55,
             "QUEUE_STATE": 56,
             "QUEUE_HEARTBEAT": 57,
+            "DESCRIBE_TOPICS": 70,
+            "DESCRIBE_GROUPS": 71,
+            "RESET_GROUP": 72,
+            "DELETE_GROUP": 73,
+            "STORE_STATUS": 74,
+            "HISTORY_FETCH": 90,
         }
 
     def test_seek_modes(self) -> None:
