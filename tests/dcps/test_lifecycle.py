@@ -104,15 +104,31 @@ class TestLifecycle:
             lambda: reader.liveliness_changed_status.alive_count == 0, what="writer not alive"
         )
 
-    def test_killed_autodisposing_writer_disposes(
+    def test_killed_autodisposing_writer_gives_no_writers(
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
-        """On Cyclone, a lost writer with autodispose_unregistered_instances disposes them."""
+        """A crash is not a dispose: kill -9 of a writer with autodispose on gives NO_WRITERS.
+
+        (Cyclone applies a lost writer's announced autodispose flag; a dcps writer
+        announces it off and disposes itself on unregister and close.)
+        """
         peer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, reader)
         peer.call("write", sensor=7, value=7.0)
         reader.wait_for_data()
         peer.kill()
-        assert wait_for_state(reader, 7, DISPOSED)[-1].info.instance_state == DISPOSED
+        states = [s.info.instance_state for s in wait_for_state(reader, 7, NO_WRITERS)]
+        assert states[-1] == NO_WRITERS
+        assert DISPOSED not in states
+
+    def test_closed_autodisposing_writer_disposes(
+        self, reader: dcps.DataReader[Reading], peer: Peer
+    ) -> None:
+        """Closing a writer with autodispose on (the default) disposes its instances."""
+        peer.start_writer({"reliable": True, "keep_all": True}, reader)
+        peer.call("write", sensor=8, value=8.0)
+        reader.wait_for_data()
+        peer.call("close")
+        assert wait_for_state(reader, 8, DISPOSED)[-1].info.instance_state == DISPOSED
 
     def test_rebirth_after_dispose_is_new_with_generation_counts(
         self, reader: dcps.DataReader[Reading], peer: Peer
