@@ -196,3 +196,34 @@ def wait_for_state_read(
             samples = [s for s in reader.read(instance_states=state) if s.data.sensor == sensor]
             if samples and (value is None or samples[-1].data.value == value):
                 return samples
+
+
+class TestReclaim:
+    def test_take_lets_a_writerless_instance_be_reclaimed(
+        self, domain_id: int, topic_name: str, participant: dcps.DomainParticipant
+    ) -> None:
+        """After take() of a writerless instance, a new sample starts it anew: generation 0.
+
+        (Where read() keeps the instance and counts the generation: see the test above.)
+        """
+        topic = dcps.Topic(participant, topic_name, Reading)
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        first, second = Peer(domain_id, topic_name), Peer(domain_id, topic_name)
+        try:
+            second.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, reader)
+            first.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, reader)
+            first.call("write", sensor=9, value=1.0)
+            reader.wait_for_data()
+            first.kill()
+            wait_for_state(reader, 9, NO_WRITERS)  # takes everything, the last sample too
+            second.call("write", sensor=9, value=2.0)
+            reborn = wait_for_state(reader, 9, ALIVE)[-1]
+            assert reborn.data.value == 2.0
+            assert reborn.info.view_state == dcps.ViewState.NEW
+            assert reborn.info.no_writers_generation_count == 0
+            assert reborn.info.disposed_generation_count == 0
+        finally:
+            first.close()
+            second.close()
