@@ -129,8 +129,10 @@ class Recorder:
     """Records plain DDS topics of one domain to Parquet until :meth:`close`.
 
     ``topics`` maps topic names to their types. Readers are reliable and keep
-    all samples; ``partitions`` sets their DDS partitions. Buffered samples are
-    written every ``flush_interval`` (one file per topic and date per flush).
+    all samples unless ``reader_qos`` says otherwise; ``partitions`` sets their DDS
+    partitions and ``network`` the participant's network (default: the environment).
+    Buffered samples are written every ``flush_interval`` (one file per topic and
+    date per flush).
     """
 
     def __init__(
@@ -141,6 +143,8 @@ class Recorder:
         domain_id: int = 0,
         partitions: Iterable[str] = (),
         flush_interval: timedelta = timedelta(seconds=1),
+        reader_qos: Any = None,
+        network: Any = None,
     ) -> None:
         # qos is imported here, not at the top, to keep `import dcps.spark` (which Spark's
         # workers run) free of the QoS package (tests/spark/test_spark_import.py pins it).
@@ -153,10 +157,11 @@ class Recorder:
         self.counts: dict[str, int] = dict.fromkeys(topics, 0)
         self._flush = flush_interval.total_seconds()
         self._types = dict(topics)
-        self._participant = dcps.DomainParticipant(domain_id)
+        self._participant = dcps.DomainParticipant(domain_id, network=network)
         parts = list(partitions)
         self._subscriber = dcps.Subscriber(self._participant, partitions=parts) if parts else None
-        reader_qos = qos.DataReaderQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL)
+        if reader_qos is None:
+            reader_qos = qos.DataReaderQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL)
         self._readers: dict[str, Any] = {}
         self._waitset = dcps.WaitSet(self._participant)
         for name, t in topics.items():

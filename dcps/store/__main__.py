@@ -1,11 +1,11 @@
 """Run a channel store: ``python -m dcps.store --data DIR --domain N [--share I/N]``.
 
-The same command, with the same flags, as ``dcps store`` (``dcps/_cli.py``).
+The same command, with the same flags, as ``dcps store`` (``dcps/cli/_store.py``).
 """
 
 from __future__ import annotations
 
-from dcps._cli import store_main
+from dcps.cli._store import store_main
 
 __all__ = ["main"]
 

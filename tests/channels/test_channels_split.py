@@ -148,7 +148,7 @@ class TestShares:
 
     def test_cli_documents_and_checks_share(self, tmp_path: Path) -> None:
         """``dcps store --help`` documents --share; ``dcps store --share 3/2`` is refused."""
-        run = [sys.executable, "-m", "dcps._cli", "store"]
+        run = [sys.executable, "-m", "dcps", "store"]
         wide = dict(os.environ, COLUMNS="200")
         helped = subprocess.run(
             [*run, "--help"], capture_output=True, text=True, timeout=60, env=wide, check=True

@@ -12,7 +12,7 @@ from tests.support.topic_types import Reading
 
 def dcps_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "dcps._cli", *args],
+        [sys.executable, "-m", "dcps", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -50,6 +50,7 @@ PUBLIC: dict[str, list[str]] = {
         "sequence",
         "string",
         "to_arrow",
+        "type_identity",
         "typedef",
         "uint8",
         "uint16",

@@ -78,6 +78,39 @@ class TestReadersQuick:
             assert all(float(row.split()[-3].replace(",", "")) > 0 for row in rows), result.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+class TestSizesQuick:
+    def test_quick_run_reports_every_path_and_the_disk(
+        self, domain_id: int, tmp_path: Path
+    ) -> None:
+        """A --quick sizes run reports a positive rate for every path and size, and disk speed."""
+        out_json = tmp_path / "sizes.json"
+        result = run_benchmarks(
+            "sizes",
+            "--quick",
+            "--",
+            "--domain",
+            str(domain_id),
+            "--json",
+            str(out_json),
+            timeout=240,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        results = json.loads(out_json.read_text())
+        assert all(mb > 0 for mb in results["disk_mb_s"]), results["disk_mb_s"]
+        paths = {"raw", "dcps", "ddsperf"} | {
+            f"store {m} {w}" for m in ("conf", "unconf") for w in ("anon", "group4")
+        }
+        assert set(results["medians"]) == {"64B", "4KiB", "1MiB"}, result.stdout
+        for size, cases in results["medians"].items():
+            assert set(cases) == paths, (size, result.stdout)
+            assert all(c["rate"] > 0 and c["mb_s"] > 0 for c in cases.values()), result.stdout
+            assert all(cases[p]["disk_written"] > 0 for p in paths if p.startswith("store"))
+        for path, lat in results["latency_ms"].items():
+            assert 0 < lat["p50"] <= lat["p99"] <= lat["p999"], (path, lat)
+
+
 class TestRunner:
     def test_list_names_every_benchmark(self) -> None:
         """--list shows each bench_*.py module by its short name."""

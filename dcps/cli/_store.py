@@ -1,25 +1,16 @@
-"""The ``dcps`` command line: run a store, look at a domain.
+"""The ``dcps store`` command (registered by :mod:`dcps.cli._app`) and ``python -m dcps.store``.
 
-Only the console script imports this module (never ``import dcps``), so typer is
-imported at the top. Each command imports what it needs in its body: the store
-(SQLite, its threads, Cyclone), Cyclone's builtin topics and rich, Spark's
-recorder (pyarrow). So ``dcps --help`` and every command load only their own
-part, and ``import dcps`` stays light as DESIGN.md requires.
+Only the command line imports this module (never ``import dcps``), so typer is
+imported at the top. The command imports the store (SQLite, its threads,
+Cyclone) in its body, so ``dcps --help`` and the other commands do not load it.
 """
 
 from __future__ import annotations
 
-import time
 from enum import StrEnum
 from pathlib import Path
 
 import typer
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="dcps: data-centric publish/subscribe on Cyclone DDS.",
-)
 
 
 class Sync(StrEnum):
@@ -29,7 +20,6 @@ class Sync(StrEnum):
     normal = "normal"
 
 
-@app.command()
 def store(
     data: Path = typer.Option(
         ..., "--data", help="Directory of the store's data (created if missing)."
@@ -120,70 +110,3 @@ def store_main(argv: list[str] | None = None) -> None:
     single = typer.Typer(add_completion=False, help="Run a dcps store.")
     single.command()(store)
     single(args=argv, prog_name="python -m dcps.store")
-
-
-@app.command()
-def topics(
-    domain: int = typer.Option(0, "--domain", help="DDS domain id."),
-    seconds: float = typer.Option(2.0, "--seconds", help="How long to listen for discovery."),
-) -> None:
-    """List the topics, types and endpoints discovered on a domain."""
-    # late: Cyclone's builtin topics, rich and the DCPS entities load only for this command
-    from cyclonedds.builtin import (
-        BuiltinDataReader,
-        BuiltinTopicDcpsPublication,
-        BuiltinTopicDcpsSubscription,
-    )
-    from rich.console import Console
-    from rich.table import Table
-
-    import dcps
-
-    with dcps.DomainParticipant(domain) as participant:
-        cyclone = participant.handle
-        publications = BuiltinDataReader(cyclone, BuiltinTopicDcpsPublication)
-        subscriptions = BuiltinDataReader(cyclone, BuiltinTopicDcpsSubscription)
-        deadline = time.monotonic() + seconds
-        found: dict[tuple[str, str], list[int]] = {}
-        while time.monotonic() < deadline:
-            for index, reader in enumerate((publications, subscriptions)):
-                for endpoint in reader.take(N=1000):
-                    if hasattr(endpoint, "topic_name"):
-                        key = (endpoint.topic_name or "", endpoint.type_name or "")
-                        counts = found.setdefault(key, [0, 0])
-                        counts[index] += 1
-            time.sleep(0.1)
-    table = Table("topic", "type", "writers", "readers")
-    for (name, type_name), (writers, readers) in sorted(found.items()):
-        if not name.startswith("DCPS"):
-            table.add_row(name, type_name, str(writers), str(readers))
-    Console().print(table)
-
-
-@app.command()
-def version() -> None:
-    """Print the dcps version."""
-    # late: package metadata is read only when asked for
-    from importlib.metadata import version as dist_version
-
-    typer.echo(dist_version("dcps"))
-
-
-def _register_record() -> None:
-    # late, and kept in a function: `dcps record` lives with the Spark/Parquet code
-    # (dcps.spark._record_cli), which imports pyarrow only when the command runs
-    from dcps.spark._record_cli import record_command
-
-    app.command("record")(record_command)
-
-
-_register_record()
-
-
-def main() -> None:
-    """Entry point of the ``dcps`` console script."""
-    app()
-
-
-if __name__ == "__main__":
-    main()

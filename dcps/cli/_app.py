@@ -1,0 +1,86 @@
+"""The root ``dcps`` app: global options (``--version``, ``-v``/``--log-level``) and commands.
+
+Commands, by where they look:
+
+- the DDS domain (``ls``, ``ps``, ``typeof``, ``sub``, ``pub``; ``topics`` for now),
+  in :mod:`dcps.cli._dds`;
+- the store: ``store`` runs one (in :mod:`dcps.cli._store`);
+- files: ``record`` writes DDS topics to Parquet (in :mod:`dcps.cli._record`).
+
+The store admin commands (``topics`` and ``groups`` list/describe/reset/delete,
+``store status``) need admin operations in the store protocol; they join here
+as typer sub-apps (``app.add_typer(groups_app, name="groups")``) when it has them.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from dcps.cli._store import store
+
+from . import _dds
+from ._logging import LEVELS, configure_logging, level_of
+from ._record import record_command
+from ._version import dist_version
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="dcps: data-centric publish/subscribe on Cyclone DDS.",
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"dcps {dist_version()}")
+        raise typer.Exit
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_show_version,
+        help="Print the version and exit.",
+    ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="Log more: -v INFO, -vv DEBUG (to stderr)."
+    ),
+    log_level: str | None = typer.Option(
+        None,
+        "--log-level",
+        envvar="DCPS_LOG_LEVEL",
+        help=f"Level of the dcps loggers: {', '.join(LEVELS)} (wins over -v).",
+    ),
+) -> None:
+    """dcps: data-centric publish/subscribe on Cyclone DDS."""
+    try:
+        level = level_of(log_level, verbose)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--log-level") from None
+    configure_logging(level)
+
+
+@app.command()
+def version() -> None:
+    """Print the dcps version."""
+    typer.echo(dist_version())
+
+
+app.command()(store)
+app.command("record")(record_command)
+app.command()(_dds.ls)
+app.command()(_dds.ps)
+app.command()(_dds.typeof)
+app.command()(_dds.sub)
+app.command()(_dds.pub)
+app.command()(_dds.topics)
+
+
+def main() -> None:
+    """Entry point of the ``dcps`` console script and of ``python -m dcps``."""
+    app(prog_name="dcps")
