@@ -20,6 +20,7 @@ from cyclonedds.sub import DataReader as RawReader
 from cyclonedds.topic import Topic as RawTopic
 
 import dcps
+import idl
 import qos
 from tests.support.c_peers import LIFECYCLE_PEER, CReader, CWriter, build_c_peer
 from tests.support.peer import Peer
@@ -91,6 +92,19 @@ def expect(watchers: tuple[DcpsWatcher, CReader], sensor: int, state: str) -> No
         assert states[-1] == state, f"{type(watcher).__name__} saw {states}"
         if state == NO_WRITERS:
             assert DISPOSED not in states, f"{type(watcher).__name__} saw {states}"
+
+
+class SiteId(idl.Struct, typename="loss::SiteId"):
+    site: idl.int16
+    num: idl.uint32
+
+
+class Tagged(idl.Struct, typename="loss::Tagged"):
+    """Keyed by a nested struct and an array: key values a writer must copy, not share."""
+
+    id: idl.key[SiteId]
+    tag: idl.key[idl.array[idl.int32, 2]]
+    value: idl.float64
 
 
 # -- a dcps writer in its own process --------------------------------------------------
@@ -208,6 +222,35 @@ class TestDcpsWriter:
                 watcher.wait_for_state(2, ALIVE)
         expect(watchers, 1, DISPOSED)
         expect(watchers, 2, DISPOSED)
+
+    def test_close_disposes_instances_with_nested_and_array_keys(
+        self, participant: dcps.DomainParticipant, topic_name: str
+    ) -> None:
+        """close() disposes every instance written, even from one sample object reused."""
+        topic = dcps.Topic(participant, topic_name, Tagged)
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        writer = dcps.DataWriter(participant, topic)
+        writer.wait_for_readers()
+        sample = Tagged(SiteId(1, 10), [1, 2], 0.0)
+        writer.write(sample)
+        sample.id.site = 2  # the same object, another instance
+        writer.write(sample)
+        sample.tag[1] = 3  # and another
+        writer.write(sample)
+        writer.write(Tagged(SiteId(2, 10), [1, 3], 1.0))  # the third one again
+        writer.close()
+        states: dict[tuple[int, int, tuple[int, ...]], str] = {}
+
+        def all_disposed() -> bool:
+            for s in reader.take():
+                key = (s.data.id.site, s.data.id.num, tuple(s.data.tag))
+                states[key] = s.info.instance_state.name
+            return len(states) == 3 and set(states.values()) == {DISPOSED}
+
+        eventually(all_disposed, what="three instances disposed")
+        assert set(states) == {(1, 10, (1, 2)), (2, 10, (1, 2)), (2, 10, (1, 3))}
 
     def test_autodispose_off_by_set_qos_then_close_leaves_no_writers(
         self,
