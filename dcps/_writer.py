@@ -123,6 +123,7 @@ class DataWriter(Watched, Generic[T]):
             raise
         self._encode = encoder(self._type, uses_xcdr2(self._cyclone))
         self._instances = LiveInstances(self._type)
+        self._key_of = self._instances.key_of
         # The instances to dispose on close; None while autodispose is off (nothing to track).
         self._live: dict[Any, Any] | None = (
             self._instances.alive if _autodisposes(checked_qos) else None
@@ -239,14 +240,14 @@ class DataWriter(Watched, Generic[T]):
         if rc < 0:
             raise error_for(rc, f"write on {self._describe()}")
         live = self._live
-        if live is not None:
-            key = self._instances.key_of(sample)
+        if live is not None:  # autodispose on: remember the instance for close()
+            key = self._key_of(sample)
             try:
-                known = key in live
+                if key in live:
+                    return
             except TypeError:  # an unhashable key value (a list, an array)
-                known = False
-            if not known:
-                self._instances.remember(key, sample)
+                pass
+            self._instances.remember(key, sample)
 
     def write_dispose(self, sample: T, timestamp: datetime | int | None = None) -> None:
         """Publish ``sample`` and dispose its instance in one step."""
