@@ -354,6 +354,19 @@ class ChannelLog:
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def write(self, doing: str, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``body(connection)`` in one small transaction of the log; return its result.
+
+        For store modules that keep tables of their own in the file (durables):
+        a SQLite failure raises its typed error naming the path and ``doing``.
+        """
+        db = self._conn
+        return self._write(doing, lambda: body(db))
+
+    def read(self, doing: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """The connection for a read of the store's own tables (typed errors name ``doing``)."""
+        return self._reading(doing)
+
     def _roll_back(self) -> None:
         db = self._conn
         try:

@@ -40,8 +40,8 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 3 added ``topics.type_identity``; version 2 stored batches as rows.
-FORMAT_VERSION = 3
+#: Version 4 added the durables' tables; 3 ``topics.type_identity``; 2 stored batches as rows.
+FORMAT_VERSION = 4
 #: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
 OLDEST_READABLE_VERSION = 2
 #: Largest batch a version-1 file's elements are regrouped into when it is migrated.
@@ -60,6 +60,35 @@ CREATE TABLE batches (
     PRIMARY KEY (topic_id, channel, first_offset)
 );
 CREATE INDEX batches_ts ON batches (topic_id, channel, ts, first_offset);
+"""
+# Durable subscriptions (version 4; see dcps/store/_durables.py). A durable's floor per
+# channel is the commit of its log group (named DURABLE_GROUP_PREFIX + name), so retention
+# keeps what it has not acknowledged; these tables hold the rest.
+_DURABLES = """
+CREATE TABLE IF NOT EXISTS durables (
+    name TEXT PRIMARY KEY,
+    topic_id INTEGER NOT NULL,
+    kind INTEGER NOT NULL,
+    persistent INTEGER NOT NULL,
+    filter TEXT NOT NULL,
+    ttl_ms INTEGER NOT NULL,
+    created_ns INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS durable_acks (
+    name TEXT NOT NULL,
+    channel INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
+    PRIMARY KEY (name, channel, "offset")
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS durable_values (
+    name TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    channel INTEGER NOT NULL,
+    "offset" INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (name, topic)
+) WITHOUT ROWID;
 """
 _SCHEMA = (
     """
@@ -97,6 +126,7 @@ CREATE TABLE commits (
 ) WITHOUT ROWID;
 """
     + _BATCHES
+    + _DURABLES
 )
 
 # SQLite primary result codes (the low byte of an extended code).
@@ -260,7 +290,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
 
     Version 1 -> 2 regroups elements into stored batches; 2 -> 3 adds
     ``topics.type_identity`` (empty: the identity is recorded by the next
-    client that names one). On failure the file keeps its old version.
+    client that names one); 3 -> 4 adds the durables' tables (empty). On
+    failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -268,6 +299,10 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             _migrate_v1(db)
         if version < 3:
             db.execute("ALTER TABLE topics ADD COLUMN type_identity TEXT NOT NULL DEFAULT ''")
+        if version < 4:
+            for statement in _DURABLES.split(";"):
+                if statement.strip():
+                    db.execute(statement)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

@@ -34,6 +34,7 @@ from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._auth_member import MemberSecret
 from dcps.wire._batches import PackedPayloads
 from dcps.wire._codes import CommitStatus, Op, SeekMode
+from dcps.wire._durables import DurableRequest
 from dcps.wire._limits import MAX_CLIENTS, check_client_id
 from dcps.wire._messages import Assignment, LiveBatch, Reply, Request, StoreAnnouncement
 from dcps.wire._messages import UndecodableRequest as _Undecodable
@@ -75,6 +76,7 @@ from dcps.wire._requests import (
 )
 from dcps.wire._sealing import FROM_ENVIRONMENT, UNAUTHENTICATED_WARNING, KeyOption, Sealer
 from dcps.wire._transport import Endpoint, Waiter, drop_endpoint, live_announcements
+from idl._batch_codec import split_blob
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -85,6 +87,7 @@ from idl._errors import (
 )
 from idl._identity import type_identity
 
+from ._durables import DURABLE_HANDLERS, DurableService
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
 from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
 from ._log import (
@@ -147,7 +150,7 @@ class _DeferredError(Exception):
     """A request held back until the coordinator's assignment may grant its ownership."""
 
 
-R = TypeVar("R", bound=AnyRequest, covariant=True)
+R = TypeVar("R", bound=AnyRequest | DurableRequest, covariant=True)
 
 
 @attrs.frozen
@@ -257,6 +260,10 @@ class Store:
                     topic.retain_consumed,
                     *_identity_of(topic),
                 )
+            #: The durable subscriptions (``_durables.py``).
+            self.durables = DurableService(
+                self.log, self._reply, self._fail, split=self.share.count > 1
+            )
         except BaseException:
             self.log.close()
             raise
@@ -453,6 +460,7 @@ class Store:
             self._handle(call)
         if self.share.coordinates:
             self._groups.expire()
+        self.durables.tick()
         self._retry_replies()
 
     def _admit(self, sample: Any) -> _Call[Any] | None:
@@ -692,6 +700,7 @@ class Store:
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if count:
                 self._push(call.request, (first, stamp))
+                self._tell_durables(call.request, first, stamp)
         for topic in {c.request.topic for c in good}:
             info = self.log.topic(topic)
             if not info.retain_consumed and not self.log.groups(topic):
@@ -712,9 +721,15 @@ class Store:
         self._reply(call, Published(first, len(placed), stamp, duplicate))
         if placed and not duplicate:
             self._push(r, placed[0])
+            self._tell_durables(r, *placed[0])
             info = self.log.topic(r.topic)
             if not info.retain_consumed and not self.log.groups(r.topic):
                 self.log.trim(r.topic)
+
+    def _tell_durables(self, r: PublishRequest, first: int, stamp: int) -> None:
+        """Let the durables see a batch (last-value durables keep its last element)."""
+        if self.durables.wants(r.topic):
+            self.durables.published(r.topic, r.channel, first, stamp, split_blob(r.blob, r.sizes))
 
     def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
         writer = self._batch_writers.get((r.topic, r.channel))
@@ -1015,6 +1030,7 @@ class Store:
         DestroyGroupRequest.op: _on_destroy_group,
         CommitRequest.op: _on_commit,
         SeekRequest.op: _on_seek,
+        **DURABLE_HANDLERS,
     }
     # A store that does not coordinate groups (share index > 0).
     _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {

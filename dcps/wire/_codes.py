@@ -52,6 +52,14 @@ class Op(enum.IntEnum):
     LEAVE = 8
     HEARTBEAT = 9
     DESTROY_GROUP = 10
+    # durable subscriptions (dcps/wire/_durables.py): 20-39
+    DURABLE_SUBSCRIBE = 20
+    DURABLE_POLL = 21
+    DURABLE_ACK = 22
+    DURABLE_ROLLBACK = 23
+    DURABLE_CLOSE = 24
+    DURABLE_UNSUBSCRIBE = 25
+    DURABLE_INFO = 26
 
 
 class SeekMode(enum.IntEnum):

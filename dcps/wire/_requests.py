@@ -18,6 +18,7 @@ from idl._errors import BadParameterError
 
 from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
+from ._durables import DURABLE_REQUESTS, DurableRequest
 from ._limits import (
     MAX_BATCH_ELEMENTS,
     MAX_ELEMENT_SIZE,
@@ -356,7 +357,10 @@ class JoinRequest:
     """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence.
 
     ``offer`` is the member's key-exchange value (``MemberOffer.public``) when
-    the namespace has a key, empty otherwise.
+    the namespace has a key, empty otherwise. ``previous_channels`` (a member
+    rejoining a restarted store) names the channels it owned before: the store
+    keeps them its own unless another rejoining member claimed them first
+    (``dcps/store/_groups.py``).
     """
 
     op: ClassVar[Op] = Op.JOIN
@@ -366,6 +370,7 @@ class JoinRequest:
     timeout_ms: int
     anonymous: bool = False
     offer: bytes = b""
+    previous_channels: tuple[int, ...] = ()
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
@@ -378,6 +383,7 @@ class JoinRequest:
             number=self.timeout_ms,
             flag=int(self.anonymous),
             blob=self.offer,
+            channels=list(self.previous_channels),
         )
 
     @classmethod
@@ -392,7 +398,16 @@ class JoinRequest:
                 f"request field 'blob' (key-exchange offer) has {len(r.blob)} bytes, "
                 f"not {PUBLIC_VALUE_BYTES}"
             )
-        return cls(topic, group, member, int(r.number), bool(r.flag), bytes(r.blob))
+        check_channels(r.channels)
+        return cls(
+            topic,
+            group,
+            member,
+            int(r.number),
+            bool(r.flag),
+            bytes(r.blob),
+            tuple(r.channels),
+        )
 
 
 @attrs.frozen
@@ -479,9 +494,10 @@ AnyRequest = (
     | DestroyGroupRequest
 )
 
-_DECODERS: dict[int, type[AnyRequest]] = {
+_DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
     cls.op: cls
     for cls in (
+        *DURABLE_REQUESTS,
         PingRequest,
         EnsureTopicRequest,
         PublishRequest,
@@ -497,7 +513,7 @@ _DECODERS: dict[int, type[AnyRequest]] = {
 }
 
 
-def decode_request(r: Request) -> AnyRequest:
+def decode_request(r: Request) -> AnyRequest | DurableRequest:
     """The typed, validated request a wire request carries.
 
     Raises :class:`~dcps.BadParameterError` naming the field at fault (the

@@ -188,13 +188,27 @@ PUBLIC: dict[str, list[str]] = {
         "ChannelPublisher",
         "ChannelSubscriber",
         "ChannelledTopic",
+        "ClientState",
         "CommitResult",
         "CommitStatus",
         "Element",
         "FlowControl",
         "OrderBy",
         "Position",
+        "UndecodableElementError",
         "destroy_subscriber_group",
+    ],
+    "dcps.durables": [
+        "AckMode",
+        "AckTiming",
+        "DurableElement",
+        "DurableInfo",
+        "DurableKind",
+        "DurableSubscriber",
+        "FilterConflictError",
+        "Start",
+        "durable_info",
+        "unsubscribe",
     ],
     "dcps.store": [
         "Share",
@@ -222,7 +236,7 @@ PUBLIC: dict[str, list[str]] = {
 
 #: Packages whose private modules still name their public classes (their owners set
 #: ``__module__`` as idl, qos and dcps do; then they leave this set).
-NOT_YET_SHOWN = {"dcps.channels", "dcps.store"}
+NOT_YET_SHOWN = {"dcps.store"}
 
 
 def _ours(obj: object) -> bool:

@@ -111,3 +111,31 @@ class TestFleetByRegion:
             "south: vehicles [3, 1]",
             "after taking north: None",
         ]
+
+
+class TestDurableExamples:
+    def test_shared_durable_loses_nothing(self, domain_id: int) -> None:
+        """Three shared-durable workers, one rolling back: every job done, none outstanding."""
+        out = run_example("examples.durable_shared", "--domain", str(domain_id))
+        assert "processed 30 of 30 jobs" in out
+        assert "(redelivered 1x)" in out
+        assert out.rstrip().endswith("outstanding: 0")
+
+    def test_exclusive_refuses_a_second_and_standard_hands_over(self, domain_id: int) -> None:
+        """Exclusive refuses a second subscriber and resumes at the first unacknowledged."""
+        out = run_example("examples.durable_exclusive", "--domain", str(domain_id))
+        assert "a second subscriber is refused: PreconditionNotMetError" in out
+        assert "a new subscriber resumes at order 3" in out
+        assert "the second subscriber took over" in out
+
+    def test_serial_keeps_the_order(self, domain_id: int) -> None:
+        """A serial durable with a rollback still processes steps in order."""
+        out = run_example("examples.durable_serial", "--domain", str(domain_id))
+        assert "did step 3 (redelivered 1x)" in out
+        assert out.rstrip().endswith("order: [0, 1, 2, 3, 4, 5]")
+
+    def test_last_value_starts_with_the_newest(self, domain_id: int) -> None:
+        """A late last-value subscriber starts at the sibling topic's last value."""
+        out = run_example("examples.durable_last_value", "--domain", str(domain_id))
+        assert "late subscriber starts at INIT 102" in out
+        assert "then gets the update INIT 103" in out

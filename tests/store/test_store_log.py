@@ -18,7 +18,7 @@ from dcps import BadParameterError, PreconditionNotMetError, UnsupportedError
 from dcps.channels import CommitStatus, Position
 from dcps.spark._access import StoreAccess
 from dcps.store import Store
-from dcps.store._log import ChannelLog, SyncMode, default_channel_count
+from dcps.store._log import FORMAT_VERSION, ChannelLog, SyncMode, default_channel_count
 from dcps.wire._batches import ElementRun, PackedPayloads
 from dcps.wire._messages import Reply
 from tests.support.peers import PEERS_DIR
@@ -509,7 +509,8 @@ class TestFormatVersions:
         db = sqlite3.connect(path)
         try:
             assert db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone() == (
-                "3",  # migrated through version 2 (batches) to 3 (type identities)
+                # migrated through version 2 (batches), 3 (type identities), 4 (durables)
+                str(FORMAT_VERSION),
             )
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
             assert "elements" not in tables

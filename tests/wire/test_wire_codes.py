@@ -51,6 +51,13 @@ class TestPinnedValues:
             "LEAVE": 8,
             "HEARTBEAT": 9,
             "DESTROY_GROUP": 10,
+            "DURABLE_SUBSCRIBE": 20,
+            "DURABLE_POLL": 21,
+            "DURABLE_ACK": 22,
+            "DURABLE_ROLLBACK": 23,
+            "DURABLE_CLOSE": 24,
+            "DURABLE_UNSUBSCRIBE": 25,
+            "DURABLE_INFO": 26,
         }
 
     def test_seek_modes(self) -> None:

@@ -1,0 +1,695 @@
+"""Durable subscriptions in the store (seeds 001 and 002): their state, rules and persistence.
+
+A durable is a named consumer of one channelled topic. Its floor per
+channel (every offset at or below it acknowledged) is the commit of a log
+group named :data:`DURABLE_GROUP_PREFIX` + its name, so the log's retention
+keeps every element a durable has not acknowledged (and, as for groups, a
+topic without groups or durables discards what is published). The offsets
+acknowledged above the floor live in table ``durable_acks``, the durable's
+configuration in ``durables``, the last values of last-value durables in
+``durable_values`` (``docs/store-format.md``). Who holds which element,
+windows and redelivery counts live in memory (``_durable_state.py``): after a
+store restart every unacknowledged element is delivered again, with its
+redelivery count starting over.
+
+Non-persistent durables write nothing but their floors (which retention
+needs) and are deleted when the store starts again.
+
+Subscribers poll (``DURABLE_POLL``); a poll with nothing to deliver waits at
+the store up to its ``wait_ms`` and is answered as soon as elements come (a
+publish, an acknowledgement freeing a window, a rollback). Polls also tell
+the store the subscriber is alive: one silent for its timeout is closed and
+its unacknowledged elements are redelivered.
+
+Requests of a subscriber are accepted only from the client (the
+authenticated client id, with a namespace key) that subscribed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from dcps.wire._durables import (
+    DurableAcked,
+    DurableAckRequest,
+    DurableCloseRequest,
+    DurableDelivery,
+    DurableInfo,
+    DurableInfoRequest,
+    DurableKind,
+    DurablePollRequest,
+    DurableRollbackRequest,
+    DurableSubscribed,
+    DurableSubscribeRequest,
+    DurableUnsubscribed,
+    DurableUnsubscribeRequest,
+    Notice,
+    StartMode,
+)
+from dcps.wire._replies import ok_reply
+from idl._errors import (
+    BadParameterError,
+    InconsistentPolicyError,
+    PreconditionNotMetError,
+    UnsupportedError,
+)
+
+from ._durable_state import DurableState, Position
+from ._log import ChannelLog
+
+__all__ = ["DURABLE_GROUP_PREFIX", "DURABLE_HANDLERS", "DurableService", "siblings"]
+
+_log = logging.getLogger("dcps.store.durables")
+
+#: Log group name prefix of a durable's floors. A backslash never passes a wire name
+#: check, so no client can address (commit, seek, read) a durable's group as a group.
+DURABLE_GROUP_PREFIX = "\\durable\\"
+#: Live updates a last-value subscriber may have waiting before older ones are dropped.
+_LAST_VALUE_QUEUE = 1024
+#: Subscribers closed by the store remembered per durable (to tell them so when they poll).
+_CLOSED_KEPT = 1024
+#: How often consumed elements are released from the log (the floors move at every ack).
+_TRIM_INTERVAL = 0.05
+
+
+def siblings(a: str, b: str) -> bool:
+    """Whether topics ``a`` and ``b`` are siblings (``foo.1`` and ``foo.2``; not ``foo.1.2``)."""
+    return a.rpartition(".")[0] == b.rpartition(".")[0] and a.count(".") == b.count(".")
+
+
+@attrs.define
+class _Sub:
+    name: str
+    client: str
+    topic: str
+    timeout: float
+    last_seen: float
+    filter: str = ""
+    notice: Notice = Notice.NONE
+    message: str = ""
+    updates: deque[tuple[int, int, int, bytes]] = attrs.Factory(
+        lambda: deque(maxlen=_LAST_VALUE_QUEUE)
+    )
+
+
+@attrs.define
+class _Durable:
+    name: str
+    topic: str
+    kind: DurableKind
+    persistent: bool
+    filter: str
+    ttl_ms: int
+    anonymous: bool
+    state: DurableState
+    subs: dict[str, _Sub] = attrs.Factory(dict)
+    idle_since: float = attrs.Factory(time.monotonic)
+    #: last-value durables: topic -> (channel, offset, ts, data)
+    values: dict[str, tuple[int, int, int, bytes]] = attrs.Factory(dict)
+    #: subscribers the store closed (taken over), and why: their next poll is told so
+    closed: dict[str, str] = attrs.Factory(dict)
+
+    @property
+    def group(self) -> str:
+        return DURABLE_GROUP_PREFIX + self.name
+
+
+@attrs.define
+class _Parked:
+    call: Any
+    deadline: float
+
+
+class DurableService:
+    """The durables of one store (service thread only).
+
+    ``reply(call, answer)`` and ``fail(call, exc)`` answer a request (a
+    typed answer with ``to_wire``, or an error); handlers raise for
+    refusals, which the store answers.
+    """
+
+    def __init__(
+        self,
+        log: ChannelLog,
+        reply: Callable[[Any, Any], None],
+        fail: Callable[[Any, BaseException], None],
+        *,
+        split: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._log = log
+        self._reply = reply
+        self._fail = fail
+        self._split = split
+        self._clock = clock
+        self._durables: dict[str, _Durable] = {}
+        self._parked: dict[tuple[str, str], _Parked] = {}  # (durable, subscriber) -> poll
+        self._next_trim: dict[str, float] = {}
+        self._load()
+
+    # -- loading and persisting ------------------------------------------------------
+
+    def _load(self) -> None:
+        """Load persistent durables; delete non-persistent ones (they do not outlive a store)."""
+        with self._log.read("loading the durables") as db:
+            rows = db.execute(
+                "SELECT d.name, t.name, d.kind, d.persistent, d.filter, d.ttl_ms"
+                " FROM durables d JOIN topics t ON t.id = d.topic_id"
+            ).fetchall()
+        for name, topic, kind_code, persistent, filter_, ttl_ms in rows:
+            if not persistent:
+                self._delete(name, topic)
+                continue
+            kind = DurableKind.from_code(int(kind_code))
+            floors = self._floors(topic, name)
+            with self._log.read(f"loading durable {name!r}") as db:
+                acked = [
+                    (int(c), int(o))
+                    for c, o in db.execute(
+                        'SELECT channel, "offset" FROM durable_acks WHERE name = ?', (name,)
+                    )
+                ]
+                values = {
+                    t: (int(c), int(o), int(ts), bytes(data))
+                    for t, c, o, ts, data in db.execute(
+                        'SELECT topic, channel, "offset", ts, data FROM durable_values'
+                        " WHERE name = ?",
+                        (name,),
+                    )
+                }
+            durable = _Durable(
+                name,
+                topic,
+                kind,
+                True,
+                filter_,
+                int(ttl_ms),
+                False,
+                DurableState(kind, floors, acked),
+                values=values,
+            )
+            self._durables[name] = durable
+
+    def _floors(self, topic: str, name: str) -> dict[int, int]:
+        info = self._log.topic(topic)
+        group = DURABLE_GROUP_PREFIX + name
+        if not self._log.has_group(topic, group):
+            self._log.create_group(topic, group)
+        return {c: self._log.committed(topic, group, c)[0] for c in range(info.channel_count)}
+
+    def _delete(self, name: str, topic: str) -> None:
+        def delete(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM durables WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_values WHERE name = ?", (name,))
+
+        self._log.write(f"deleting durable {name!r}", delete)
+        self._log.destroy_group(topic, DURABLE_GROUP_PREFIX + name)
+
+    def _persist_acks(self, d: _Durable) -> None:
+        """Write what the durable's acknowledgements changed (floors always; acks if persistent)."""
+        acks, floors = d.state.take_changes()
+        if not acks and not floors:
+            return
+        tid = self._topic_id(d.topic)
+        group = d.group
+
+        def write(db: sqlite3.Connection) -> None:
+            if floors:
+                db.executemany(
+                    "UPDATE commits SET committed = ?, explicit = 1"
+                    " WHERE topic_id = ? AND grp = ? AND channel = ?",
+                    [(f, tid, group, c) for c, f in floors.items()],
+                )
+            if d.persistent:
+                if floors:
+                    db.executemany(
+                        'DELETE FROM durable_acks WHERE name = ? AND channel = ? AND "offset" <= ?',
+                        [(d.name, c, f) for c, f in floors.items()],
+                    )
+                if acks:
+                    db.executemany(
+                        "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
+                        [(d.name, c, o) for c, o in acks],
+                    )
+
+        self._log.write(f"acknowledging elements of durable {d.name!r}", write)
+
+    def _topic_id(self, topic: str) -> int:
+        with self._log.read(f"looking up topic {topic!r}") as db:
+            row = db.execute("SELECT id FROM topics WHERE name = ?", (topic,)).fetchone()
+        if row is None:
+            raise BadParameterError(f"no channelled topic {topic!r} in the store")
+        return int(row[0])
+
+    # -- requests ------------------------------------------------------------------------
+
+    def handle(self, call: Any) -> None:
+        """Serve one durable request (the store answers what raises)."""
+        r = call.request
+        if isinstance(r, DurableSubscribeRequest):
+            self._reply(call, self._subscribe(call.client, r))
+        elif isinstance(r, DurablePollRequest):
+            self._poll(call)
+        elif isinstance(r, DurableRollbackRequest):
+            d, _ = self._subscriber(call.client, r.topic, r.name, r.subscriber)
+            statuses = d.state.rollback(r.subscriber, r.positions)
+            self._reply(call, DurableAcked(tuple(statuses)))
+            self._serve_parked()
+        elif isinstance(r, DurableAckRequest):
+            d, _ = self._subscriber(call.client, r.topic, r.name, r.subscriber)
+            statuses = d.state.ack(r.subscriber, r.positions)
+            self._persist_acks(d)
+            self._reply(call, DurableAcked(tuple(statuses)))
+            self._serve_parked()
+        elif isinstance(r, DurableCloseRequest):
+            d, _ = self._subscriber(call.client, r.topic, r.name, r.subscriber)
+            self._drop_subscriber(d, r.subscriber)
+            self._reply_ok(call)
+        elif isinstance(r, DurableInfoRequest):
+            self._reply(call, self._info(r))
+        elif isinstance(r, DurableUnsubscribeRequest):
+            self._reply(call, DurableUnsubscribed(self._unsubscribe(r.topic, r.name)))
+        else:  # pragma: no cover - the decoder hands out only the kinds above
+            raise BadParameterError(f"not a durable request: {r!r}")
+
+    def _reply_ok(self, call: Any) -> None:
+        class _Ok:
+            @staticmethod
+            def to_wire(client: str, request_id: int) -> Any:
+                return ok_reply(client, request_id)
+
+        self._reply(call, _Ok)
+
+    def _subscribe(self, client: str, r: DurableSubscribeRequest) -> DurableSubscribed:
+        if self._split:
+            raise UnsupportedError(
+                "durables need the namespace's channels in one store: this store serves a "
+                "share of them (split stores do not serve durables yet)"
+            )
+        info = self._log.topic(r.topic)
+        now = self._clock()
+        d = self._durables.get(r.name)
+        created = d is None
+        if d is None:
+            d = self._create(r, info.channel_count)
+        else:
+            self._check_same(d, r)
+        window = r.window or None
+        if d.kind in (DurableKind.EXCLUSIVE, DurableKind.STANDARD):
+            others = [s for s in d.subs if s != r.subscriber]
+            if others and d.kind is DurableKind.EXCLUSIVE:
+                raise PreconditionNotMetError(
+                    f"exclusive durable {r.name!r} of topic {r.topic!r} already has an active "
+                    "subscriber; a second one is refused until it closes or times out"
+                )
+            for other in others:  # standard: the newcomer takes over
+                self._close_by_store(d, other, f"standard durable {r.name!r} was taken over")
+        sub = _Sub(r.subscriber, client, r.topic, r.timeout_ms / 1000, now, r.filter)
+        if r.filter and r.filter != d.filter:
+            for earlier in d.subs.values():
+                if earlier.filter and earlier.filter != r.filter:
+                    earlier.notice |= Notice.FILTER_CONFLICT
+                    earlier.message = r.filter
+            d.filter = r.filter
+            if d.persistent:
+                self._log.write(
+                    f"recording the filter of durable {r.name!r}",
+                    lambda db: db.execute(
+                        "UPDATE durables SET filter = ? WHERE name = ?", (d.filter, d.name)
+                    ),
+                )
+        old = d.subs.get(r.subscriber)
+        if old is not None and old.client != client:
+            raise PreconditionNotMetError(
+                f"subscriber {r.subscriber!r} of durable {r.name!r} belongs to another client"
+            )
+        d.subs[r.subscriber] = sub
+        d.closed.pop(r.subscriber, None)
+        if d.kind.acknowledged:
+            d.state.add(r.subscriber, window)
+        elif r.topic in d.values:  # last-value: start with the topic's last element
+            sub.updates.append(d.values[r.topic])
+        return DurableSubscribed(d.kind, info.channel_count, created, d.filter)
+
+    def _check_same(self, d: _Durable, r: DurableSubscribeRequest) -> None:
+        if d.kind is not r.kind:
+            raise InconsistentPolicyError(
+                f"durable {r.name!r} is a {d.kind.value} durable, not {r.kind.value}"
+            )
+        same_topic = d.topic == r.topic or (
+            d.kind is DurableKind.LAST_VALUE and siblings(d.topic, r.topic)
+        )
+        if not same_topic:
+            raise InconsistentPolicyError(
+                f"durable {r.name!r} is a durable of topic {d.topic!r}, not {r.topic!r} "
+                "(durable names are unique in a store)"
+            )
+
+    def _create(self, r: DurableSubscribeRequest, channel_count: int) -> _Durable:
+        group = DURABLE_GROUP_PREFIX + r.name
+        tid = self._topic_id(r.topic)
+        self._log.create_group(r.topic, group)
+        states = self._log.channel_states(r.topic)
+        starts: dict[int, int] = {}
+        if r.start is StartMode.TAIL:
+            starts = {c: s.tail + 1 for c, s in enumerate(states)}
+        elif r.start is StartMode.POSITIONS:
+            for c, o in r.starts:
+                if c >= channel_count:
+                    raise BadParameterError(
+                        f"topic {r.topic!r} has channels 0..{channel_count - 1}, not {c}"
+                    )
+                starts[c] = min(max(o, states[c].head), states[c].tail + 1)
+        floors = {c: s.head - 1 for c, s in enumerate(states)}
+        floors.update({c: o - 1 for c, o in starts.items()})
+
+        def create(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "UPDATE commits SET committed = ?, explicit = 1"
+                " WHERE topic_id = ? AND grp = ? AND channel = ?",
+                [(f, tid, group, c) for c, f in floors.items()],
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO durables VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    r.name,
+                    tid,
+                    r.kind.code,
+                    int(r.persistent),
+                    r.filter,
+                    r.ttl_ms,
+                    time.time_ns(),
+                ),
+            )
+
+        try:
+            self._log.write(f"creating durable {r.name!r} of topic {r.topic!r}", create)
+        except BaseException:
+            self._log.destroy_group(r.topic, group)
+            raise
+        d = _Durable(
+            r.name,
+            r.topic,
+            r.kind,
+            r.persistent,
+            r.filter,
+            r.ttl_ms,
+            r.anonymous,
+            DurableState(r.kind, floors),
+        )
+        self._durables[r.name] = d
+        return d
+
+    def _subscriber(
+        self, client: str, topic: str, name: str, subscriber: str
+    ) -> tuple[_Durable, _Sub]:
+        d = self._durables.get(name)
+        if d is None or (d.topic != topic and not siblings(d.topic, topic)):
+            raise PreconditionNotMetError(f"no durable {name!r} of topic {topic!r} in the store")
+        sub = d.subs.get(subscriber)
+        if sub is None and subscriber in d.closed:
+            raise PreconditionNotMetError(
+                f"subscriber {subscriber!r} of durable {name!r} was closed: {d.closed[subscriber]}"
+            )
+        if sub is None:
+            raise PreconditionNotMetError(
+                f"{subscriber!r} is not a subscriber of durable {name!r} (closed, taken over, "
+                "timed out, or the store restarted: subscribe again)"
+            )
+        if sub.client != client:
+            raise PreconditionNotMetError(
+                f"subscriber {subscriber!r} of durable {name!r} belongs to another client"
+            )
+        sub.last_seen = self._clock()
+        return d, sub
+
+    def _poll(self, call: Any) -> None:
+        r: DurablePollRequest = call.request
+        closed = self._durables.get(r.name)
+        if closed is not None and r.subscriber in closed.closed:
+            why = closed.closed[r.subscriber]
+            self._reply(call, DurableDelivery(notice=Notice.CLOSED, message=why))
+            return
+        d, sub = self._subscriber(call.client, r.topic, r.name, r.subscriber)
+        key = (d.name, sub.name)
+        earlier = self._parked.pop(key, None)
+        if earlier is not None:  # a poll superseded (the client gave up on it): answer empty
+            self._reply(earlier.call, self._delivery(d, sub, []))
+        delivery = self._take(d, sub, r.count)
+        if delivery is None and r.wait_ms > 0:
+            self._parked[key] = _Parked(call, self._clock() + r.wait_ms / 1000)
+            return
+        self._reply(call, delivery or self._delivery(d, sub, []))
+
+    def _tails(self, d: _Durable) -> dict[int, int]:
+        return {c: s.tail + 1 for c, s in enumerate(self._log.channel_states(d.topic))}
+
+    def _take(self, d: _Durable, sub: _Sub, count: int) -> DurableDelivery | None:
+        """What ``sub`` gets now, or None when there is nothing (and no notice) for it."""
+        if not d.kind.acknowledged:
+            items = [sub.updates.popleft() for _ in range(min(count, len(sub.updates)))]
+            if not items and not sub.notice:
+                return None
+            return self._last_values(d, sub, items)
+        got = d.state.deliver(sub.name, count, self._tails(d))
+        if not got and not sub.notice:
+            return None
+        return self._delivery(d, sub, got)
+
+    def _delivery(self, d: _Durable, sub: _Sub, got: list[tuple[Position, int]]) -> DurableDelivery:
+        channels: list[int] = []
+        offsets: list[int] = []
+        counts: list[int] = []
+        stamps: list[int] = []
+        sizes: list[int] = []
+        data: list[bytes] = []
+        by_position = dict(got)
+        for c, first, n in _runs(sorted(by_position)):
+            run = self._log.fetch_run(d.topic, c, first, n)
+            if run.first != first or run.count != n:
+                raise PreconditionNotMetError(
+                    f"durable {d.name!r}: elements {first}..{first + n - 1} of topic "
+                    f"{d.topic!r} channel {c} are no longer in the log"
+                )
+            payloads = run.payloads()
+            ts = run.timestamps().tolist()
+            for i in range(n):
+                channels.append(c)
+                offsets.append(first + i)
+                counts.append(by_position[(c, first + i)])
+                stamps.append(ts[i])
+                sizes.append(len(payloads[i]))
+                data.append(payloads[i])
+        notice, message = sub.notice, sub.message
+        sub.notice, sub.message = Notice.NONE, ""
+        tails = self._tails(d)
+        return DurableDelivery(
+            tuple(channels),
+            tuple(offsets),
+            tuple(counts),
+            tuple(stamps),
+            tuple(sizes),
+            b"".join(data),
+            notice,
+            message,
+            d.state.outstanding(tails),
+        )
+
+    def _last_values(
+        self, d: _Durable, sub: _Sub, items: list[tuple[int, int, int, bytes]]
+    ) -> DurableDelivery:
+        notice, message = sub.notice, sub.message
+        sub.notice, sub.message = Notice.NONE, ""
+        return DurableDelivery(
+            tuple(i[0] for i in items),
+            tuple(i[1] for i in items),
+            (0,) * len(items),
+            tuple(i[2] for i in items),
+            tuple(len(i[3]) for i in items),
+            b"".join(i[3] for i in items),
+            notice,
+            message,
+            -1,
+        )
+
+    def _info(self, r: DurableInfoRequest) -> DurableInfo:
+        d = self._durables.get(r.name)
+        if d is None or d.topic != r.topic:
+            raise PreconditionNotMetError(f"no durable {r.name!r} of topic {r.topic!r}")
+        outstanding = d.state.outstanding(self._tails(d)) if d.kind.acknowledged else -1
+        return DurableInfo(
+            d.name, d.topic, d.kind, d.persistent, len(d.subs), outstanding, d.filter
+        )
+
+    def _unsubscribe(self, topic: str, name: str) -> bool:
+        d = self._durables.get(name)
+        if d is None:
+            return False
+        if d.topic != topic:
+            raise PreconditionNotMetError(
+                f"durable {name!r} is a durable of topic {d.topic!r}, not {topic!r}"
+            )
+        if d.subs:
+            raise PreconditionNotMetError(
+                f"durable {name!r} of topic {topic!r} has {len(d.subs)} active subscriber(s): "
+                "close them before unsubscribing"
+            )
+        self._destroy(d)
+        return True
+
+    def _destroy(self, d: _Durable) -> None:
+        for sub in list(d.subs):
+            self._close_by_store(d, sub, f"durable {d.name!r} was deleted")
+        del self._durables[d.name]
+        self._delete(d.name, d.topic)
+
+    # -- subscribers leaving --------------------------------------------------------------
+
+    def _drop_subscriber(self, d: _Durable, name: str) -> None:
+        d.subs.pop(name, None)
+        d.state.remove(name)
+        parked = self._parked.pop((d.name, name), None)
+        if parked is not None:
+            self._fail(parked.call, PreconditionNotMetError(f"subscriber {name!r} closed"))
+        if not d.subs:
+            d.idle_since = self._clock()
+            if d.anonymous:  # FTL: a durable without a name goes with its subscriber
+                self._destroy(d)
+                return
+        self._serve_parked()
+
+    def _close_by_store(self, d: _Durable, name: str, why: str) -> None:
+        """Close subscriber ``name`` (its parked poll is told why; its elements are redelivered)."""
+        d.subs.pop(name, None)
+        d.state.remove(name)
+        parked = self._parked.pop((d.name, name), None)
+        if parked is not None:
+            self._reply(parked.call, DurableDelivery(notice=Notice.CLOSED, message=why))
+        elif why != "timed out":
+            d.closed[name] = why
+            while len(d.closed) > _CLOSED_KEPT:
+                del d.closed[next(iter(d.closed))]
+        if not d.subs:
+            d.idle_since = self._clock()
+
+    # -- the store's rounds -----------------------------------------------------------------
+
+    def wants(self, topic: str) -> bool:
+        """Whether a publish to ``topic`` matters to a durable (a last-value sibling)."""
+        return any(
+            d.kind is DurableKind.LAST_VALUE and siblings(d.topic, topic)
+            for d in self._durables.values()
+        )
+
+    def published(
+        self, topic: str, channel: int, first: int, stamp: int, payloads: list[bytes]
+    ) -> None:
+        """A batch was appended to ``topic``: last-value durables keep its last element."""
+        if not payloads:
+            return
+        last = (channel, first + len(payloads) - 1, stamp, payloads[-1])
+        for d in self._durables.values():
+            if d.kind is not DurableKind.LAST_VALUE or not siblings(d.topic, topic):
+                continue
+            d.values[topic] = last
+            for sub in d.subs.values():
+                if sub.topic == topic:
+                    sub.updates.extend(
+                        (channel, first + i, stamp, p) for i, p in enumerate(payloads)
+                    )
+            if d.persistent:
+                row = (d.name, topic, *last)
+
+                def keep(db: sqlite3.Connection, row: tuple[Any, ...] = row) -> None:
+                    db.execute(
+                        "INSERT OR REPLACE INTO durable_values VALUES (?, ?, ?, ?, ?, ?)", row
+                    )
+
+                self._log.write(f"keeping the last value of topic {topic!r} for {d.name!r}", keep)
+        self._serve_parked()
+
+    def tick(self) -> None:
+        """Once per store round: expire silent subscribers and idle durables, answer polls."""
+        now = self._clock()
+        for d in list(self._durables.values()):
+            for sub in list(d.subs.values()):
+                if now - sub.last_seen > sub.timeout and (d.name, sub.name) not in self._parked:
+                    _log.info("durable %r: subscriber %r timed out", d.name, sub.name)
+                    self._close_by_store(d, sub.name, "timed out")
+                    if d.anonymous and not d.subs:
+                        self._destroy(d)
+            if (
+                d.name in self._durables
+                and not d.subs
+                and d.ttl_ms >= 0
+                and now - d.idle_since > d.ttl_ms / 1000
+            ):
+                _log.info("durable %r: no subscriber for its TTL: deleted", d.name)
+                self._destroy(d)
+        self._serve_parked(now)
+        for topic in {d.topic for d in self._durables.values()}:
+            if now >= self._next_trim.get(topic, 0.0):
+                self._next_trim[topic] = now + _TRIM_INTERVAL
+                self._log.trim(topic)
+
+    def _serve_parked(self, now: float | None = None) -> None:
+        """Answer the waiting polls that have something now (round-robin order), or expired."""
+        if not self._parked:
+            return
+        now = self._clock() if now is None else now
+        for key in list(self._parked):
+            parked = self._parked.pop(key)
+            d = self._durables.get(key[0])
+            sub = None if d is None else d.subs.get(key[1])
+            if d is None or sub is None:
+                continue
+            sub.last_seen = now
+            try:
+                delivery = self._take(d, sub, parked.call.request.count)
+            except Exception as exc:  # answered alone; the others go on
+                self._fail(parked.call, exc)
+                continue
+            if delivery is not None:
+                self._reply(parked.call, delivery)
+            elif now >= parked.deadline:
+                self._reply(parked.call, self._delivery(d, sub, []))
+            else:
+                self._parked[key] = parked  # back at the end: the next round starts elsewhere
+
+
+def _runs(positions: list[Position]) -> list[tuple[int, int, int]]:
+    """Sorted positions as ``(channel, first, count)`` runs of consecutive offsets."""
+    runs: list[tuple[int, int, int]] = []
+    for c, o in positions:
+        if runs and runs[-1][0] == c and runs[-1][1] + runs[-1][2] == o:
+            runs[-1] = (c, runs[-1][1], runs[-1][2] + 1)
+        else:
+            runs.append((c, o, 1))
+    return runs
+
+
+def _serve(store: Any, call: Any) -> None:
+    store.durables.handle(call)
+
+
+#: The store's handlers of durable requests (``Store._HANDLERS``).
+DURABLE_HANDLERS: dict[int, Callable[[Any, Any], None]] = {
+    cls.op: _serve
+    for cls in (
+        DurableSubscribeRequest,
+        DurablePollRequest,
+        DurableAckRequest,
+        DurableRollbackRequest,
+        DurableCloseRequest,
+        DurableUnsubscribeRequest,
+        DurableInfoRequest,
+    )
+}

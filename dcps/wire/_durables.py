@@ -1,0 +1,566 @@
+"""Durable subscriptions on the wire: request kinds 20-39, their replies, kinds and statuses.
+
+A durable is a named consumer of one channelled topic kept by the store
+(seeds 001 and 002): its acknowledgement floor and the acknowledged offsets
+above it, its subscribers, their windows of unacknowledged elements. Each
+request is a frozen value with ``to_wire`` (client) and ``from_wire`` (store,
+validating it whole, like ``_requests.py``); each reply a frozen value with
+``to_wire`` (store) and ``from_wire`` (client).
+
+=======================  =====================================================
+request (Op)             fields of :class:`~dcps.wire._messages.Request`
+=======================  =====================================================
+DURABLE_SUBSCRIBE (20)   topic, group = durable name, member = subscriber id,
+                         number = window (0: unlimited), flag = persistent | 2 *
+                         anonymous, text = filter, sizes = [kind, start mode,
+                         timeout ms], offsets = [ttl ms, start offsets...],
+                         channels = the start offsets' channels
+DURABLE_POLL (21)        topic, group, member, number = most elements,
+                         sizes = [wait ms]
+DURABLE_ACK (22)         topic, group, member, channels[i], offsets[i]
+DURABLE_ROLLBACK (23)    the same as DURABLE_ACK
+DURABLE_CLOSE (24)       topic, group, member
+DURABLE_UNSUBSCRIBE (25) topic, group
+DURABLE_INFO (26)        topic, group
+=======================  =====================================================
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar, Self
+
+import attrs
+
+from idl._errors import BadParameterError
+
+from ._codes import Op
+from ._limits import MAX_CHANNELS, MAX_ELEMENT_SIZE, check_channels, check_wire_name
+from ._messages import Reply, Request
+
+__all__ = [
+    "DURABLE_REQUESTS",
+    "MAX_DURABLE_ACKS",
+    "MAX_DURABLE_POLL",
+    "MAX_DURABLE_WAIT_MS",
+    "MAX_DURABLE_WINDOW",
+    "AckStatus",
+    "DurableAckRequest",
+    "DurableAcked",
+    "DurableCloseRequest",
+    "DurableDelivery",
+    "DurableInfo",
+    "DurableInfoRequest",
+    "DurableKind",
+    "DurablePollRequest",
+    "DurableRequest",
+    "DurableRollbackRequest",
+    "DurableSubscribeRequest",
+    "DurableSubscribed",
+    "DurableUnsubscribeRequest",
+    "DurableUnsubscribed",
+    "Notice",
+    "StartMode",
+]
+
+#: Most elements one DURABLE_POLL may ask for.
+MAX_DURABLE_POLL = 65_536
+#: Largest window a subscriber may ask for (0 stands for unlimited).
+MAX_DURABLE_WINDOW = 1_000_000
+#: Longest a DURABLE_POLL may wait at the store for elements (well below a request timeout).
+MAX_DURABLE_WAIT_MS = 5_000
+#: Longest subscriber timeout, in ms (one day).
+_MAX_TIMEOUT_MS = 86_400_000
+#: Most positions one DURABLE_ACK / DURABLE_ROLLBACK may carry.
+MAX_DURABLE_ACKS = 100_000
+
+
+class DurableKind(enum.Enum):
+    """The type of a durable subscription (seeds 001 and 002).
+
+    .. versionadded:: 0.3
+    """
+
+    EXCLUSIVE = "exclusive"
+    """One active subscriber; a second one is refused (Universal Messaging "named")."""
+    SHARED = "shared"
+    """Several subscribers served round-robin in windows; per-element ack and rollback."""
+    SERIAL = "serial"
+    """Several subscribers; only one holds unacknowledged elements at a time, in order."""
+    STANDARD = "standard"
+    """One subscriber; a second one with the same name takes over (FTL "standard")."""
+    LAST_VALUE = "last_value"
+    """The last element of each sibling topic, then live updates; no acknowledgements."""
+
+    @property
+    def code(self) -> int:
+        """The kind's number on the wire."""
+        return _KIND_CODES[self]
+
+    @classmethod
+    def from_code(cls, code: int) -> DurableKind:
+        """The kind a wire number stands for; an unknown one raises ``BadParameterError``."""
+        try:
+            return _KINDS[code]
+        except KeyError:
+            raise BadParameterError(f"unknown durable kind code {code!r} on the wire") from None
+
+    @property
+    def acknowledged(self) -> bool:
+        """Whether its subscribers acknowledge elements (all but last-value)."""
+        return self is not DurableKind.LAST_VALUE
+
+
+_KIND_CODES = {
+    DurableKind.EXCLUSIVE: 0,
+    DurableKind.SHARED: 1,
+    DurableKind.SERIAL: 2,
+    DurableKind.STANDARD: 3,
+    DurableKind.LAST_VALUE: 4,
+}
+_KINDS = {code: kind for kind, code in _KIND_CODES.items()}
+
+
+class StartMode(enum.IntEnum):
+    """Where a new durable starts: the head (oldest kept), the tail (only new ones), positions."""
+
+    HEAD = 0
+    TAIL = 1
+    POSITIONS = 2
+
+
+class AckStatus(enum.IntEnum):
+    """The outcome of acknowledging or rolling back one element (``Reply.codes``)."""
+
+    DONE = 0
+    """Acknowledged (DURABLE_ACK) or released for redelivery (DURABLE_ROLLBACK)."""
+    ALREADY_ACKED = 1
+    """The element was acknowledged before."""
+    NOT_HELD = 2
+    """The subscriber does not hold the element (another one does, or none)."""
+    NO_ELEMENT = 3
+    """No such element in the durable (beyond the tail, or released)."""
+
+
+class Notice(enum.IntFlag):
+    """Asynchronous news for a subscriber, carried by its next poll's answer (``Reply.flag``)."""
+
+    NONE = 0
+    FILTER_CONFLICT = 1
+    """A later subscriber named another filter: it now decides what the durable keeps."""
+    CLOSED = 2
+    """The subscriber was closed by the store (taken over, expired, or the durable destroyed)."""
+
+
+def _bounded(value: int, field: str, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise BadParameterError(f"request field {field!r} is {value}: it must be {low}..{high}")
+    return int(value)
+
+
+def _durable_fields(r: Request, *, member: bool = True) -> tuple[str, str, str]:
+    return (
+        check_wire_name("topic", r.topic),
+        check_wire_name("group (durable name)", r.group),
+        check_wire_name("member (subscriber)", r.member) if member else "",
+    )
+
+
+@attrs.frozen
+class DurableSubscribeRequest:
+    """Subscribe ``subscriber`` to durable ``name`` of ``topic``, creating it if new.
+
+    ``window`` is the most unacknowledged elements the subscriber holds (0:
+    unlimited); ``timeout_ms`` of silence closes it (its elements go back for
+    redelivery). A new durable starts at ``start`` (at ``starts`` per channel
+    for :attr:`StartMode.POSITIONS`: the first offset to deliver); ``ttl_ms``
+    (-1: none) deletes it after that long without a subscriber.
+    """
+
+    op: ClassVar[Op] = Op.DURABLE_SUBSCRIBE
+    topic: str
+    name: str
+    subscriber: str
+    kind: DurableKind
+    window: int = 0
+    persistent: bool = True
+    anonymous: bool = False
+    filter: str = ""
+    start: StartMode = StartMode.HEAD
+    starts: tuple[tuple[int, int], ...] = ()
+    timeout_ms: int = 10_000
+    ttl_ms: int = -1
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        return Request(
+            client=client,
+            request_id=request_id,
+            op=Op.DURABLE_SUBSCRIBE,
+            topic=self.topic,
+            group=self.name,
+            member=self.subscriber,
+            number=self.window,
+            flag=int(self.persistent) | 2 * int(self.anonymous),
+            text=self.filter,
+            sizes=[self.kind.code, int(self.start), self.timeout_ms],
+            offsets=[self.ttl_ms, *(o for _, o in self.starts)],
+            channels=[c for c, _ in self.starts],
+        )
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        topic, name, subscriber = _durable_fields(r)
+        if len(r.sizes) != 3:
+            raise BadParameterError("request field 'sizes' must hold [kind, start, timeout_ms]")
+        kind = DurableKind.from_code(int(r.sizes[0]))
+        try:
+            start = StartMode(int(r.sizes[1]))
+        except ValueError:
+            raise BadParameterError(
+                f"request field 'sizes' names start mode {r.sizes[1]}"
+            ) from None
+        timeout_ms = _bounded(int(r.sizes[2]), "sizes (timeout_ms)", 1, _MAX_TIMEOUT_MS)
+        window = _bounded(int(r.number), "number (window)", 0, MAX_DURABLE_WINDOW)
+        if r.flag not in (0, 1, 2, 3):
+            raise BadParameterError(f"request field 'flag' (persistent, anonymous) is {r.flag}")
+        if not r.offsets:
+            raise BadParameterError("request field 'offsets' must start with the durable's TTL")
+        ttl_ms = int(r.offsets[0])
+        if ttl_ms < -1:
+            raise BadParameterError(f"a durable TTL of {ttl_ms} ms: it is >= 0, or -1 for none")
+        check_channels(r.channels, parallel=r.offsets[1:])
+        if start is not StartMode.POSITIONS and r.channels:
+            raise BadParameterError("start offsets are given only with start mode POSITIONS")
+        if any(o < 0 for o in r.offsets[1:]):
+            raise BadParameterError("a durable's start offsets are >= 0")
+        if len(r.text) > 4096:
+            raise BadParameterError("a durable filter has at most 4096 characters")
+        return cls(
+            topic,
+            name,
+            subscriber,
+            kind,
+            window,
+            bool(r.flag & 1),
+            bool(r.flag & 2),
+            r.text,
+            start,
+            tuple(zip((int(c) for c in r.channels), (int(o) for o in r.offsets[1:]), strict=True)),
+            timeout_ms,
+            ttl_ms,
+        )
+
+
+@attrs.frozen
+class DurablePollRequest:
+    """Up to ``count`` elements for ``subscriber``; the store may hold it ``wait_ms``."""
+
+    op: ClassVar[Op] = Op.DURABLE_POLL
+    topic: str
+    name: str
+    subscriber: str
+    count: int
+    wait_ms: int = 0
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        return Request(
+            client=client,
+            request_id=request_id,
+            op=Op.DURABLE_POLL,
+            topic=self.topic,
+            group=self.name,
+            member=self.subscriber,
+            number=self.count,
+            sizes=[self.wait_ms],
+        )
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        topic, name, subscriber = _durable_fields(r)
+        if len(r.sizes) != 1:
+            raise BadParameterError("request field 'sizes' must hold [wait_ms]")
+        return cls(
+            topic,
+            name,
+            subscriber,
+            _bounded(int(r.number), "number (count)", 1, MAX_DURABLE_POLL),
+            _bounded(int(r.sizes[0]), "sizes (wait_ms)", 0, MAX_DURABLE_WAIT_MS),
+        )
+
+
+def _positions(r: Request) -> tuple[tuple[int, int], ...]:
+    if len(r.channels) != len(r.offsets):
+        raise BadParameterError(
+            f"request fields 'channels' and 'offsets' differ in length "
+            f"({len(r.channels)} and {len(r.offsets)})"
+        )
+    if len(r.channels) > MAX_DURABLE_ACKS:
+        raise BadParameterError(
+            f"{len(r.channels)} positions in one request; the limit is {MAX_DURABLE_ACKS}"
+        )
+    if r.channels and not (min(r.channels) >= 0 and max(r.channels) < MAX_CHANNELS):
+        raise BadParameterError(f"request field 'channels': channels are 0..{MAX_CHANNELS - 1}")
+    if r.offsets and min(r.offsets) < 0:
+        raise BadParameterError(f"request field 'offsets' holds {min(r.offsets)}: offsets >= 0")
+    return tuple(zip((int(c) for c in r.channels), (int(o) for o in r.offsets), strict=True))
+
+
+@attrs.frozen
+class DurableAckRequest:
+    """``subscriber`` acknowledges the elements at ``positions`` ((channel, offset) each)."""
+
+    op: ClassVar[Op] = Op.DURABLE_ACK
+    topic: str
+    name: str
+    subscriber: str
+    positions: tuple[tuple[int, int], ...]
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        return Request(
+            client=client,
+            request_id=request_id,
+            op=self.op,
+            topic=self.topic,
+            group=self.name,
+            member=self.subscriber,
+            channels=[c for c, _ in self.positions],
+            offsets=[o for _, o in self.positions],
+        )
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        return cls(*_durable_fields(r), _positions(r))
+
+
+@attrs.frozen
+class DurableRollbackRequest(DurableAckRequest):
+    """``subscriber`` gives the elements at ``positions`` back for redelivery."""
+
+    op: ClassVar[Op] = Op.DURABLE_ROLLBACK
+
+
+@attrs.frozen
+class DurableCloseRequest:
+    """``subscriber`` leaves the durable (its unacknowledged elements are redelivered)."""
+
+    op: ClassVar[Op] = Op.DURABLE_CLOSE
+    topic: str
+    name: str
+    subscriber: str
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        return Request(
+            client=client,
+            request_id=request_id,
+            op=self.op,
+            topic=self.topic,
+            group=self.name,
+            member=self.subscriber,
+        )
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        return cls(*_durable_fields(r))
+
+
+@attrs.frozen
+class DurableUnsubscribeRequest:
+    """Destroy durable ``name`` and discard its pending elements (refused while subscribed)."""
+
+    op: ClassVar[Op] = Op.DURABLE_UNSUBSCRIBE
+    topic: str
+    name: str
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        return Request(
+            client=client, request_id=request_id, op=self.op, topic=self.topic, group=self.name
+        )
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        return cls(*_durable_fields(r, member=False)[:2])
+
+
+@attrs.frozen
+class DurableInfoRequest(DurableUnsubscribeRequest):
+    """The state of durable ``name``: kind, subscribers, outstanding elements."""
+
+    op: ClassVar[Op] = Op.DURABLE_INFO
+
+
+# -- replies --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class DurableSubscribed:
+    """The answer to DURABLE_SUBSCRIBE: the durable's kind, channel count and filter in effect.
+
+    ``created``: the durable is new. ``notice``: news already due (a filter conflict).
+    """
+
+    kind: DurableKind
+    channel_count: int
+    created: bool
+    filter: str = ""
+
+    def to_wire(self, client: str, request_id: int) -> Reply:
+        return Reply(
+            client=client,
+            request_id=request_id,
+            number=self.channel_count,
+            flag=int(self.created),
+            codes=[self.kind.code],
+            text=self.filter,
+        )
+
+    @classmethod
+    def from_wire(cls, r: Reply) -> Self:
+        if len(r.codes) != 1:
+            raise BadParameterError("malformed DURABLE_SUBSCRIBE reply (no kind)")
+        return cls(DurableKind.from_code(int(r.codes[0])), int(r.number), bool(r.flag), r.text)
+
+
+@attrs.frozen
+class DurableDelivery:
+    """The answer to DURABLE_POLL: elements, each with its position and redelivery count.
+
+    ``notice`` and ``message`` carry asynchronous
+    news (:class:`Notice`); ``outstanding`` is the durable's count of
+    elements not acknowledged yet (-1 for last-value durables).
+    """
+
+    channels: tuple[int, ...] = ()
+    offsets: tuple[int, ...] = ()
+    redeliveries: tuple[int, ...] = ()
+    stamps: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
+    data: bytes = b""
+    notice: Notice = Notice.NONE
+    message: str = ""
+    outstanding: int = 0
+
+    def to_wire(self, client: str, request_id: int) -> Reply:
+        return Reply(
+            client=client,
+            request_id=request_id,
+            channels=list(self.channels),
+            offsets=list(self.offsets),
+            codes=list(self.redeliveries),
+            stamps=list(self.stamps),
+            heads=list(self.sizes),
+            blob=self.data,
+            flag=int(self.notice),
+            text=self.message,
+            number=self.outstanding,
+        )
+
+    @classmethod
+    def from_wire(cls, r: Reply) -> Self:
+        n = len(r.channels)
+        if not (len(r.offsets) == len(r.codes) == len(r.stamps) == len(r.heads) == n):
+            raise BadParameterError("malformed DURABLE_POLL reply (columns of different lengths)")
+        sizes = tuple(int(s) for s in r.heads)
+        if any(not 0 < s <= MAX_ELEMENT_SIZE for s in sizes) or sum(sizes) != len(r.blob):
+            raise BadParameterError("malformed DURABLE_POLL reply (sizes do not match the data)")
+        return cls(
+            tuple(int(c) for c in r.channels),
+            tuple(int(o) for o in r.offsets),
+            tuple(int(c) for c in r.codes),
+            tuple(int(s) for s in r.stamps),
+            sizes,
+            bytes(r.blob),
+            Notice(int(r.flag) & 3),
+            r.text,
+            int(r.number),
+        )
+
+
+@attrs.frozen
+class DurableAcked:
+    """The answer to DURABLE_ACK and DURABLE_ROLLBACK: one status per position, in order."""
+
+    statuses: tuple[AckStatus, ...]
+
+    def to_wire(self, client: str, request_id: int) -> Reply:
+        return Reply(client=client, request_id=request_id, codes=[int(s) for s in self.statuses])
+
+    @classmethod
+    def from_wire(cls, r: Reply) -> Self:
+        try:
+            return cls(tuple(AckStatus(int(c)) for c in r.codes))
+        except ValueError:
+            raise BadParameterError("malformed DURABLE_ACK reply (unknown status)") from None
+
+
+@attrs.frozen
+class DurableUnsubscribed:
+    """The answer to DURABLE_UNSUBSCRIBE: whether the durable existed."""
+
+    existed: bool
+
+    def to_wire(self, client: str, request_id: int) -> Reply:
+        return Reply(client=client, request_id=request_id, flag=int(self.existed))
+
+    @classmethod
+    def from_wire(cls, r: Reply) -> Self:
+        return cls(bool(r.flag))
+
+
+@attrs.frozen
+class DurableInfo:
+    """The answer to DURABLE_INFO (see :meth:`dcps.durables.Durables.info`)."""
+
+    name: str
+    topic: str
+    kind: DurableKind
+    persistent: bool
+    subscribers: int
+    outstanding: int
+    filter: str = ""
+
+    def to_wire(self, client: str, request_id: int) -> Reply:
+        return Reply(
+            client=client,
+            request_id=request_id,
+            codes=[self.kind.code, int(self.persistent)],
+            number=self.outstanding,
+            offsets=[self.subscribers],
+            text=self.filter,
+        )
+
+    @classmethod
+    def from_wire_for(cls, r: Reply, topic: str, name: str) -> DurableInfo:
+        """The info of durable ``name`` of ``topic`` a reply carries."""
+        if len(r.codes) != 2 or len(r.offsets) != 1:
+            raise BadParameterError("malformed DURABLE_INFO reply")
+        return cls(
+            name,
+            topic,
+            DurableKind.from_code(int(r.codes[0])),
+            bool(r.codes[1]),
+            int(r.offsets[0]),
+            int(r.number),
+            r.text,
+        )
+
+
+#: Any durable request.
+DurableRequest = (
+    DurableSubscribeRequest
+    | DurablePollRequest
+    | DurableAckRequest
+    | DurableRollbackRequest
+    | DurableCloseRequest
+    | DurableUnsubscribeRequest
+    | DurableInfoRequest
+)
+#: The durable request kinds, for ``_requests._DECODERS``.
+DURABLE_REQUESTS: tuple[type[DurableRequest], ...] = (
+    DurableSubscribeRequest,
+    DurablePollRequest,
+    DurableAckRequest,
+    DurableRollbackRequest,
+    DurableCloseRequest,
+    DurableUnsubscribeRequest,
+    DurableInfoRequest,
+)
