@@ -650,7 +650,21 @@ class EntityFactory(QosPolicy):
 
 @attrs.frozen
 class WriterDataLifecycle(QosPolicy):
-    """Whether unregistering an instance also disposes it."""
+    """Whether unregistering an instance, or deleting its writer, also disposes it.
+
+    ``autodispose_unregistered_instances=True`` (the DDS default): a dcps writer's
+    ``unregister_instance``, ``close()`` and the end of its ``with`` block make
+    the instances it wrote NOT_ALIVE_DISPOSED at the readers. ``False``: they
+    become NOT_ALIVE_NO_WRITERS (once no other writer is left); only ``dispose``
+    and ``write_dispose`` dispose.
+
+    Either way a dcps writer whose process dies or which loses its liveliness
+    leaves its instances NOT_ALIVE_NO_WRITERS, as DDS says: dcps announces
+    ``False`` to Cyclone (which would otherwise apply the flag to a lost writer)
+    and disposes explicitly instead, so other DDS readers see this policy as
+    ``False`` in the writer's discovery data. A foreign (non-dcps) writer with
+    ``True`` that dies still shows NOT_ALIVE_DISPOSED at every Cyclone reader.
+    """
 
     changeable: ClassVar[bool] = True
 

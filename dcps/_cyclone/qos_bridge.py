@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import qos as q
@@ -36,9 +37,21 @@ def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None
     return value
 
 
-def apply_qos(entity: str, cyclone_entity: Any, current: Q, new: Q) -> Q:
-    """Check ``new`` against ``current`` (immutable policies) and push it to
-    ``cyclone_entity``; ``entity`` names the dcps entity in errors."""
+def _as_is(value: Q) -> Q:
+    return value
+
+
+def apply_qos(
+    entity: str,
+    cyclone_entity: Any,
+    current: Q,
+    new: Q,
+    *,
+    announce: Callable[[Q], Q] = _as_is,
+) -> Q:
+    """Check ``new`` against ``current`` (immutable policies) and push ``announce(new)``
+    to ``cyclone_entity`` (what DDS sees may differ: a writer's autodispose);
+    ``entity`` names the dcps entity in errors. Returns ``new``."""
     if type(new) is not type(current):
         raise BadParameterError(
             f"{entity} takes a {type(current).__name__}, got {type(new).__name__}"
@@ -47,5 +60,5 @@ def apply_qos(entity: str, cyclone_entity: Any, current: Q, new: Q) -> Q:
     q.check_change(current, new)
     check_supported(new, entity)
     with cyclone_call(f"set QoS of {entity}"):
-        cyclone_entity.set_qos(q.to_cyclone(new))
+        cyclone_entity.set_qos(q.to_cyclone(announce(new)))
     return new

@@ -39,6 +39,14 @@ def _durability_namespace(namespace: str, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("DCPS_DURABILITY_NAMESPACE", namespace)
 
 
+def _peer_env() -> dict[str, str]:
+    """This environment, with the checkout importable (peers import ``tests.support``)."""
+    env = os.environ.copy()
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
+
+
 class _Process:
     """A peer program; ``wait_for(word)`` reads its stdout until a line starts with it."""
 
@@ -48,7 +56,7 @@ class _Process:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env=os.environ.copy(),
+            env=_peer_env(),
         )
 
     def wait_for(self, word: str) -> str:
