@@ -40,8 +40,9 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 3 added ``topics.type_identity``; version 2 stored batches as rows.
-FORMAT_VERSION = 3
+#: Version 4 added the staging tables (``staged``, ``staged_commits``); version 3
+#: ``topics.type_identity``; version 2 stored batches as rows.
+FORMAT_VERSION = 4
 #: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
 OLDEST_READABLE_VERSION = 2
 #: Largest batch a version-1 file's elements are regrouped into when it is migrated.
@@ -60,6 +61,34 @@ CREATE TABLE batches (
     PRIMARY KEY (topic_id, channel, first_offset)
 );
 CREATE INDEX batches_ts ON batches (topic_id, channel, ts, first_offset);
+"""
+# Staged publishing (two-phase commit, ``_staging.py``): chunks staged by task attempts
+# (invisible until committed) and the transactions committed (for idempotent commits).
+_STAGING = """
+CREATE TABLE IF NOT EXISTS staged (
+    topic_id INTEGER NOT NULL,
+    query TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    partition INTEGER NOT NULL,
+    channel INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    staged_ns INTEGER NOT NULL,
+    sizes BLOB NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (topic_id, query, epoch, stage, seq)
+);
+CREATE INDEX IF NOT EXISTS staged_age ON staged (staged_ns);
+CREATE TABLE IF NOT EXISTS staged_commits (
+    topic_id INTEGER NOT NULL,
+    query TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    elements INTEGER NOT NULL,
+    chunks INTEGER NOT NULL,
+    committed_ns INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, query, epoch)
+) WITHOUT ROWID;
 """
 _SCHEMA = (
     """
@@ -97,6 +126,7 @@ CREATE TABLE commits (
 ) WITHOUT ROWID;
 """
     + _BATCHES
+    + _STAGING
 )
 
 # SQLite primary result codes (the low byte of an extended code).
@@ -260,7 +290,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
 
     Version 1 -> 2 regroups elements into stored batches; 2 -> 3 adds
     ``topics.type_identity`` (empty: the identity is recorded by the next
-    client that names one). On failure the file keeps its old version.
+    client that names one); 3 -> 4 adds the (empty) staging tables. On
+    failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -268,6 +299,10 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             _migrate_v1(db)
         if version < 3:
             db.execute("ALTER TABLE topics ADD COLUMN type_identity TEXT NOT NULL DEFAULT ''")
+        if version < 4:
+            for statement in _STAGING.split(";"):
+                if statement.strip():
+                    db.execute(statement)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

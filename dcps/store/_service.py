@@ -96,6 +96,7 @@ from ._log import (
 )
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
+from ._staging import on_abort_staged, on_commit_staged, on_stage
 
 if TYPE_CHECKING:
     from dcps._network import NetworkConfig
@@ -1015,6 +1016,9 @@ class Store:
         DestroyGroupRequest.op: _on_destroy_group,
         CommitRequest.op: _on_commit,
         SeekRequest.op: _on_seek,
+        Op.STAGE: on_stage,
+        Op.COMMIT_STAGED: on_commit_staged,
+        Op.ABORT_STAGED: on_abort_staged,
     }
     # A store that does not coordinate groups (share index > 0).
     _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {

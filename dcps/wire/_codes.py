@@ -52,6 +52,10 @@ class Op(enum.IntEnum):
     LEAVE = 8
     HEARTBEAT = 9
     DESTROY_GROUP = 10
+    # 60-69: staged publishing (two-phase commit of the Spark sink, _staging.py)
+    STAGE = 60
+    COMMIT_STAGED = 61
+    ABORT_STAGED = 62
 
 
 class SeekMode(enum.IntEnum):

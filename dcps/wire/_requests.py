@@ -28,6 +28,7 @@ from ._limits import (
     check_wire_name,
 )
 from ._messages import Request
+from ._staging import AbortStagedRequest, CommitStagedRequest, StageRequest
 
 __all__ = [
     "CommitRequest",
@@ -477,6 +478,9 @@ AnyRequest = (
     | HeartbeatRequest
     | LeaveRequest
     | DestroyGroupRequest
+    | StageRequest
+    | CommitStagedRequest
+    | AbortStagedRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest]] = {
@@ -493,6 +497,9 @@ _DECODERS: dict[int, type[AnyRequest]] = {
         HeartbeatRequest,
         LeaveRequest,
         DestroyGroupRequest,
+        StageRequest,
+        CommitStagedRequest,
+        AbortStagedRequest,
     )
 }
 

@@ -509,10 +509,11 @@ class TestFormatVersions:
         db = sqlite3.connect(path)
         try:
             assert db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone() == (
-                "3",  # migrated through version 2 (batches) to 3 (type identities)
+                "4",  # migrated through 2 (batches) and 3 (type identities) to 4 (staging)
             )
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
             assert "elements" not in tables
+            assert {"staged", "staged_commits"} <= tables
         finally:
             db.close()
 

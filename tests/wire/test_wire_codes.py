@@ -51,6 +51,9 @@ class TestPinnedValues:
             "LEAVE": 8,
             "HEARTBEAT": 9,
             "DESTROY_GROUP": 10,
+            "STAGE": 60,
+            "COMMIT_STAGED": 61,
+            "ABORT_STAGED": 62,
         }
 
     def test_seek_modes(self) -> None:
