@@ -34,9 +34,12 @@ def _topics(specs: list[str], idl_file: Path | None) -> dict[str, type]:
             if ":" in type_ref.replace("::", ""):
                 topics[name] = load_type(type_ref, None, None)
             else:
-                topics[name] = load_type(None, str(idl_file) if idl_file else None, type_ref)
+                text = idl_file.read_text() if idl_file else None
+                topics[name] = load_type(None, text, type_ref, str(idl_file))
         except BadParameterError as exc:
             raise typer.BadParameter(str(exc)) from exc
+        except OSError as exc:
+            raise typer.BadParameter(f"--idl {idl_file}: {exc}") from exc
     return topics
 
 
