@@ -118,12 +118,17 @@ class _Channels:
             encoded = _key_column(batch, self.keys[0]).dictionary_encode()
             indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
             values = encoded.dictionary.to_pylist()
-            _, firsts = np.unique(indices, return_index=True)
-            where = dict(zip(indices[firsts].tolist(), firsts.tolist(), strict=True))
-            table = np.zeros(len(values), dtype=np.int64)
-            for j, value in enumerate(values):
-                if j in where:
-                    table[j] = self._channel(value, payload, where[j])
+            memo = self.memo
+            table = np.fromiter(
+                (memo.get(v, -1) for v in values), dtype=np.int64, count=len(values)
+            )
+            missing = np.flatnonzero(table < 0)
+            if len(missing):  # keys new to this task: hash one row of each
+                _, firsts = np.unique(indices, return_index=True)
+                row_of = dict(zip(indices[firsts].tolist(), firsts.tolist(), strict=True))
+                for j in missing.tolist():
+                    if j in row_of:
+                        table[j] = self._channel(values[j], payload, row_of[j])
             return np.asarray(table[indices])
         columns = [_key_column(batch, path).to_pylist() for path in self.keys]
         return np.fromiter(
