@@ -1,8 +1,8 @@
 """Spark through dcps: rows/s through the source, through the sink, against a group subscriber.
 
 Run: ``python -m benchmarks.bench_spark [--quick] [--rows N] [--runs N]
-[--source-only] [--sink-only] [--fetch-loop] [--fragment-size BYTES] [--json FILE]``. Traffic stays on
-loopback; Spark runs ``local[2]``; the store runs in its own process
+[--source-only] [--sink-only] [--fetch-loop] [--fragment-size BYTES] [--json FILE]``.
+Traffic stays on loopback; Spark runs ``local[2]``; the store runs in its own process
 (``python -m dcps.store``, synchronous=NORMAL).
 
 ``--rows 5000000 --source-only`` shows the source's end-to-end rate with the
