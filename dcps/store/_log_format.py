@@ -40,9 +40,10 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 6 added key-value maps and queues; 5 the durability service's tables; 4 the
-#: durables'; 3 ``topics.type_identity``; 2 stored batches as rows.
-FORMAT_VERSION = 6
+#: Version 7 added the staging tables (two-phase commit); 6 key-value maps and queues;
+#: 5 the durability service's tables; 4 the durables'; 3 ``topics.type_identity``; 2
+#: stored batches as rows.
+FORMAT_VERSION = 7
 #: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
 OLDEST_READABLE_VERSION = 2
 #: Largest batch a version-1 file's elements are regrouped into when it is migrated.
@@ -159,6 +160,36 @@ CREATE TABLE queue_elements (
     PRIMARY KEY (queue_id, seq)
 );
 """
+
+# Staged publishing (format version 7; the two-phase commit of _staging.py): chunks staged
+# by task attempts (invisible until committed) and the transactions committed (for
+# idempotent commits).
+_STAGING = """
+CREATE TABLE IF NOT EXISTS staged (
+    topic_id INTEGER NOT NULL,
+    query TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    partition INTEGER NOT NULL,
+    channel INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    staged_ns INTEGER NOT NULL,
+    sizes BLOB NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (topic_id, query, epoch, stage, seq)
+);
+CREATE INDEX IF NOT EXISTS staged_age ON staged (staged_ns);
+CREATE TABLE IF NOT EXISTS staged_commits (
+    topic_id INTEGER NOT NULL,
+    query TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    elements INTEGER NOT NULL,
+    chunks INTEGER NOT NULL,
+    committed_ns INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, query, epoch)
+) WITHOUT ROWID;
+"""
 _SCHEMA = (
     """
 CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -198,6 +229,7 @@ CREATE TABLE commits (
     + _DURABLES
     + _DURABILITY
     + _MAPS_AND_QUEUES
+    + _STAGING
 )
 
 # SQLite primary result codes (the low byte of an extended code).
@@ -363,7 +395,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     ``topics.type_identity`` (empty: the identity is recorded by the next
     client that names one); 3 -> 4 adds the durables' tables (empty); 4 -> 5
     the durability service's empty ``durability_*`` tables; 5 -> 6 the (empty)
-    tables of maps and queues. On failure the file keeps its old version.
+    tables of maps and queues; 6 -> 7 the (empty) staging tables. On failure the
+    file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -387,6 +420,10 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
                             "CREATE INDEX", "CREATE INDEX IF NOT EXISTS"
                         )
                     )
+        if version < 7:
+            for statement in _STAGING.split(";"):
+                if statement.strip():
+                    db.execute(statement)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

@@ -104,6 +104,7 @@ from ._metrics import LogSnapshot, StoreMetrics, take_snapshot
 from ._queues import QUEUE_HANDLERS, QueueTable, serve_queues
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
+from ._staging import on_abort_staged, on_commit_staged, on_stage
 
 if TYPE_CHECKING:
     from dcps._network import NetworkConfig
@@ -1169,6 +1170,9 @@ class Store:
         **QUEUE_HANDLERS,
         **DURABLE_HANDLERS,
         **ADMIN_HANDLERS,
+        Op.STAGE: on_stage,
+        Op.COMMIT_STAGED: on_commit_staged,
+        Op.ABORT_STAGED: on_abort_staged,
     }
     # A store that does not coordinate groups (share index > 0).
     _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {

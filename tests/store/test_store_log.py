@@ -509,11 +509,12 @@ class TestFormatVersions:
         db = sqlite3.connect(path)
         try:
             assert db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone() == (
-                # migrated through 2 (batches), 3 (type identities), 4 (durables), 5 (durability)
+                # migrated through every version since 1 (batches, type identities, ...)
                 str(FORMAT_VERSION),
             )
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
             assert "elements" not in tables
+            assert {"staged", "staged_commits"} <= tables
         finally:
             db.close()
 
