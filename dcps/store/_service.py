@@ -693,9 +693,7 @@ class Store:
             if count:
                 self._push(call.request, (first, stamp))
         for topic in {c.request.topic for c in good}:
-            info = self.log.topic(topic)
-            if not info.retain_consumed and not self.log.groups(topic):
-                self.log.trim(topic)
+            self.log.trim_unconsumed(topic)
 
     def _publish_keyed(self, call: _Call[PublishRequest]) -> None:
         """A publish carrying an idempotence key: a repeated key is not appended again."""
@@ -712,9 +710,7 @@ class Store:
         self._reply(call, Published(first, len(placed), stamp, duplicate))
         if placed and not duplicate:
             self._push(r, placed[0])
-            info = self.log.topic(r.topic)
-            if not info.retain_consumed and not self.log.groups(r.topic):
-                self.log.trim(r.topic)
+            self.log.trim_unconsumed(r.topic)
 
     def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
         writer = self._batch_writers.get((r.topic, r.channel))
