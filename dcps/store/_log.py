@@ -65,7 +65,7 @@ from ._log_format import (
 from ._log_reader import LogReader, find_timestamp, read_run
 from ._log_records import ChannelState, Element, TopicInfo
 from ._log_reserve import DEFAULT_RESERVE_BYTES, SpaceReserve
-from ._log_segments import INLINE_MAX, SegmentFiles, crc_of
+from ._log_segments import INLINE_MAX, SEGMENT_BYTES, SegmentFiles, crc_of
 
 __all__ = [
     "DEFAULT_PARTITION_COUNT",
@@ -128,7 +128,8 @@ class ChannelLog:
     working on a full disk, where appends raise ``OutOfResourcesError``.
 
     Batch bodies of ``inline_max`` bytes or more are written to segment
-    files (``<path>-segments/``) instead of their SQLite row.
+    files (``<path>-segments/``, rolled at ``segment_bytes``) instead of
+    their SQLite row.
     """
 
     def __init__(
@@ -140,12 +141,13 @@ class ChannelLog:
         verify: bool = True,
         reserve_bytes: int = DEFAULT_RESERVE_BYTES,
         inline_max: int = INLINE_MAX,
+        segment_bytes: int = SEGMENT_BYTES,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
         self._inline_max = inline_max
         self._full_sync = SyncMode(sync) is SyncMode.FULL
-        self._segments = SegmentFiles(self.path)
+        self._segments = SegmentFiles(self.path, roll_bytes=segment_bytes)
         self._released: list[tuple[int, int]] = []  # segments to delete after the commit
         self._grouped: dict[int, int] = {}  # topic id -> number of groups
         self._unconsumed: dict[int, tuple[float, int]] = {}  # tid -> (last trim, bytes since)
