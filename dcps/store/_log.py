@@ -91,6 +91,8 @@ DEFAULT_PARTITION_COUNT = 257
 _UNCONSUMED_TRIM_INTERVAL = 0.05
 #: ... or once this many bytes were appended to it since its last release.
 _UNCONSUMED_TRIM_BYTES = 16 << 20
+#: A released segment file is deleted at the first commit this many seconds later.
+_SEGMENT_GRACE = 2.0
 
 
 def default_channel_count(partition_count: int = DEFAULT_PARTITION_COUNT) -> int:
@@ -147,8 +149,9 @@ class ChannelLog:
         self._clock = clock
         self._inline_max = inline_max
         self._full_sync = SyncMode(sync) is SyncMode.FULL
-        self._segments = SegmentFiles(self.path, roll_bytes=segment_bytes)
+        self._segments = SegmentFiles(self.path, roll_bytes=segment_bytes, durable=self._full_sync)
         self._released: list[tuple[int, int]] = []  # segments to delete after the commit
+        self._doomed: list[tuple[float, int, int]] = []  # (released at, tid, seq), committed
         self._grouped: dict[int, int] = {}  # topic id -> number of groups
         self._unconsumed: dict[int, tuple[float, int]] = {}  # tid -> (last trim, bytes since)
         self._db: sqlite3.Connection | None = None
@@ -391,7 +394,7 @@ class ChannelLog:
                 ):
                     continue
                 raise error from exc
-            if self._released:
+            if self._released or self._doomed:
                 self._delete_released()
             if not self._reserve.held:
                 self._checkpoint()
@@ -399,11 +402,22 @@ class ChannelLog:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _delete_released(self) -> None:
-        """Delete the segment files the committed transaction stopped referring to."""
-        by_topic: dict[int, list[int]] = {}
-        for tid, seq in self._released:
-            by_topic.setdefault(tid, []).append(seq)
+        """Delete segment files no committed row has referred to for ``_SEGMENT_GRACE`` s.
+
+        The grace lets a reader whose snapshot began before the release (a
+        fetch thread, Spark) still read them; a file left behind by a crash or
+        a close is deleted by the next open.
+        """
+        now = time.monotonic()
+        self._doomed += [(now, tid, seq) for tid, seq in self._released]
         self._released.clear()
+        due = [d for d in self._doomed if now - d[0] >= _SEGMENT_GRACE]
+        if not due:
+            return
+        self._doomed = [d for d in self._doomed if now - d[0] < _SEGMENT_GRACE]
+        by_topic: dict[int, list[int]] = {}
+        for _, tid, seq in due:
+            by_topic.setdefault(tid, []).append(seq)
         for tid, seqs in by_topic.items():
             try:
                 self._segments.delete(tid, seqs)
@@ -843,6 +857,7 @@ class ChannelLog:
                     is None
                 ):
                     self._released.append((tid, int(seq)))
+                    self._segments.retire(tid, int(seq))
             deleted += floor + 1 - st[0]
             db.execute(
                 "UPDATE channels SET head = ? WHERE topic_id = ? AND channel = ?",

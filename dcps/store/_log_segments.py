@@ -60,12 +60,17 @@ class SegmentFiles:
     """The segment files of one store file: appends (the store's thread) and reads (any).
 
     Reads open each file once and ``pread`` from it (thread-safe); appends go to
-    one open file per topic. :meth:`close` closes every file.
+    one open file per topic. With ``durable``, :meth:`sync` makes every append
+    since the last call durable (a segment rolled meanwhile is synced as it is
+    closed); without, nothing is ever synced. :meth:`close` closes every file.
     """
 
-    def __init__(self, store_file: Path, *, roll_bytes: int = SEGMENT_BYTES) -> None:
+    def __init__(
+        self, store_file: Path, *, roll_bytes: int = SEGMENT_BYTES, durable: bool = False
+    ) -> None:
         self.root = segment_dir(store_file)
         self.roll_bytes = roll_bytes
+        self.durable = durable
         self._writing: dict[int, tuple[int, int, int]] = {}  # tid -> (seq, fd, size)
         self._dirty: set[int] = set()  # fds written since the last sync
         self._new_dirs: set[Path] = set()
@@ -110,7 +115,8 @@ class SegmentFiles:
                 os.ftruncate(fd, size)  # leave no half body behind
             raise
         self._writing[tid] = (seq, fd, size + done)
-        self._dirty.add(fd)
+        if self.durable:
+            self._dirty.add(fd)
         return seq, size
 
     def sync(self) -> None:
@@ -119,6 +125,8 @@ class SegmentFiles:
             os.fdatasync(fd)
         self._dirty.clear()
         for directory in sorted(self._new_dirs, key=lambda p: -len(p.parts)):
+            if not self.durable:
+                continue
             with contextlib.suppress(FileNotFoundError):
                 dfd = os.open(directory, os.O_RDONLY)
                 try:
@@ -134,8 +142,19 @@ class SegmentFiles:
     def _close_writer(self, tid: int) -> None:
         current = self._writing.pop(tid, None)
         if current is not None:
-            self._dirty.discard(current[1])
-            os.close(current[1])
+            fd = current[1]
+            try:
+                if fd in self._dirty:  # rolled inside a transaction: its bytes must be synced
+                    self._dirty.discard(fd)
+                    os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+    def retire(self, tid: int, seq: int) -> None:
+        """No more appends to segment ``seq`` of topic ``tid`` (its rows are being released)."""
+        current = self._writing.get(tid)
+        if current is not None and current[0] == seq:
+            self._close_writer(tid)
 
     def delete(self, tid: int, seqs: Iterable[int]) -> None:
         """Delete segments of topic ``tid`` no row refers to any more."""

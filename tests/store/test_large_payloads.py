@@ -22,6 +22,7 @@ from dcps.channels import (
     Position,
 )
 from dcps.store import Store
+from dcps.store import _log as log_module
 from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog, LogReader, SyncMode
 from dcps.store._log_segments import segment_dir
 from tests.support.line_peer import LinePeer as Peer
@@ -53,6 +54,12 @@ def rows(path: Path, sql: str) -> list[Any]:
         return db.execute(sql).fetchall()
     finally:
         db.close()
+
+
+@pytest.fixture
+def no_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Released segments are deleted at the next commit (not 2 s later)."""
+    monkeypatch.setattr(log_module, "_SEGMENT_GRACE", 0.0)
 
 
 class TestSegmentLayout:
@@ -90,7 +97,7 @@ class TestSegmentLayout:
         assert segment_files(path) == []
         assert rows(path, "SELECT count(*), min(segment) FROM batches") == [(1, None)]
 
-    def test_released_segments_are_deleted_whole(self, tmp_path: Path) -> None:
+    def test_released_segments_are_deleted_whole(self, tmp_path: Path, no_grace: None) -> None:
         """A segment is deleted once retention released every batch in it, not before."""
         path = tmp_path / STORE_FILE
         with ChannelLog(path, segment_bytes=2 * MIB) as log:
@@ -105,7 +112,24 @@ class TestSegmentLayout:
             log.commit("t", "g", 0, 5)
             assert segment_files(path) == []
 
-    def test_anonymous_only_topic_releases_its_segments(self, tmp_path: Path) -> None:
+    def test_released_segments_outlive_readers_snapshots(self, tmp_path: Path) -> None:
+        """A released segment file stays for a grace period (a reader whose snapshot began
+        before the release may still read it); appends never go to a released segment."""
+        path = tmp_path / STORE_FILE
+        with ChannelLog(path) as log, LogReader(path) as reader:
+            log.ensure_topic("t", 1)
+            log.create_group("t", "g")
+            log.append("t", 0, [body(0)])
+            log.commit("t", "g", 0, 0)
+            (kept,) = segment_files(path)
+            log.append("t", 0, [body(1)])
+            assert len(segment_files(path)) == 2  # a new segment: the released one is retired
+            assert kept.exists()
+            assert reader.read_range("t", 0, 1, 2).payloads() == [body(1)]
+
+    def test_anonymous_only_topic_releases_its_segments(
+        self, tmp_path: Path, no_grace: None
+    ) -> None:
         """A topic without groups nor retention keeps nothing once released after a publish."""
         path = tmp_path / STORE_FILE
         with ChannelLog(path) as log:
