@@ -833,9 +833,7 @@ class Store:
                 self._push(call.request, (first, stamp))
                 self._tell_durables(call.request, first, stamp)
         for topic in {c.request.topic for c in good}:
-            info = self.log.topic(topic)
-            if not info.retain_consumed and not self.log.groups(topic):
-                self.log.trim(topic)
+            self.log.trim_unconsumed(topic)
 
     def _publish_keyed(self, call: _Call[PublishRequest]) -> None:
         """A publish carrying an idempotence key: a repeated key is not appended again."""
@@ -857,9 +855,7 @@ class Store:
         if placed and not duplicate:
             self._push(r, placed[0])
             self._tell_durables(r, *placed[0])
-            info = self.log.topic(r.topic)
-            if not info.retain_consumed and not self.log.groups(r.topic):
-                self.log.trim(r.topic)
+            self.log.trim_unconsumed(r.topic)
 
     def _tell_durables(self, r: PublishRequest, first: int, stamp: int) -> None:
         """Let the durables see a batch (last-value durables keep its last element)."""
