@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from dcps.wire._batches import PackedPayloads
+from dcps.wire._batches import ELEMENT_STEP_NS, PackedPayloads
 from dcps.wire._requests import PublishRequest
 from dcps.wire._staging import (
     AbortStagedRequest,
@@ -56,7 +56,7 @@ from dcps.wire._staging import (
 from idl._errors import PreconditionNotMetError, UnsupportedError
 
 from ._log import ChannelLog
-from ._log_format import sql_error
+from ._log_format import first_stamp, sql_error
 
 if TYPE_CHECKING:
     from ._service import Store, _Call
@@ -192,17 +192,18 @@ class StagingLog:
                 continue
             _, state = log._state(topic, channel)
             st = touched.setdefault(channel, list(state))
-            ts = max(now, st[2])
+            ts = first_stamp(now, st[2])  # one timestamp per element, as the log's appends
             placed.append(CommittedChunk(channel, st[1], count, ts))
             copies.append((st[1], ts, rowid))
             st[1] += count
-            st[2] = ts
+            st[2] = ts + (count - 1) * ELEMENT_STEP_NS
         elements = sum(c.count for c in placed)
 
         def apply() -> None:
             db.executemany(
-                "INSERT INTO batches SELECT topic_id, channel, ?, count, ?, sizes, data"
-                " FROM staged WHERE rowid = ?",
+                # bodies stay inline (segment NULL): the log reads both forms
+                "INSERT INTO batches (topic_id, channel, first_offset, count, ts, sizes, data)"
+                " SELECT topic_id, channel, ?, count, ?, sizes, data FROM staged WHERE rowid = ?",
                 copies,
             )
             db.executemany(

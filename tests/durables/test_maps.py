@@ -569,6 +569,9 @@ class TestFormat:
         db = sqlite3.connect(path)
         for table in ("maps", "map_entries", "map_changes", "queues", "queue_elements"):
             db.execute(f"DROP TABLE {table}")
+        db.execute("DROP INDEX batches_segment")  # segment bodies came in format 8
+        for column in ("segment", "pos", "crc"):
+            db.execute(f"ALTER TABLE batches DROP COLUMN {column}")
         db.execute("UPDATE dcps_format SET value = '5' WHERE key = 'version'")
         db.commit()
         db.close()
