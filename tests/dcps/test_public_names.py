@@ -144,6 +144,8 @@ PUBLIC: dict[str, list[str]] = {
         "ImmutablePolicyError",
         "IncompatibleQosError",
         "InconsistentPolicyError",
+        "InvalidDestinationError",
+        "InvalidSelectorError",
         "InconsistentTopicStatus",
         "InstanceState",
         "Listener",
@@ -181,6 +183,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "dcps.sql": [
         "ContentFilter",
+        "MessageSelector",
         "QueryExpression",
     ],
     "dcps.channels": [
@@ -207,6 +210,18 @@ PUBLIC: dict[str, list[str]] = {
         "Start",
         "durable_info",
         "unsubscribe",
+    ],
+    "dcps.jms": [
+        "AcknowledgeMode",
+        "Connection",
+        "InvalidDestinationError",
+        "InvalidSelectorError",
+        "Message",
+        "TemporaryTopic",
+        "Topic",
+        "TopicPublisher",
+        "TopicSession",
+        "TopicSubscriber",
     ],
     "dcps.store": [
         "Share",
