@@ -11,7 +11,8 @@ and docs) under the public package that exports it: ``dcps.BadParameterError``,
     │   ├── IdlError               a topic type or sample that does not fit its type
     │   │   └── IdlSyntaxError     a malformed IDL file (file, line, column)
     │   ├── FilterSyntaxError      a malformed filter/query expression (position)
-    │   │   └── InvalidSelectorError   a malformed JMS message selector (JMS InvalidSelectorException)
+    │   │   └── InvalidSelectorError   a malformed JMS message selector (JMS
+    │   │                              InvalidSelectorException)
     │   └── InvalidDestinationError    an unknown or unusable topic/subscription (JMS
     │                                  InvalidDestinationException)
     ├── PreconditionNotMetError (RuntimeError)

@@ -243,12 +243,23 @@ class TopicSession:
                 self._subscribers.remove(sub)
         self.connection._consumer_closed(sub)
 
-    def _settle(self, action: Callable[[TopicSubscriber[Any], list[Any]], None]) -> None:
+    def _settle(
+        self,
+        action: Callable[[TopicSubscriber[Any], list[Any]], None],
+        *,
+        unreceived: bool = False,
+    ) -> None:
         with self._lock:
             pending, self._pending = self._pending, []
+            subs = list(self._subscribers)
         by_sub: dict[int, tuple[TopicSubscriber[Any], list[Any]]] = {}
         for sub, element in pending:
             by_sub.setdefault(id(sub), (sub, []))[1].append(element)
+        if unreceived:  # recover/rollback: what was fetched but not received goes back too
+            for sub in subs:
+                taken = sub._unreceived()
+                if taken:
+                    by_sub.setdefault(id(sub), (sub, []))[1].extend(taken)
         errors: list[DcpsError] = []
         for sub, elements in by_sub.values():
             try:
@@ -275,7 +286,7 @@ class TopicSession:
         self._check_open()
         if self.transacted:
             raise IllegalOperationError("recover is for non-transacted sessions: use rollback")
-        self._settle(lambda sub, elements: sub._durable.rollback(elements))
+        self._settle(lambda sub, elements: sub._durable.rollback(elements), unreceived=True)
 
     def _hold(self, pub: ChannelPublisher[Any], envelope: Any, mid: str, fut: Future[str]) -> None:
         with self._lock:
@@ -313,7 +324,7 @@ class TopicSession:
             held, self._held = self._held, []
         for *_, fut in held:
             fut.cancel()
-        self._settle(lambda sub, elements: sub._durable.rollback(elements))
+        self._settle(lambda sub, elements: sub._durable.rollback(elements), unreceived=True)
 
     # -- closing -------------------------------------------------------------------------
 

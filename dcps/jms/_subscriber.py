@@ -200,6 +200,15 @@ class TopicSubscriber(Generic[T]):
         """The next message if one is there now, else None (JMS ``receiveNoWait``)."""
         return self.receive(timeout=0.0)
 
+    def _unreceived(self) -> list[DurableElement[Any]]:
+        """Take back what the durable subscriber fetched but ``receive`` has not returned
+        (recover and rollback redeliver from the oldest unacknowledged message)."""
+        durable = self._durable
+        with durable._lock:  # the subscriber's own buffer: same project, one lock
+            taken = list(durable._buffer)
+            durable._buffer.clear()
+        return taken
+
     def _settled(self) -> None:
         """The session acknowledged or recovered this subscriber's messages."""
         if self._closing:
