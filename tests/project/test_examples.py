@@ -139,3 +139,18 @@ class TestDurableExamples:
         out = run_example("examples.durable_last_value", "--domain", str(domain_id))
         assert "late subscriber starts at INIT 102" in out
         assert "then gets the update INIT 103" in out
+
+
+class TestJmsExample:
+    def test_price_feed_resumes_after_sigkill(self, domain_id: int) -> None:
+        """The killed watcher's held quotes come again, then the new ones; the selector holds."""
+        out = run_example("examples.price_feed", "--domain", str(domain_id))
+        assert "watcher acknowledged" in out
+        resumed = [line for line in out.splitlines() if line.startswith("resumed:")]
+        assert resumed == [
+            "resumed: quote 8 at 130 (redelivered)",
+            "resumed: quote 10 at 140 (redelivered)",
+            "resumed: quote 12 at 150",
+            "resumed: quote 14 at 160",
+        ]
+        assert out.rstrip().endswith("done")
