@@ -9,8 +9,9 @@ client-acknowledgement mode, acknowledges the first two quotes it gets and
 is then killed with SIGKILL while holding the others. The feed publishes
 more quotes; a new connection with the same client id resumes the
 subscription: the quotes the watcher held come again (redelivered), then
-those published while nobody was connected, and never a quote the
-selector rejects.
+those published while nobody was connected (one may also show as
+redelivered: it reached the dead watcher before the store noticed its
+death), and never a quote the selector rejects.
 """
 
 from __future__ import annotations
