@@ -540,19 +540,24 @@ class DurableSubscriber(Generic[T]):
 
     def _deliver(self, d: DurableDelivery) -> None:
         values = self._decode(d.data, list(d.sizes))
-        elements = [
-            DurableElement(v, c, o, ts, n, self.topic.name, self)
-            for v, c, o, ts, n in zip(
-                values, d.channels, d.offsets, d.stamps, d.redeliveries, strict=True
-            )
-        ]
+        rows = zip(values, d.channels, d.offsets, d.stamps, d.redeliveries, strict=True)
         keep = self._keep
         if keep is not None and self.kind.acknowledged:
-            unseen = [e for e in elements if not keep.matches(e.value)]
+            # the filter runs on the values first: no element is made for what it drops
+            kept = keep.matches_many(values) if hasattr(keep, "matches_many") else None
+            flags = kept if kept is not None else [keep.matches(v) for v in values]
+            unseen = [(c, o) for f, c, o in zip(flags, d.channels, d.offsets, strict=True) if not f]
+            rows = (r for f, r in zip(flags, rows, strict=True) if f)  # type: ignore[assignment]
             if unseen:
-                elements = [e for e in elements if keep.matches(e.value)]
                 self.filtered += len(unseen)
-                self._settle(DurableAckRequest, [(e.channel, e.offset) for e in unseen])
+                if self.ack_timing is AckTiming.ASYNC:  # sent with the next batch of acks
+                    with self._lock:
+                        self._pending_acks.extend(unseen)
+                else:
+                    self._settle(DurableAckRequest, unseen)
+        elements = [
+            DurableElement(v, c, o, ts, n, self.topic.name, self) for v, c, o, ts, n in rows
+        ]
         with self._lock:
             if self.kind.acknowledged:
                 for e in elements:

@@ -85,6 +85,11 @@ class _Keep:
         if " no_local=" in head:
             kind, _, origin = head.partition(" no_local=")[2].partition(":")
             attr = "client_id" if kind == "client" else "connection_id"
+        self.matches_many: Callable[[list[Any]], list[bool]] | None = None
+        if match is not None and not attr:
+            self.matches_many = compile_selector(
+                selector, body_type, root="s.body", headers=SELECTOR_HEADERS
+            ).match_many
         if match is not None and attr:
             self.matches: Callable[[Any], bool] = lambda s: getattr(s, attr) != origin and match(s)
         elif attr:
