@@ -22,6 +22,7 @@ from dcps._cyclone.binding import entity_ref, install_listener
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
+from dcps._history import DurableCache, HistoryFetch, durability_namespace
 from dcps._listener import Listener, build_cyclone_listener, overrides
 from dcps._participant import DomainParticipant
 from dcps._publisher import Subscriber
@@ -35,15 +36,19 @@ from dcps._sample import (
     state_mask,
 )
 from dcps._subscription_keys import KeyedCache
-from dcps._timeout import Timeout, timeout_ns
+from dcps._timeout import Timeout, timeout_ns, timeout_seconds
 from dcps._topic import ContentFilteredTopic, Topic
 from dcps._wait import wait_until
 from dcps._watched import WatchedReader
+from dcps.wire._durability import StoredSample
 from idl._errors import AlreadyClosedError, BadParameterError, DcpsTimeoutError
 from idl._public import show_as
 from idl._struct import decoder
 
 T = TypeVar("T")
+
+#: Durability kinds whose history a durability service keeps (see dcps/_history.py).
+_SERVICED = (q.DurabilityKind.TRANSIENT, q.DurabilityKind.PERSISTENT)
 
 #: ``max_samples`` meaning "everything available": the DDS value, the one ``qos`` uses.
 LENGTH_UNLIMITED = q.LENGTH_UNLIMITED
@@ -171,12 +176,18 @@ class DataReader(WatchedReader, Generic[T]):
         self._wakeup_lock = threading.Lock()
         self._autopurge = AutoPurge(checked_qos[q.ReaderDataLifecycle])
         self._buffer = ReaderBuffer()
-        # With SubscriptionKeys, dcps keeps the instances (Cyclone has no such policy).
+        # With SubscriptionKeys, dcps keeps the instances (Cyclone has no such policy);
+        # TRANSIENT/PERSISTENT readers too: they merge a durability service's history.
+        self._durable = checked_qos[q.Durability].kind in _SERVICED
         self._keyed: KeyedCache[T] | None = (
-            KeyedCache(topic.data_type, checked_qos)
+            DurableCache(topic.data_type, checked_qos)
+            if self._durable
+            else KeyedCache(topic.data_type, checked_qos)
             if checked_qos[q.SubscriptionKeys].use_key_list
             else None
         )
+        self._history: HistoryFetch | None = None
+        self._guids: dict[int, bytes] = {}
         # A keyed reader with its own bounds (KEEP_LAST, resource limits) moves
         # samples out of Cyclone (KEEP_ALL, unlimited) as they arrive, every
         # _EAGER_DRAIN of them, so what Cyclone holds between reads stays small
@@ -202,6 +213,54 @@ class DataReader(WatchedReader, Generic[T]):
                 self._own_subscriber.close()
             raise
         self._adopted()
+        if self._durable:
+            related = topic.related_topic if isinstance(topic, ContentFilteredTopic) else topic
+            self._history = HistoryFetch(
+                participant.domain_id,
+                participant.network,
+                related.name,
+                subscriber.partitions,
+                self._file_history,
+                self._history_done,
+            )
+
+    # -- TRANSIENT/PERSISTENT history (dcps/_history.py) ---------------------------
+    def _guid(self, handle: int) -> bytes:
+        """The GUID of matched writer ``handle`` (cached: handles are not reused)."""
+        found = self._guids.get(handle)
+        if found is None:
+            data = self._cyclone.get_matched_publication_data(handle)
+            found = data.key.bytes if data is not None else handle.to_bytes(16, "big")
+            self._guids[handle] = found
+        return found
+
+    def _live_writers(self) -> set[bytes]:
+        """The GUIDs of the writers matched now."""
+        return {self._guid(h) for h in self._cyclone.get_matched_publications()}
+
+    def _file_history(self, samples: list[StoredSample]) -> None:
+        """File a page of stored history (the history client's thread)."""
+        keyed = self._keyed
+        assert isinstance(keyed, DurableCache)
+        with self._lock:
+            if self.closed:
+                return
+            live = self._live_writers()
+        with keyed.lock:
+            added = keyed.file_history(samples, self._decode, live)
+            if added:
+                self._data_available = True
+                self._refresh_conditions()
+        if added:
+            self._wake()
+
+    def _history_done(self) -> None:
+        """History is filed (or no service answered): live samples may flow now."""
+        with self._lock:
+            if self.closed:
+                return
+        self._drain()
+        self._wake()
 
     def _create_cyclone(self, cyclone_subscriber: Any) -> Any:
         cyclone_qos = self._qos
@@ -298,6 +357,8 @@ class DataReader(WatchedReader, Generic[T]):
         keyed = self._keyed
         assert keyed is not None
         deserialize = self._decode
+        if self._history is not None and not self._history.done.is_set():
+            return  # live samples wait in Cyclone until the stored history is filed
         with keyed.lock:
             if self.closed:
                 return
@@ -309,6 +370,13 @@ class DataReader(WatchedReader, Generic[T]):
                     if self.closed:  # deleted under a listener callback
                         return
                     raise error_for(raw, f"take on {self._describe()}")
+                if isinstance(keyed, DurableCache):
+                    added |= keyed.file_live(raw, deserialize, self._guid, STATUSINFO_DISPOSE)
+                    if len(raw) < _DRAIN_CHUNK:
+                        if keyed.history_writers:
+                            added |= keyed.writers_gone(self._live_writers())
+                        break
+                    continue
                 batch = [
                     (deserialize(data), row[4], row[6], bool(status & STATUSINFO_DISPOSE))
                     for data, row, status in raw
@@ -352,6 +420,8 @@ class DataReader(WatchedReader, Generic[T]):
                     refresh()
 
     def _on_close(self) -> None:
+        if self._history is not None:
+            self._history.close()
         self._wake()
         if self._own_subscriber is not None:
             self._leave_parent()  # our implicit subscriber closes after we are gone
@@ -564,8 +634,21 @@ class DataReader(WatchedReader, Generic[T]):
 
     # -- waiting -------------------------------------------------------------
     def wait_for_historical_data(self, timeout: Timeout | None = 10.0) -> None:
-        """Block until transient-local history from matched writers has arrived."""
+        """Block until historical data has arrived: the history of matched TRANSIENT_LOCAL
+        (and stronger) writers and, for a TRANSIENT/PERSISTENT reader, what the
+        durability services keep. :class:`DcpsTimeoutError` if it did not arrive within
+        ``timeout`` (for a TRANSIENT/PERSISTENT reader: also when no durability service
+        answered)."""
         self._check_open()
+        history = self._history
+        if history is not None:
+            seconds = timeout_seconds(timeout)
+            if not history.done.wait(seconds) or not history.served:
+                raise DcpsTimeoutError(
+                    f"{self._describe()}: no durability service (namespace "
+                    f"{durability_namespace()!r}) served the history of "
+                    f"{history.topic!r} within {timeout}"
+                )
         with cyclone_call("wait for historical data"):
             ok = self._cyclone.wait_for_historical_data(timeout_ns(timeout))
         if not ok:

@@ -75,8 +75,9 @@ def check_key_list(data_type: type, key_list: Iterable[str]) -> Callable[[Any], 
 
 class _Entry(list[Any], Generic[T]):
     """One filed sample: ``[data, timestamp, publication_handle, disposed_generation_count,
-    read]``. A list, so that filing (once per arriving sample) builds it in C; only
-    ``read`` ever changes. Compared by identity where it matters (``id``)."""
+    read, no_writers_generation_count]``. A list, so that filing (once per arriving
+    sample) builds it in C; only ``read`` ever changes. Compared by identity where it
+    matters (``id``)."""
 
     __slots__ = ()
 
@@ -94,6 +95,8 @@ class _Entry(list[Any], Generic[T]):
         def read(self) -> bool: ...
         @read.setter
         def read(self, value: bool) -> None: ...
+        @property
+        def no_writers_generation_count(self) -> int: ...
 
     else:
         data = property(operator.itemgetter(0))
@@ -101,6 +104,7 @@ class _Entry(list[Any], Generic[T]):
         publication_handle = property(operator.itemgetter(2))
         disposed_generation_count = property(operator.itemgetter(3))
         read = property(operator.itemgetter(4), lambda self, value: self.__setitem__(4, value))
+        no_writers_generation_count = property(operator.itemgetter(5))
 
 
 @attrs.define
@@ -111,6 +115,7 @@ class _Instance(Generic[T]):
     new: bool = True
     state: InstanceState = InstanceState.ALIVE
     disposed_generation_count: int = 0
+    no_writers_generation_count: int = 0
     entries: list[_Entry[T]] = attrs.field(factory=list)
 
 
@@ -126,8 +131,18 @@ _NOT_NEW = int(ViewState.NOT_NEW)
 class KeyedCache(Generic[T]):
     """A reader's samples, grouped into instances by the reader's own key list."""
 
-    def __init__(self, data_type: type[T], reader_qos: q.DataReaderQos) -> None:
-        self._key_of = check_key_list(data_type, reader_qos[q.SubscriptionKeys].key_list)
+    def __init__(
+        self,
+        data_type: type[T],
+        reader_qos: q.DataReaderQos,
+        key_of: Callable[[Any], Any] | None = None,
+    ) -> None:
+        # key_of: how a sample's instance key is found (default: the SubscriptionKeys list)
+        self._key_of = (
+            key_of
+            if key_of is not None
+            else check_key_list(data_type, reader_qos[q.SubscriptionKeys].key_list)
+        )
         history = reader_qos[q.History]
         limits = reader_qos[q.ResourceLimits]
         self._depth = history.depth if history.kind is q.HistoryKind.KEEP_LAST else None
@@ -173,7 +188,16 @@ class KeyedCache(Generic[T]):
                     # the common case, inline: a live instance, nothing to check
                     generation = instance.disposed_generation_count
                     instance.entries.append(
-                        _Entry((data, timestamp, publication, generation, False))
+                        _Entry(
+                            (
+                                data,
+                                timestamp,
+                                publication,
+                                generation,
+                                False,
+                                instance.no_writers_generation_count,
+                            )
+                        )
                     )
                     instance.key_sample = data
                     self._count += 1
@@ -203,6 +227,10 @@ class KeyedCache(Generic[T]):
             instance.state = InstanceState.ALIVE  # reborn: a new generation, NEW again
             instance.disposed_generation_count += 1
             instance.new = True
+        elif instance.state is InstanceState.NOT_ALIVE_NO_WRITERS:
+            instance.state = InstanceState.ALIVE  # a writer again: the next generation
+            instance.no_writers_generation_count += 1
+            instance.new = True
         entries = instance.entries
         if self._depth is not None and len(entries) >= self._depth:
             self._drop_oldest(instance)
@@ -218,7 +246,18 @@ class KeyedCache(Generic[T]):
                 self._reject(reason, instance.handle if entries else 0)
                 return False
         generation = instance.disposed_generation_count
-        entries.append(_Entry((data, timestamp, publication, generation, False)))
+        entries.append(
+            _Entry(
+                (
+                    data,
+                    timestamp,
+                    publication,
+                    generation,
+                    False,
+                    instance.no_writers_generation_count,
+                )
+            )
+        )
         self._count += 1
         instance.key_sample = data
         if disposes:
@@ -325,14 +364,17 @@ class KeyedCache(Generic[T]):
         view = ViewState.NEW if instance.new else ViewState.NOT_NEW
         state = instance.state
         handle = instance.handle
-        latest = chosen[-1].disposed_generation_count
-        now = instance.disposed_generation_count
+        last = chosen[-1]
+        latest = last.disposed_generation_count + last.no_writers_generation_count
+        now = instance.disposed_generation_count + instance.no_writers_generation_count
         rank = len(chosen)
         read, not_read = SampleState.READ, SampleState.NOT_READ
         append, new = out.append, tuple.__new__  # Sample and SampleInfo are tuples
         for e in chosen:
             rank -= 1
-            generation = e.disposed_generation_count
+            disposed = e.disposed_generation_count
+            no_writers = e.no_writers_generation_count
+            generation = disposed + no_writers
             info = (
                 read if e.read else not_read,
                 view,
@@ -341,8 +383,8 @@ class KeyedCache(Generic[T]):
                 e.timestamp,
                 handle,
                 e.publication_handle,
-                generation,
-                0,
+                disposed,
+                no_writers,
                 rank,
                 latest - generation,
                 now - generation,

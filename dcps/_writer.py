@@ -1,4 +1,13 @@
-"""DataWriter: writes typed samples and manages the instances it publishes."""
+"""DataWriter: writes typed samples and manages the instances it publishes.
+
+Lifecycle (DDS 1.4, 2.2.2.4.2.x): a writer announces
+``autodispose_unregistered_instances=False`` to Cyclone whatever its QoS says,
+and disposes explicitly when the QoS has it on. Cyclone's readers apply the
+announced flag when a writer is lost (process killed, liveliness lost), so a
+dcps writer that dies leaves its instances NOT_ALIVE_NO_WRITERS, as DDS says,
+while ``unregister_instance``, ``close()`` and leaving a ``with`` block dispose
+(NOT_ALIVE_DISPOSED) when autodispose is on. See :mod:`dcps._live_instances`.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +23,13 @@ from dcps import _status as st
 from dcps._cyclone.binding import entity_ref, install_listener, uses_xcdr2
 from dcps._cyclone.calls import assert_liveliness, instance_key, wait_for_acks
 from dcps._cyclone.calls import write as c_write
-from dcps._cyclone.qos_bridge import resolve_qos
+from dcps._cyclone.qos_bridge import apply_qos, resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
 from dcps._cyclone.timing import timestamp_ns
 from dcps._entity import EntityState
+from dcps._history import wait_for_durability_service
 from dcps._listener import Listener, build_cyclone_listener
+from dcps._live_instances import LiveInstances
 from dcps._participant import DomainParticipant
 from dcps._publisher import Publisher
 from dcps._timeout import Timeout, timeout_ns
@@ -37,11 +48,33 @@ from idl._struct import encoder
 T = TypeVar("T")
 
 
+def _announced(value: q.DataWriterQos) -> q.DataWriterQos:
+    """The QoS Cyclone gets for a writer: autodispose always off (dcps disposes itself)."""
+    lifecycle = value[q.WriterDataLifecycle]
+    if not lifecycle.autodispose_unregistered_instances:
+        return value
+    return value.with_(q.WriterDataLifecycle(autodispose_unregistered_instances=False))
+
+
+def _autodisposes(value: q.DataWriterQos) -> bool:
+    return value[q.WriterDataLifecycle].autodispose_unregistered_instances
+
+
 class DataWriter(Watched, Generic[T]):
     """Publishes samples of one topic.
 
     Created on a :class:`Publisher` (whose partitions it uses) or directly on a
     :class:`DomainParticipant` (it then gets a publisher of its own).
+
+    Instance lifecycle, with the default ``WriterDataLifecycle`` (autodispose on):
+    :meth:`dispose`, :meth:`unregister_instance`, :meth:`close` and leaving a
+    ``with`` block make the writer's instances NOT_ALIVE_DISPOSED at every reader;
+    a writer that dies (its process killed) or loses its liveliness leaves them
+    NOT_ALIVE_NO_WRITERS. With autodispose off, only :meth:`dispose` and
+    :meth:`write_dispose` dispose. To do this, dcps announces autodispose off to
+    DDS (a remote reader's view of this writer's QoS shows it off) and disposes
+    the instances it has written itself, so the writer remembers the key of each
+    instance it wrote until that instance is disposed or unregistered.
     """
 
     _qos: q.DataWriterQos
@@ -90,13 +123,21 @@ class DataWriter(Watched, Generic[T]):
                 self._own_publisher.close()
             raise
         self._encode = encoder(self._type, uses_xcdr2(self._cyclone))
+        self._instances = LiveInstances(self._type)
+        self._key_of = self._instances.key_of
+        # The instances to dispose on close; None while autodispose is off (nothing to track).
+        self._live: dict[Any, Any] | None = (
+            self._instances.alive if _autodisposes(checked_qos) else None
+        )
         self._adopted()
+        if checked_qos[q.Durability].kind.value >= q.DurabilityKind.TRANSIENT.value:
+            wait_for_durability_service(self._cyclone)  # see dcps/_history.py
 
     def _create_cyclone(self, cyclone_publisher: Any) -> Any:
         return CycloneWriter(
             cyclone_publisher,
             self._topic.handle,
-            qos=q.to_cyclone(self._qos),
+            qos=q.to_cyclone(_announced(self._qos)),
             listener=build_cyclone_listener(self, self._listener),
         )
 
@@ -108,21 +149,45 @@ class DataWriter(Watched, Generic[T]):
         self._ref = entity_ref(new)
         self._encode = encoder(self._type, uses_xcdr2(self._cyclone))
         self._rebind_children(new)  # the conditions
-        # Leaving a partition must not dispose instances for the readers left behind.
-        keep = self._qos.with_(q.WriterDataLifecycle(autodispose_unregistered_instances=False))
-        with contextlib.suppress(Exception):  # best effort: the old writer goes either way
-            old.set_qos(q.to_cyclone(keep))
+        # Leaving a partition must not dispose instances for the readers left behind
+        # (the old writer announced autodispose off: they see NO_WRITERS), and the
+        # readers of the new partitions never saw them: nothing to dispose there.
+        self._instances.clear()
         old.__del__()
 
     def _describe(self) -> str:
         return f"DataWriter({self._topic.name!r})"
 
     def _on_close(self) -> None:
+        if self._live is not None:
+            self._dispose_alive()
         if self._own_publisher is not None:
             # Our implicit publisher is our parent; close it after we are gone.
             self._leave_parent()
             self._cyclone.__del__()
             self._own_publisher.close()
+
+    def _dispose_alive(self) -> None:
+        """Dispose every instance this writer made alive (closing with autodispose on)."""
+        for holder in self._instances.drain():
+            # Best effort, instance by instance: close() goes on whatever one dispose does
+            # (a reliable writer whose readers stopped acknowledging may time out).
+            with contextlib.suppress(Exception):
+                self._cyclone.dispose(holder)
+
+    def set_qos(self, qos: q.DataWriterQos) -> None:
+        """Change this writer's QoS: only changeable policies may differ from the current ones.
+
+        Turning autodispose on makes :meth:`close` dispose the instances written from
+        then on (those written while it was off are left NOT_ALIVE_NO_WRITERS).
+        """
+        self._check_open()
+        self._qos = apply_qos(self._describe(), self._cyclone, self._qos, qos, announce=_announced)
+        if not _autodisposes(self._qos):
+            self._live = None
+            self._instances.clear()
+        elif self._live is None:
+            self._live = self._instances.alive
 
     # -- properties ----------------------------------------------------------
     @property
@@ -177,6 +242,15 @@ class DataWriter(Watched, Generic[T]):
         rc = c_write("write", self._ref, data, stamp)
         if rc < 0:
             raise error_for(rc, f"write on {self._describe()}")
+        live = self._live
+        if live is not None:  # autodispose on: remember the instance for close()
+            key = self._key_of(sample)
+            try:
+                if key in live:
+                    return
+            except TypeError:  # an unhashable key value (a list, an array)
+                pass
+            self._instances.remember(key, sample)
 
     def write_dispose(self, sample: T, timestamp: datetime | int | None = None) -> None:
         """Publish ``sample`` and dispose its instance in one step."""
@@ -186,6 +260,8 @@ class DataWriter(Watched, Generic[T]):
         rc = c_write("write_dispose", self._ref, data, stamp)
         if rc < 0:
             raise error_for(rc, f"write_dispose on {self._describe()}")
+        if self._live is not None:
+            self._instances.forget(sample)
 
     def dispose(self, instance: T | int, timestamp: datetime | int | None = None) -> None:
         """Dispose an instance, given by a sample with its key or by its handle."""
@@ -196,18 +272,40 @@ class DataWriter(Watched, Generic[T]):
                 self._cyclone.dispose_instance_handle(self._known_handle(instance), ts)
             else:
                 self._cyclone.dispose(self._checked_key(instance), ts)
+        self._forget(instance)
 
     def unregister_instance(
         self, instance: T | int, timestamp: datetime | int | None = None
     ) -> None:
-        """Stop updating an instance; readers see NOT_ALIVE_NO_WRITERS once no writer is left."""
+        """Stop updating an instance.
+
+        With autodispose on (the default ``WriterDataLifecycle``) the instance is
+        disposed first: readers see NOT_ALIVE_DISPOSED. With it off, readers see
+        NOT_ALIVE_NO_WRITERS once no writer of the instance is left.
+        """
         self._check_open()
         ts = None if timestamp is None else timestamp_ns(timestamp)
+        dispose = _autodisposes(self._qos)
         with cyclone_call(f"unregister on {self._describe()}"):
             if isinstance(instance, int):
-                self._cyclone.unregister_instance_handle(self._known_handle(instance), ts)
+                handle = self._known_handle(instance)
+                if dispose:
+                    self._cyclone.dispose_instance_handle(handle, ts)
+                self._forget(instance)  # before: the handle goes with the registration
+                self._cyclone.unregister_instance_handle(handle, ts)
             else:
-                self._cyclone.unregister_instance(self._checked_key(instance), ts)
+                key = self._checked_key(instance)
+                if dispose:
+                    self._cyclone.dispose(key, ts)
+                self._cyclone.unregister_instance(key, ts)
+                self._forget(instance)
+
+    def _forget(self, instance: T | int) -> None:
+        """Stop tracking an instance that is no longer alive through this writer."""
+        if self._live is None:
+            return
+        sample = self.key_value(instance) if isinstance(instance, int) else instance
+        self._instances.forget(sample)
 
     def register_instance(self, sample: T) -> int:
         """Pre-register the instance of ``sample``; returns its handle."""

@@ -33,6 +33,7 @@ __all__ = [
     "PartialBatch",
     "cdr_dtype",
     "decoder_of",
+    "encoder_of",
     "fixed_columns",
     "leaf_of",
     "split_blob",
@@ -237,3 +238,23 @@ def decoder_of(cls: type) -> BatchDecoder:
         return list(map(cls, *values))
 
     return guarded(decode)
+
+
+# -- encoding samples ---------------------------------------------------------------
+
+
+def encoder_of(cls: type) -> Callable[[Any], bytes]:
+    """The fastest function turning a sample of ``cls`` into its CDR bytes (with header).
+
+    For ``idl.Struct`` types with a compiled codec (final structs) this is the
+    codec's serialiser itself, skipping the binding's dispatch; otherwise the
+    type's own ``serialize``.
+    """
+    idl = getattr(cls, "__idl__", None)
+    if idl is not None:
+        idl.populate()
+        codec = getattr(idl, "_codec", None)  # set by idl.Struct types (idl/_struct.py)
+        if codec is not None:
+            encode: Callable[[Any], bytes] = codec.ser[2 if idl.default_version == 2 else 1]
+            return encode
+    return cls.serialize  # type: ignore[attr-defined,no-any-return]

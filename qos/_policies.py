@@ -327,11 +327,12 @@ class GroupData(QosPolicy):
 class Durability(QosPolicy):
     """Whether and how long samples are kept for late-joining readers.
 
-    VOLATILE and TRANSIENT_LOCAL (history kept by the live writer) work on
-    Cyclone DDS. TRANSIENT and PERSISTENT need a durability service Cyclone
-    does not provide: a DataWriter or DataReader created with them raises
-    :class:`~idl._errors.UnsupportedError` (use a channelled topic and the dcps
-    store for data that outlives its writer).
+    VOLATILE and TRANSIENT_LOCAL (history kept by the live writer) are
+    Cyclone DDS's own. TRANSIENT and PERSISTENT need a durability service,
+    which Cyclone does not have: the dcps store runs one
+    (``Store(..., durability=["*"])``, ``dcps store --durability '*'``), and
+    dcps readers with these kinds fetch its history when they join (see
+    README, "Durability").
     """
 
     changeable: ClassVar[bool] = False
@@ -389,10 +390,12 @@ History.KEEP_ALL = History(HistoryKind.KEEP_ALL, 1)
 class DurabilityService(QosPolicy):
     """History and limits of the service keeping TRANSIENT/PERSISTENT data.
 
-    Cyclone DDS runs no durability service here, so as such it has no effect
-    (and dcps refuses TRANSIENT/PERSISTENT writers and readers). What it does
-    on Cyclone: it bounds what a TRANSIENT_LOCAL writer keeps for late joiners
-    (see :func:`qos.to_cyclone`).
+    The dcps durability service (``dcps.store.DurabilityService``) honours it
+    for TRANSIENT/PERSISTENT topics: history kind and depth,
+    ``max_samples``, ``max_instances``, ``max_samples_per_instance`` and
+    ``service_cleanup_delay`` (how long a disposed instance is still served).
+    On Cyclone it also bounds what a TRANSIENT_LOCAL writer keeps for late
+    joiners (see :func:`qos.to_cyclone`).
     """
 
     changeable: ClassVar[bool] = False
@@ -647,7 +650,21 @@ class EntityFactory(QosPolicy):
 
 @attrs.frozen
 class WriterDataLifecycle(QosPolicy):
-    """Whether unregistering an instance also disposes it."""
+    """Whether unregistering an instance, or deleting its writer, also disposes it.
+
+    ``autodispose_unregistered_instances=True`` (the DDS default): a dcps writer's
+    ``unregister_instance``, ``close()`` and the end of its ``with`` block make
+    the instances it wrote NOT_ALIVE_DISPOSED at the readers. ``False``: they
+    become NOT_ALIVE_NO_WRITERS (once no other writer is left); only ``dispose``
+    and ``write_dispose`` dispose.
+
+    Either way a dcps writer whose process dies or which loses its liveliness
+    leaves its instances NOT_ALIVE_NO_WRITERS, as DDS says: dcps announces
+    ``False`` to Cyclone (which would otherwise apply the flag to a lost writer)
+    and disposes explicitly instead, so other DDS readers see this policy as
+    ``False`` in the writer's discovery data. A foreign (non-dcps) writer with
+    ``True`` that dies still shows NOT_ALIVE_DISPOSED at every Cyclone reader.
+    """
 
     changeable: ClassVar[bool] = True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import qos as q
@@ -10,22 +11,14 @@ from idl._errors import BadParameterError, UnsupportedError
 
 Q = TypeVar("Q", bound=q.QosSet)
 
-# Cyclone DDS 11 has no durability service: these kinds are announced but a
-# late joiner gets nothing, so refuse them instead of misleading the user.
-_NO_SERVICE = (q.DurabilityKind.TRANSIENT, q.DurabilityKind.PERSISTENT)
-
 
 def check_supported(value: q.QosSet, entity: str) -> None:
-    """Raise :class:`UnsupportedError` for policy values dcps accepts but cannot honour."""
-    if value.applies(q.Durability) and isinstance(value, q.DataWriterQos | q.DataReaderQos):
-        kind = value[q.Durability].kind
-        if kind in _NO_SERVICE:
-            raise UnsupportedError(
-                f"{entity}: Durability {kind.name} needs a durability service, which "
-                f"Cyclone DDS does not provide here (a late joiner would get nothing); "
-                f"use Durability.TRANSIENT_LOCAL (history kept by the live writer) or "
-                f"a channelled topic with the dcps store"
-            )
+    """Raise :class:`UnsupportedError` for policy values dcps accepts but cannot honour.
+
+    TRANSIENT and PERSISTENT durability are accepted: the store's durability
+    service keeps that history (``dcps.store.DurabilityService``), and dcps
+    readers with those kinds fetch it when they join (``dcps._history``).
+    """
     if value.applies(q.EntityFactory) and not value[q.EntityFactory].autoenable_created_entities:
         raise UnsupportedError(
             f"{entity}: EntityFactory(autoenable_created_entities=False) is not supported: "
@@ -44,9 +37,21 @@ def resolve_qos(value: Any, kind: type[Q], entity: str, default: Q | None = None
     return value
 
 
-def apply_qos(entity: str, cyclone_entity: Any, current: Q, new: Q) -> Q:
-    """Check ``new`` against ``current`` (immutable policies) and push it to
-    ``cyclone_entity``; ``entity`` names the dcps entity in errors."""
+def _as_is(value: Q) -> Q:
+    return value
+
+
+def apply_qos(
+    entity: str,
+    cyclone_entity: Any,
+    current: Q,
+    new: Q,
+    *,
+    announce: Callable[[Q], Q] = _as_is,
+) -> Q:
+    """Check ``new`` against ``current`` (immutable policies) and push ``announce(new)``
+    to ``cyclone_entity`` (what DDS sees may differ: a writer's autodispose);
+    ``entity`` names the dcps entity in errors. Returns ``new``."""
     if type(new) is not type(current):
         raise BadParameterError(
             f"{entity} takes a {type(current).__name__}, got {type(new).__name__}"
@@ -55,5 +60,5 @@ def apply_qos(entity: str, cyclone_entity: Any, current: Q, new: Q) -> Q:
     q.check_change(current, new)
     check_supported(new, entity)
     with cyclone_call(f"set QoS of {entity}"):
-        cyclone_entity.set_qos(q.to_cyclone(new))
+        cyclone_entity.set_qos(q.to_cyclone(announce(new)))
     return new

@@ -16,27 +16,29 @@ import typing as _typing
 if _typing.TYPE_CHECKING:
     from ._element import Element
     from ._flow import FlowControl
+    from ._lifecycle import ClientState
+    from ._membership import ChannelOwnershipListener
+    from ._order import OrderBy
     from ._position import CommitResult, CommitStatus, Position
-    from ._publisher import ChannelPublisher, OrderBy
-    from ._subscriber import (
-        ChannelOwnershipListener,
-        ChannelSubscriber,
-        destroy_subscriber_group,
-    )
+    from ._publisher import ChannelPublisher
+    from ._subscriber import ChannelSubscriber, destroy_subscriber_group
     from ._topic import ChannelledTopic
+    from ._undecodable import UndecodableElementError
 
 # public name -> defining module, imported by __getattr__ on first access
 _LAZY: dict[str, str] = {
-    "ChannelOwnershipListener": "dcps.channels._subscriber",
+    "ChannelOwnershipListener": "dcps.channels._membership",
     "ChannelPublisher": "dcps.channels._publisher",
     "ChannelSubscriber": "dcps.channels._subscriber",
     "ChannelledTopic": "dcps.channels._topic",
+    "ClientState": "dcps.channels._lifecycle",
     "CommitResult": "dcps.channels._position",
     "CommitStatus": "dcps.channels._position",
     "Element": "dcps.channels._element",
     "FlowControl": "dcps.channels._flow",
-    "OrderBy": "dcps.channels._publisher",
+    "OrderBy": "dcps.channels._order",
     "Position": "dcps.channels._position",
+    "UndecodableElementError": "dcps.channels._undecodable",
     "destroy_subscriber_group": "dcps.channels._subscriber",
 }
 
@@ -45,12 +47,14 @@ __all__ = [
     "ChannelPublisher",
     "ChannelSubscriber",
     "ChannelledTopic",
+    "ClientState",
     "CommitResult",
     "CommitStatus",
     "Element",
     "FlowControl",
     "OrderBy",
     "Position",
+    "UndecodableElementError",
     "destroy_subscriber_group",
 ]
 

@@ -4,6 +4,9 @@ Client-side only: the store never imports this module. Each method builds
 one typed request of ``dcps.wire._requests`` and returns the typed answer of
 ``dcps.wire._replies`` (or a future of it); a store error raises as the
 :class:`~dcps.DcpsError` its wire code names.
+
+A store that restarts (a new incarnation announces the same share) is noticed
+at once: see :class:`StoreClient` for what happens to outstanding requests.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -18,7 +22,16 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from cyclonedds.core import GuardCondition, ReadCondition, WaitSet
+import attrs
+from cyclonedds.core import (
+    GuardCondition,
+    InstanceState,
+    Listener,
+    ReadCondition,
+    SampleState,
+    ViewState,
+    WaitSet,
+)
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.util import duration
@@ -64,9 +77,11 @@ from dcps.wire._requests import (
 )
 from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption, Sealer
 from dcps.wire._transport import Endpoint, delete_entity, drop_endpoint, live_announcements
-from idl._errors import AlreadyClosedError, DcpsTimeoutError
+from idl._errors import AlreadyClosedError, DcpsTimeoutError, PreconditionNotMetError
 
 __all__ = ["StoreClient"]
+
+_log = logging.getLogger("dcps.channels")
 
 T = TypeVar("T")
 #: Turns a successful wire reply into its typed answer (None: hand the raw reply over).
@@ -80,8 +95,61 @@ _TO_COORDINATOR = frozenset({Op.PING, Op.HEARTBEAT, Op.LEAVE})
 _PER_CHANNEL = ("heads", "tails", "offsets", "codes")
 #: Requests sealed with the member's proof (JOIN: when the client holds a secret already).
 _MEMBER_OPS = frozenset({Op.COMMIT, Op.SEEK, Op.HEARTBEAT, Op.LEAVE, Op.JOIN})
-#: Seconds between looks at the store announcements for a restarted store (with a key).
-_ANNOUNCEMENT_POLL = 0.25
+#: Requests a restarted store may be sent again: doing them twice is doing them once.
+#: (A PUBLISH is too when it carries an idempotence key; DESTROY_GROUP is not: its
+#: answer, whether the group existed, would be wrong the second time.)
+_RESENDABLE = frozenset(
+    {
+        Op.PING,
+        Op.ENSURE_TOPIC,
+        Op.FETCH,
+        Op.STATE,
+        Op.COMMIT,
+        Op.SEEK,
+        Op.JOIN,
+        Op.HEARTBEAT,
+        Op.LEAVE,
+    }
+)
+#: Longest wait (s) for a restarted store's request reader to match before re-sending anyway.
+_MATCH_WAIT = 2.0
+#: The reply thread's wait (s) while a restarted store's request reader is not matched yet.
+_MATCH_POLL = 0.005
+#: An unkeyed PUBLISH written this close (s) before the restarted store's reader was seen
+#: matching may have reached it: its outcome is unknown.
+_MATCH_MARGIN = 0.05
+
+
+@attrs.define
+class _Pending:
+    """One request awaiting its reply: where it went, and what to send again."""
+
+    future: Future[Any]
+    deadline: float
+    decode: _Decode
+    index: int  # the store it went to
+    wire: Request
+    #: The store incarnation it is (re-)sealed for; with a key, a reply is accepted only from it.
+    incarnation: str
+    held: bool = False  # not (to be) written now: waiting for a restarted store to match
+    sent_ns: int = 0  # wall clock of the (last) write, 0 if not written
+    sent_at: float = 0.0  # monotonic time of the (last) write
+    #: An unkeyed PUBLISH written after the restarted store started: it reached that
+    #: store iff written after its request reader matched (decided once matched).
+    undecided: bool = False
+
+
+@attrs.define
+class _Restart:
+    """A store share that restarted, while its new request reader is not matched yet."""
+
+    incarnation: str
+    participant: Any  # the new store's participant key (uuid), None if unknown
+    give_up: float  # monotonic: re-send even if no match was seen by then
+
+
+def _resendable(wire: Request) -> bool:
+    return wire.op in _RESENDABLE or (wire.op == Op.PUBLISH and bool(wire.text))
 
 
 def _leave_done(reply: Reply) -> None:
@@ -108,6 +176,48 @@ class StoreClient:
     the store incarnation they are addressed to, and a reply is accepted only
     when it verifies as coming from that incarnation (others are dropped,
     counted and logged; the request stays pending).
+
+    **Store restarts.** After :meth:`connect` the client watches the stores'
+    announcements. When a new incarnation announces a share (the store was
+    killed and restarted, say), the client, on its own thread and at once:
+
+    1. fails each request outstanding at that store whose outcome is unknown
+       with :class:`~dcps.PreconditionNotMetError` (saying "unknown outcome"):
+       a PUBLISH without an idempotence key (the dead store may have stored
+       it; the store does not deduplicate such publishes) and DESTROY_GROUP;
+    2. waits until its request writer matches the new store's request reader
+       (at most 2 s), holding requests made meanwhile, then sends the held
+       ones and sends again every other outstanding request (same request
+       id; PING, ENSURE_TOPIC, FETCH, STATE, COMMIT, SEEK, JOIN, HEARTBEAT,
+       LEAVE, and PUBLISH with an idempotence key, which the store
+       deduplicates), each with a
+       fresh ``request_timeout``. An unkeyed PUBLISH written after the new
+       store started (its announcement's ``started_ns``; the clocks of client
+       and store hosts are assumed to agree within the restart time) cannot
+       have reached the dead store: written before the new store's reader
+       matched, it reached nobody and is sent again; written after, the new
+       store answers it; written within 50 ms before the match was seen, it
+       fails as in 1;
+    3. then calls every restart listener (:meth:`add_restart_listener`), once.
+
+    With a namespace key the same tracking serves authentication: only
+    announcements that verify can restart anything, every request (re-sent
+    ones too) is sealed when written for the incarnation its entry names, and
+    a reply is accepted only from that incarnation. A restart forgets the
+    member secrets agreed with the dead incarnation: a COMMIT, SEEK, HEARTBEAT
+    or LEAVE of a member that has not joined the new incarnation yet fails
+    with :class:`~dcps.PreconditionNotMetError` ("join again first") instead
+    of being sent. A PUBLISH without idempotence key written after the new
+    store started was sealed for the dead one, which the new store refuses:
+    it reached nobody, so it is sent again, re-sealed.
+
+    A group member that hears of the restart rejoins with
+    ``join(..., previous_channels=<the channels it owned>)``: the restarted
+    store gives it those channels back unless another rejoining member claimed
+    them first, and keeps the channels nobody claimed yet for their previous
+    owners for a member timeout (``dcps/store/_groups.py``). A member that gets
+    its channels back keeps its cursors (no need to fetch from the commits
+    again), so nothing is delivered twice.
     """
 
     def __init__(
@@ -120,18 +230,28 @@ class StoreClient:
     ) -> None:
         self.endpoint = endpoint
         self._sealer = Sealer.from_keys(key, admin_key)
-        #: The incarnation of the store of each share (learnt from verified announcements).
-        self._incarnations: list[str] = [""]
-        #: Each pending request: the store index and incarnation it went to, and the request.
-        self._sent: dict[int, tuple[int, str, Request]] = {}
-        self._offers: dict[tuple[str, str, str], MemberOffer] = {}
+        #: Key-exchange offers of JOINs awaiting their answers, by public value (the blob
+        #: of the JOIN, so a re-sent JOIN completes with its own offer).
+        self._offers: dict[bytes, MemberOffer] = {}
+        #: Member secrets by (store index, topic, group, member): each is agreed with one
+        #: store incarnation, so a restart of that store forgets them (the member rejoins).
         self._secrets: dict[tuple[int, str, str, str], MemberSecret] = {}
-        self._announced: DataReader[Any] | None = None
-        self._next_announcement_poll = 0.0
         self.client_id = uuid.uuid4().hex
         self.request_timeout = request_timeout
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[Future[Any], float, _Decode]] = {}
+        self._pending: dict[int, _Pending] = {}
+        #: By store index: the incarnation answering there, and when it started (ns). The one
+        #: incarnation tracking for both authentication (requests are sealed for it, replies
+        #: accepted only from it) and resumption (a new one is a restart).
+        self._incarnations: dict[int, tuple[str, int]] = {}
+        self._seen: set[str] = set()  # every incarnation announced so far
+        self._restarts: dict[int, _Restart] = {}  # by store index
+        self._restart_listeners: list[Callable[[], None]] = []
+        self._announced: DataReader[Any] | None = None  # the announcements, once connected
+        self._announced_cond: ReadCondition | None = None
+        #: (id of a request writer, subscription handle) -> monotonic time it matched.
+        self._matched_at: dict[tuple[int, int], float] = {}
+        self._match_listener = Listener(on_publication_matched=self._on_matched)  # type: ignore[no-untyped-call]
         self._window = threading.BoundedSemaphore(MAX_OUTSTANDING)  # see REQUEST_WRITER_QOS
         self._lock = threading.Lock()
         self._writers: list[DataWriter[Any]] = [
@@ -142,6 +262,7 @@ class StoreClient:
                 seal=self._sealing(0),
             )
         ]  # by store index
+        self._writers[0].set_listener(self._match_listener)
         self.store_count = 1
         self._reader = endpoint.reader(
             endpoint.reply_topic, reply_partition(endpoint.namespace, self.client_id), REPLY_QOS
@@ -173,26 +294,57 @@ class StoreClient:
             return None
         return functools.partial(self._seal, index)
 
+    def _incarnation(self, index: int) -> str:
+        """The incarnation of store ``index`` requests are addressed to ("" if unknown)."""
+        known = self._incarnations.get(index)
+        return "" if known is None else known[0]
+
     def _seal(self, index: int, request: Request) -> bytes | None:
-        sent = self._sent.get(request.request_id)
-        incarnation = sent[1] if sent is not None else self._incarnations[index]
+        """Seal ``request`` for the incarnation its pending entry names (the writer's hook).
+
+        Called by the request writer on every write, first or re-sent, so a
+        request re-sent to a restarted store is sealed for the new incarnation.
+        Runs under ``self._lock`` when :meth:`_resume` writes: it must not take it.
+        """
+        entry = self._pending.get(request.request_id)
+        incarnation = entry.incarnation if entry is not None else self._incarnation(index)
         member = None
         if request.op in _MEMBER_OPS:
             member = self._secrets.get((index, request.topic, request.group, request.member))
         return self._sealer.seal_request(request, incarnation, member)
 
-    def _authentic(self, reply: Reply, sent: tuple[int, str, Request]) -> bool:
+    def _needs_rejoin(self, index: int, wire: Request) -> PreconditionNotMetError | None:
+        """Why a member request cannot be sealed for store ``index`` (None: it can).
+
+        With a key, COMMIT, SEEK, HEARTBEAT and LEAVE carry the proof of the
+        member secret agreed with the store incarnation at JOIN; a restarted
+        store knows no secret, so the member must join again first.
+        """
+        if not self._sealer.enabled or wire.op not in _MEMBER_OPS or wire.op == Op.JOIN:
+            return None
+        if (index, wire.topic, wire.group, wire.member) in self._secrets:
+            return None
+        return PreconditionNotMetError(
+            f"{Op(wire.op).name} of member {wire.member!r} of group {wire.group!r} of topic "
+            f"{wire.topic!r}: no member secret for store share {index}/{self.store_count} "
+            f"(incarnation {self._incarnation(index) or '?'}); the member has not joined it, or "
+            "the store restarted since: join again first"
+        )
+
+    def _authentic(self, reply: Reply, entry: _Pending) -> bool:
         """Whether ``reply`` comes from the store incarnation its request went to.
 
         An authentic JOIN answer completes the member's key exchange first.
         """
-        index, incarnation, request = sent
+        index, incarnation, request = entry.index, entry.incarnation, entry.wire
         if not self._sealer.accept_reply(reply, incarnation):
             return False
         if request.op == Op.JOIN and not reply.status and self._sealer.enabled:
             ident = (request.topic, request.group, request.member)
-            offer = self._offers.get(ident)
+            public = bytes(request.blob)
+            offer = self._offers.get(public)
             if offer is not None:
+                self._drop_offer(public, entry)
                 try:
                     secret = offer.finish(
                         bytes(reply.blob),
@@ -206,20 +358,14 @@ class StoreClient:
                     self._secrets[(index, *ident)] = secret
         return True
 
-    def _learn_incarnations(self, announcements: list[StoreAnnouncement]) -> None:
-        """Address each share's store by its newest verified, live announcement."""
-        count = self.store_count
-        newest: dict[int, StoreAnnouncement] = {}
-        for a in announcements:
-            if a.count == count and 0 <= a.index < count:
-                old = newest.get(a.index)
-                if old is None or (a.started_ns, a.incarnation) > (old.started_ns, old.incarnation):
-                    newest[a.index] = a
+    def _drop_offer(self, public: bytes, answered: _Pending) -> None:
+        """Forget an offer once no other JOIN awaiting an answer carries it."""
         with self._lock:
-            incarnations = list(self._incarnations) + [""] * (count - len(self._incarnations))
-            for index, a in newest.items():
-                incarnations[index] = a.incarnation
-            self._incarnations = incarnations[:count]
+            if not any(
+                e is not answered and e.wire.op == Op.JOIN and bytes(e.wire.blob) == public
+                for e in self._pending.values()
+            ):
+                self._offers.pop(public, None)
 
     # -- connecting ----------------------------------------------------------------
 
@@ -231,33 +377,27 @@ class StoreClient:
         deadline = time.monotonic() + timeout
         ep = self.endpoint
         where = f"in namespace {ep.namespace!r} (domain {ep.participant.domain_id})"
-        announced = ep.reader(ep.store_topic, ep.namespace, ANNOUNCE_QOS)
-        try:
-            while True:
-                live = live_announcements(announced)
-                verified = self._sealer.verified_announcements(live)
-                count, why = share_count(verified)
-                if count is not None:
-                    break
-                if time.monotonic() >= deadline:
-                    if len(verified) < len(live):
-                        why = (
-                            f"{why}; {len(live) - len(verified)} store announcement(s) did not "
-                            "verify with this client's key (is the store using the same key?)"
-                        )
-                    raise DcpsTimeoutError(
-                        f"no dcps store answered {where} within {timeout:g} s: {why}"
+        announced = self._announced
+        if announced is None:  # kept: the reply thread watches it for restarts
+            announced = self._announced = ep.reader(ep.store_topic, ep.namespace, ANNOUNCE_QOS)
+        while True:
+            live = live_announcements(announced)
+            verified = self._sealer.verified_announcements(live)
+            count, why = share_count(verified)
+            if count is not None:
+                break
+            if time.monotonic() >= deadline:
+                if len(verified) < len(live):
+                    why = (
+                        f"{why}; {len(live) - len(verified)} store announcement(s) did not "
+                        "verify with this client's key (is the store using the same key?)"
                     )
-                time.sleep(0.02)
-        except BaseException:
-            drop_endpoint(announced)
-            raise
+                raise DcpsTimeoutError(
+                    f"no dcps store answered {where} within {timeout:g} s: {why}"
+                )
+            time.sleep(0.02)
         self._route(count)
-        self._learn_incarnations(verified)
-        if self._sealer.enabled and self._announced is None:
-            self._announced = announced  # the reply thread follows restarted stores
-        else:
-            drop_endpoint(announced)
+        self._address(count, verified)
         waiting = set(range(count))
         while waiting:
             for index in sorted(waiting):
@@ -265,11 +405,14 @@ class StoreClient:
                     continue
                 fut = self._send(index, PingRequest().to_wire(self.client_id, 0), Pong.from_wire)
                 try:
-                    fut.result(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
+                    pong = fut.result(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
                     waiting.discard(index)
+                    live = self._sealer.verified_announcements(live_announcements(announced))
+                    self._learn(index, pong.incarnation, live)
                 except (TimeoutError, DcpsTimeoutError):
                     self._forget(fut)
             if not waiting:
+                self._watch_announcements()
                 return
             if time.monotonic() >= deadline:
                 shares = ", ".join(f"{i}/{count}" for i in sorted(waiting))
@@ -278,6 +421,55 @@ class StoreClient:
                     f"(store share {shares} announced but did not answer)"
                 )
             time.sleep(0.02)
+
+    def _address(self, count: int, verified: list[StoreAnnouncement]) -> None:
+        """Address each share's store by its newest verified, live announcement.
+
+        Only the first PING needs it (a keyed PING is sealed for the incarnation
+        it goes to); the PING's answer then settles it (:meth:`_learn`).
+        """
+        newest: dict[int, StoreAnnouncement] = {}
+        for a in verified:
+            if a.count == count and 0 <= a.index < count:
+                old = newest.get(a.index)
+                if old is None or (a.started_ns, a.incarnation) > (old.started_ns, old.incarnation):
+                    newest[a.index] = a
+        with self._lock:
+            for index, a in newest.items():
+                self._incarnations[index] = (a.incarnation, a.started_ns)
+
+    def _learn(self, index: int, incarnation: str, live: list[StoreAnnouncement]) -> None:
+        """Store ``index`` answers as ``incarnation``; the stores announced before it are old."""
+        started = next((a.started_ns for a in live if a.incarnation == incarnation), 0)
+        with self._lock:
+            self._seen.update(a.incarnation for a in live if a.started_ns <= started)
+            self._seen.add(incarnation)
+            self._incarnations[index] = (incarnation, started)
+
+    def _watch_announcements(self) -> None:
+        """Have the reply thread notice announcements (new store incarnations) at once."""
+        if self._announced_cond is None and self._announced is not None:
+            fresh = SampleState.NotRead | ViewState.Any | InstanceState.Any
+            self._announced_cond = ReadCondition(self._announced, fresh)
+            self._ws.attach(self._announced_cond)
+            self._guard.set(True)  # take what is there already
+
+    def _on_matched(self, writer: DataWriter[Any], status: Any) -> None:
+        """When a request writer matches a reader (on a Cyclone thread: record only)."""
+        if status.current_count_change > 0:
+            self._matched_at[(id(writer), status.last_subscription_handle)] = time.monotonic()
+
+    def add_restart_listener(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once each time a store of this namespace restarts.
+
+        It runs on the client's reply thread, after the outstanding requests
+        were sent again or failed (see the class docstring). Keep it short:
+        it may send requests (``join_async`` and the other ``*_async``
+        methods) but must not wait for their answers, which that same thread
+        takes afterwards. Only stores the client has connected to are watched.
+        """
+        with self._lock:
+            self._restart_listeners.append(callback)
 
     def _route(self, count: int) -> None:
         """Send requests to ``count`` stores (one writer per store partition)."""
@@ -293,6 +485,8 @@ class StoreClient:
             )
             for i in range(count)
         ]
+        for writer in writers:
+            writer.set_listener(self._match_listener)
         with self._lock:
             old, self._writers, self.store_count = self._writers, writers, count
         for writer in old:
@@ -406,6 +600,42 @@ class StoreClient:
         """:meth:`state_async`, waiting for the answer."""
         return self._wait(Op.STATE, self.state_async(topic, group, channels), timeout)
 
+    def join_async(
+        self,
+        topic: str,
+        group: str,
+        member: str,
+        member_timeout_ms: int,
+        *,
+        anonymous: bool = False,
+        previous_channels: Sequence[int] = (),
+    ) -> Future[Membership]:
+        """Join ``group``; expelled after ``member_timeout_ms`` without a heartbeat.
+
+        A member rejoining a restarted store names the channels it owned in
+        ``previous_channels``: it gets them back unless another rejoining
+        member claimed them first (see the class docstring). A restart
+        listener rejoins with this form (it must not wait for an answer).
+
+        With a key, each JOIN carries a fresh key-exchange offer: the member
+        secret its answer completes is the one the member's later requests
+        prove themselves with (a rejoin after a restart agrees a new one).
+        """
+        offer = self._sealer.member_offer()
+        if offer is not None:
+            with self._lock:
+                self._offers[offer.public] = offer
+        request = JoinRequest(
+            topic,
+            group,
+            member,
+            member_timeout_ms,
+            anonymous,
+            offer=b"" if offer is None else offer.public,
+            previous_channels=tuple(previous_channels),
+        )
+        return self._call(request, Membership.from_wire)
+
     def join(
         self,
         topic: str,
@@ -414,15 +644,19 @@ class StoreClient:
         member_timeout_ms: int,
         *,
         anonymous: bool = False,
+        previous_channels: Sequence[int] = (),
         timeout: float | None = None,
     ) -> Membership:
-        """Join ``group``; expelled after ``member_timeout_ms`` without a heartbeat."""
-        offer = self._sealer.member_offer()
-        if offer is not None:
-            self._offers[(topic, group, member)] = offer
-        public = b"" if offer is None else offer.public
-        request = JoinRequest(topic, group, member, member_timeout_ms, anonymous, public)
-        return self._wait(Op.JOIN, self._call(request, Membership.from_wire), timeout)
+        """:meth:`join_async`, waiting for the answer."""
+        fut = self.join_async(
+            topic,
+            group,
+            member,
+            member_timeout_ms,
+            anonymous=anonymous,
+            previous_channels=previous_channels,
+        )
+        return self._wait(Op.JOIN, fut, timeout)
 
     def heartbeat_async(self, topic: str, group: str, member: str) -> Future[Membership]:
         """Tell the coordinating store ``member`` is alive; its current channels."""
@@ -491,9 +725,26 @@ class StoreClient:
         rid = next(self._ids)
         wire.request_id = rid
         with self._lock:
-            self._pending[rid] = (fut, time.monotonic() + self.request_timeout, decode)
-            self._sent[rid] = (index, self._incarnations[index], wire)
+            entry = _Pending(
+                fut,
+                time.monotonic() + self.request_timeout,
+                decode,
+                index,
+                wire,
+                self._incarnation(index),
+            )
+            entry.held = index in self._restarts  # sent once the restarted store matched
+            self._pending[rid] = entry
             writer = self._writers[index]
+        if entry.held:
+            return fut
+        refused = self._needs_rejoin(index, wire)
+        if refused is not None:
+            with self._lock:
+                self._pending.pop(rid, None)
+            fut.set_exception(refused)
+            return fut
+        entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
         try:
             writer.write(wire)
         except BaseException:
@@ -590,10 +841,9 @@ class StoreClient:
 
     def _forget(self, fut: Future[Any]) -> None:
         with self._lock:
-            for rid, (f, _, _) in list(self._pending.items()):
-                if f is fut:
+            for rid, entry in list(self._pending.items()):
+                if entry.future is fut:
                     del self._pending[rid]
-                    self._sent.pop(rid, None)
         fut.cancel()  # frees its place in the window
 
     def _wait(self, op: Op, fut: Future[T], timeout: float | None) -> T:
@@ -609,34 +859,34 @@ class StoreClient:
 
     def _run(self) -> None:
         while not self._closed:
-            self._ws.wait(duration(milliseconds=100))
+            wait = _MATCH_POLL if self._restarts else 0.1
+            self._ws.wait(duration(seconds=wait))
             if self._closed:
                 break
+            self._guard.set(False)
+            if self._announced_cond is not None:
+                self._watch_stores()
+            if self._restarts:
+                self._resume()
             replies = self._reader.take(N=512)
             done: list[tuple[Future[Any], Reply, _Decode]] = []
             now = time.monotonic()
             expired: list[Future[Any]] = []
-            if self._announced is not None and now >= self._next_announcement_poll:
-                self._next_announcement_poll = now + _ANNOUNCEMENT_POLL
-                live = live_announcements(self._announced)
-                self._learn_incarnations(self._sealer.verified_announcements(live))
             for reply in replies:
                 if getattr(reply, "client", None) != self.client_id:
                     continue
-                sent = self._sent.get(reply.request_id)
-                if sent is None or not self._authentic(reply, sent):
+                awaited = self._pending.get(reply.request_id)
+                if awaited is None or not self._authentic(reply, awaited):
                     continue  # not awaited, or not from the store it was sent to: dropped
                 with self._lock:
                     entry = self._pending.pop(reply.request_id, None)
-                    self._sent.pop(reply.request_id, None)
                 if entry is not None:
-                    done.append((entry[0], reply, entry[2]))
+                    done.append((entry.future, reply, entry.decode))
             with self._lock:
-                for rid, (fut, deadline, _) in list(self._pending.items()):
-                    if deadline < now:
+                for rid, entry in list(self._pending.items()):
+                    if entry.deadline < now:
                         del self._pending[rid]
-                        self._sent.pop(rid, None)
-                        expired.append(fut)
+                        expired.append(entry.future)
             for fut, reply, decode in done:
                 if fut.done():
                     continue
@@ -653,6 +903,157 @@ class StoreClient:
                 if not fut.done():
                     fut.set_exception(DcpsTimeoutError("the store did not answer in time"))
 
+    # -- store restarts (see the class docstring) ----------------------------------------------
+
+    def _watch_stores(self) -> None:
+        """On new announcements: a new incarnation of a share we use is a restart.
+
+        With a key only verified announcements count: a forged one restarts nothing.
+        """
+        announced, cond = self._announced, self._announced_cond
+        if announced is None or cond is None or not announced.read(N=64, condition=cond):
+            return  # (reading them untriggers the condition; they stay for connect())
+        live = self._sealer.verified_announcements(live_announcements(announced))
+        for sample in sorted(live, key=lambda a: a.started_ns):
+            with self._lock:
+                if sample.incarnation in self._seen:
+                    continue
+                self._seen.add(sample.incarnation)
+                current = self._incarnations.get(sample.index)
+            if (
+                current is None
+                or sample.count != self.store_count
+                or sample.started_ns < current[1]
+            ):
+                continue  # another layout of shares, or an older store: not ours to follow
+            info = sample.sample_info  # type: ignore[attr-defined]
+            self._restarted(sample.index, sample, self._participant_of(info))
+
+    def _participant_of(self, info: Any) -> Any:
+        """The participant key of the writer of an announcement sample (None if unknown)."""
+        if self._announced is None:
+            return None
+        try:
+            endpoint = self._announced.get_matched_publication_data(info.publication_handle)
+        except Exception:  # no longer matched, or the binding cannot tell
+            return None
+        return None if endpoint is None else endpoint.participant_key
+
+    def _restarted(self, index: int, announcement: StoreAnnouncement, participant: Any) -> None:
+        """Store ``index`` restarted: fail what has an unknown outcome, hold the rest.
+
+        The member secrets agreed with the dead incarnation are forgotten: the
+        new one knows none, so members must join again (a fresh key exchange).
+        """
+        failed: list[_Pending] = []
+        with self._lock:
+            self._incarnations[index] = (announcement.incarnation, announcement.started_ns)
+            for ident in [k for k in self._secrets if k[0] == index]:
+                del self._secrets[ident]
+            self._restarts[index] = _Restart(
+                announcement.incarnation, participant, time.monotonic() + _MATCH_WAIT
+            )
+            for rid, entry in list(self._pending.items()):
+                if entry.index != index or entry.held:
+                    continue
+                if _resendable(entry.wire):
+                    entry.held = True  # sent again once the new store matched
+                elif entry.wire.op == Op.PUBLISH and entry.sent_ns > announcement.started_ns:
+                    entry.held = entry.undecided = True  # not taken by the dead store
+                else:
+                    del self._pending[rid]
+                    failed.append(entry)
+        self._fail_unknown(index, failed)
+        _log.info(
+            "dcps store client: %s restarted (incarnation %s); %d requests with an unknown "
+            "outcome failed, the others are sent again",
+            f"store share {index}/{self.store_count}",
+            announcement.incarnation,
+            len(failed),
+        )
+
+    def _fail_unknown(self, index: int, failed: list[_Pending]) -> None:
+        where = f"store share {index}/{self.store_count}"
+        for entry in failed:
+            if not entry.future.done():
+                entry.future.set_exception(
+                    PreconditionNotMetError(
+                        f"unknown outcome: the {where} restarted before answering "
+                        f"{Op(entry.wire.op).name} {_what(entry.wire)}; the dead store may or "
+                        "may not have applied it, so it is not sent again"
+                    )
+                )
+
+    def _resume(self) -> None:
+        """Send the held requests to each restarted store whose request reader matched."""
+        now = time.monotonic()
+        for index, restart in list(self._restarts.items()):
+            writer = self._writers[index]
+            if now < restart.give_up and not _matches(writer, restart.participant):
+                continue
+            matched = self._match_time(writer, restart.participant)
+            failed: list[tuple[_Pending, Exception]] = []
+            unknown: list[_Pending] = []
+            with self._lock:  # held: requests made meanwhile go after these, in order
+                del self._restarts[index]
+                for rid, entry in list(self._pending.items()):  # in request order
+                    if entry.index != index or not entry.held:
+                        continue
+                    entry.held = False
+                    if entry.undecided:
+                        entry.undecided = False
+                        # with a key it was sealed for the dead incarnation, which the new
+                        # store refuses: it reached nobody, and is sent again (re-sealed)
+                        sealed_for_dead = (
+                            self._sealer.enabled and entry.incarnation != restart.incarnation
+                        )
+                        if not sealed_for_dead:
+                            if matched is not None and entry.sent_at > matched:
+                                continue  # it reached the new store, which answers it
+                            if matched is None or entry.sent_at > matched - _MATCH_MARGIN:
+                                del self._pending[rid]
+                                unknown.append(entry)
+                                continue
+                    refused = self._needs_rejoin(index, entry.wire)
+                    if refused is not None:  # a member request: its secret died with the store
+                        del self._pending[rid]
+                        failed.append((entry, refused))
+                        continue
+                    entry.incarnation = restart.incarnation  # re-sealed for it by the writer
+                    entry.deadline = now + self.request_timeout
+                    entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
+                    try:
+                        writer.write(entry.wire)
+                    except Exception as exc:  # the writer failed: the request cannot go
+                        del self._pending[rid]
+                        failed.append((entry, exc))
+                listeners = list(self._restart_listeners)
+            self._fail_unknown(index, unknown)
+            for entry, error in failed:
+                if not entry.future.done():
+                    entry.future.set_exception(error)
+            for listener in listeners:
+                try:
+                    listener()
+                except Exception:
+                    _log.exception("dcps store client: restart listener %r failed", listener)
+
+    def _match_time(self, writer: DataWriter[Any], participant: Any) -> float | None:
+        """When ``writer`` matched the request reader of ``participant`` (None: unknown)."""
+        if participant is None:
+            return None
+        times = []
+        try:
+            for handle in writer.get_matched_subscriptions():
+                endpoint = writer.get_matched_subscription_data(handle)
+                if endpoint is not None and endpoint.participant_key == participant:
+                    at = self._matched_at.get((id(writer), handle))
+                    if at is not None:
+                        times.append(at)
+        except Exception:  # a reader that went away meanwhile
+            return None
+        return min(times, default=None)
+
     def close(self) -> None:
         """Stop the reply thread and fail pending requests (idempotent)."""
         if self._closed:
@@ -664,16 +1065,46 @@ class StoreClient:
         with self._lock:
             pending = list(self._pending.values())
             self._pending.clear()
-        for fut, _, _ in pending:
-            if not fut.done():
-                fut.set_exception(AlreadyClosedError("the store client was closed"))
-        for entity in (self._cond, self._guard, self._ws):
+        for entry in pending:
+            if not entry.future.done():
+                entry.future.set_exception(AlreadyClosedError("the store client was closed"))
+        conditions = [self._cond, self._guard]
+        if self._announced_cond is not None:
+            conditions.append(self._announced_cond)
+        for entity in (*conditions, self._ws):
             delete_entity(entity)
         drop_endpoint(self._reader)
         if self._announced is not None:
             drop_endpoint(self._announced)
         for writer in self._writers:
             drop_endpoint(writer)
+
+
+def _matches(writer: DataWriter[Any], participant: Any) -> bool:
+    """Whether ``writer`` is matched by a reader of ``participant`` (None: by any reader)."""
+    try:
+        handles = writer.get_matched_subscriptions()
+        if participant is None:
+            return bool(handles)
+        for handle in handles:
+            endpoint = writer.get_matched_subscription_data(handle)
+            if endpoint is not None and endpoint.participant_key == participant:
+                return True
+    except Exception:  # a reader that went away meanwhile: look again next round
+        return False
+    return False
+
+
+def _what(wire: Request) -> str:
+    """Where a request went, for an error message."""
+    where = f"(request {wire.request_id}"
+    if wire.topic:
+        where += f", topic {wire.topic!r}"
+    if wire.op == Op.PUBLISH and wire.channels:
+        where += f", channel {wire.channels[0]}, {len(wire.sizes)} elements"
+    if wire.group:
+        where += f", group {wire.group!r}"
+    return where + ")"
 
 
 def _merge_all(op: Op, replies: list[Reply]) -> Reply:

@@ -4,37 +4,43 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from datetime import datetime
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from dcps._record import Record, field, new_record
 from idl._errors import BadParameterError, PreconditionNotMetError
+from idl._public import show_as
 
 from ._position import CommitResult, Position
 
 if TYPE_CHECKING:
     from ._subscriber import ChannelSubscriber
 
-__all__ = ["Element"]
+__all__ = ["Element", "new_element"]
 
 T = TypeVar("T")
-_new_tuple = tuple.__new__
 
 
-class Element(tuple[Any, ...], Generic[T]):
+class Element(Record, Generic[T]):
     """A received element: its value, its position and the store's accept time.
 
     :meth:`commit` and :meth:`commit_async` commit the element's position
-    through the subscriber that received it. Elements are immutable and
-    compare (and hash) by value, position and timestamp.
+    through the subscriber that received it. Elements are immutable value
+    records (``dcps._record``): two elements are equal (and hash alike) when
+    their value, position and timestamp are, whichever subscriber received
+    them; an element never equals a plain tuple (nor ``tuple(element)``).
 
-    Underneath, like :class:`Position`, an element is a tuple
-    ``(value, channel, offset, timestamp, subscriber)``: a subscriber builds
-    one per received element, and a tuple is CPython's cheapest immutable
-    record (one allocation, no per-field setters; the position is built when
-    asked for). Use the attributes; the tuple layout is not API.
+    Underneath, an element is a tuple ``(value, channel, offset, timestamp,
+    subscriber)``: a subscriber builds one per received element, and a tuple
+    is CPython's cheapest immutable record (the position is built when asked
+    for). Use the attributes; the tuple layout is not API.
     """
 
     __slots__ = ()
+    __match_args__ = ("value", "position", "timestamp")
+
+    value: T = field(0, "The element's value (a sample of the topic's type).")
+    channel: int = field(1, "The channel the element came from.")
+    timestamp: datetime = field(3, "When the store accepted the element (UTC, the store's clock).")
 
     def __new__(
         cls,
@@ -45,42 +51,21 @@ class Element(tuple[Any, ...], Generic[T]):
     ) -> Element[T]:
         if not isinstance(position, Position):
             raise BadParameterError(f"position must be a Position, got {position!r}")
-        return _new_tuple(cls, (value, position[0], position[1], timestamp, subscriber))
-
-    if TYPE_CHECKING:
-
-        @property
-        def value(self) -> T:
-            """The element's value (a sample of the topic's type)."""
-
-        @property
-        def channel(self) -> int:
-            """The channel the element came from."""
-
-        @property
-        def timestamp(self) -> datetime:
-            """When the store accepted the element (UTC, the store's clock)."""
-
-    else:  # C-level getters: read once or more for every received element
-        value = property(itemgetter(0), doc="The element's value (a sample of the topic's type).")
-        channel = property(itemgetter(1), doc="The channel the element came from.")
-        timestamp = property(
-            itemgetter(3), doc="When the store accepted the element (UTC, the store's clock)."
+        element: Element[T] = new_record(
+            cls, (value, position[0], position[1], timestamp, subscriber)
         )
+        return element
 
     @property
     def position(self) -> Position:
         """Where the element sits: ``Position(channel, offset)``."""
-        return _new_tuple(Position, (self[1], self[2]))
+        position: Position = new_record(Position, (self[1], self[2]))
+        return position
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
-            return NotImplemented
+            return False if isinstance(other, tuple) else NotImplemented
         return self[:4] == other[:4]
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
 
     def __hash__(self) -> int:
         return hash(self[:4])
@@ -117,3 +102,14 @@ class Element(tuple[Any, ...], Generic[T]):
         """
         future: Future[CommitResult] = self._receiver().commit_async(self[1], self.position)
         return future
+
+
+def new_element(
+    value: Any, channel: int, offset: int, timestamp: datetime, subscriber: Any
+) -> Element[Any]:
+    """An Element from trusted parts (the subscriber's hot path; skips checks)."""
+    element: Element[Any] = new_record(Element, (value, channel, offset, timestamp, subscriber))
+    return element
+
+
+show_as("dcps.channels", Element)

@@ -14,22 +14,12 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from datetime import timedelta
 from typing import Any
 
-from idl._errors import BadParameterError
+from dcps._timeout import Timeout, timeout_seconds
+from idl._public import show_as
 
 __all__ = ["FlowControl", "InFlightFlowControl", "ReceiveFlowControl"]
-
-
-def _timeout_seconds(timeout: timedelta | None) -> float | None:
-    if timeout is None:
-        return None
-    if not isinstance(timeout, timedelta) or timeout < timedelta(0):
-        raise BadParameterError(
-            f"a backlog timeout must be a non-negative datetime.timedelta or None, got {timeout!r}"
-        )
-    return timeout.total_seconds()
 
 
 class FlowControl:
@@ -70,12 +60,12 @@ class FlowControl:
         """Dispatch buffered requests now; never blocks."""
         raise NotImplementedError
 
-    def drain_backlog(self, timeout: timedelta | None = None) -> bool:
+    def drain_backlog(self, timeout: Timeout | None = None) -> bool:
         """Block until the backlog is not excessive; False if ``timeout`` passed first.
 
-        ``None`` waits as long as it takes.
+        ``timeout`` is a ``timedelta`` or seconds; ``None`` waits as long as it takes.
         """
-        seconds = _timeout_seconds(timeout)
+        seconds = timeout_seconds(timeout, "a backlog timeout")
         deadline = None if seconds is None else time.monotonic() + seconds
         with self._cond:
             while self.is_backlogged:
@@ -205,3 +195,6 @@ class ReceiveFlowControl(FlowControl):
     def _arm(self, callback: Callable[[], None]) -> None:
         with self._cond:
             self._waiters.append(callback)
+
+
+show_as("dcps.channels", FlowControl)

@@ -6,8 +6,10 @@ from typing import Any
 
 import attrs
 
+from dcps._record import Record, field, new_record
 from dcps.wire._codes import CommitStatus
 from idl._errors import BadParameterError
+from idl._public import show_as
 
 __all__ = ["CommitResult", "CommitStatus", "Position", "trusted_position"]
 
@@ -19,7 +21,7 @@ def _check(channel: object, offset: object) -> None:
         raise BadParameterError(f"Position offset must be an int >= -1, got {offset!r}")
 
 
-class Position(tuple[int, int]):
+class Position(Record):
     """Where an element sits in a channelled topic: ``(channel, offset)``.
 
     Offsets are dense and start at 0 in every channel, so positions of one
@@ -29,28 +31,20 @@ class Position(tuple[int, int]):
     then offset, and JSON-serialisable through :meth:`to_json` /
     :meth:`from_json` (``{"channel": c, "offset": o}``).
 
-    A position is a ``(channel, offset)`` tuple underneath: every received
-    element carries one, and a tuple is the cheapest immutable value to build.
+    A position is a value record (``dcps._record``): a tuple underneath, the
+    cheapest immutable value to build, but equal only to positions:
+    ``Position(1, 2) == (1, 2)`` is False.
     """
 
     __slots__ = ()
+    __match_args__ = ("channel", "offset")
+
+    channel: int = field(0, "The channel.")
+    offset: int = field(1, "The offset within the channel (-1: before the first element).")
 
     def __new__(cls, channel: int, offset: int) -> Position:
         _check(channel, offset)
-        return tuple.__new__(cls, (channel, offset))
-
-    @property
-    def channel(self) -> int:
-        """The channel."""
-        return self[0]
-
-    @property
-    def offset(self) -> int:
-        """The offset within the channel (-1: before the first element)."""
-        return self[1]
-
-    def __getnewargs__(self) -> tuple[int, int]:
-        return (self[0], self[1])
+        return new_record(cls, (channel, offset))
 
     def to_json(self) -> dict[str, int]:
         """Return the JSON-ready form ``{"channel": c, "offset": o}``."""
@@ -72,12 +66,10 @@ class Position(tuple[int, int]):
         return f"{self[0]}:{self[1]}"
 
 
-_new_tuple = tuple.__new__
-
-
 def trusted_position(channel: int, offset: int) -> Position:
     """A Position from values known to be valid (skips validation on hot paths)."""
-    return _new_tuple(Position, (channel, offset))
+    position: Position = new_record(Position, (channel, offset))
+    return position
 
 
 @attrs.frozen
@@ -93,3 +85,6 @@ class CommitResult:
     def is_success(self) -> bool:
         """True when the position is committed now (whether by this call or before)."""
         return self.status in (CommitStatus.COMMITTED, CommitStatus.ALREADY_COMMITTED)
+
+
+show_as("dcps.channels", Position, CommitResult, CommitStatus)

@@ -1,4 +1,8 @@
-"""Publishing to a channelled topic: channel choice, batching, confirmation, flow control."""
+"""The publisher of a channelled topic: channel choice, batching, confirmation, flow control.
+
+Batches and element futures live in ``_batches.py``, the channel choice
+policy in ``_order.py``, the sample encoder in ``idl._batch_codec``.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,15 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from datetime import timedelta
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import attrs
-
+from dcps._timeout import Timeout, timeout_seconds
 from dcps.wire._replies import Published
 from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
-from dcps.wire._transport import Endpoint
+from idl._batch_codec import encoder_of
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -25,236 +29,31 @@ from idl._errors import (
     DcpsTimeoutError,
     InconsistentPolicyError,
 )
-from idl._identity import type_identity
+from idl._public import show_as
 
-from ._client import StoreClient
+from ._batches import DONE, Batch, ElementFuture, ManyResult
+from ._connect import Connection, connect_topic
 from ._flow import FlowControl, InFlightFlowControl
-from ._position import Position, trusted_position
+from ._lifecycle import ClientState
+from ._order import OrderBy
+from ._position import Position
 from ._topic import ChannelledTopic
 
 if TYPE_CHECKING:
     from dcps._network import NetworkConfig
 
-__all__ = ["ChannelPublisher", "OrderBy", "connect_topic", "encoder_of"]
+__all__ = ["ChannelPublisher", "OrderBy"]
 
 T = TypeVar("T")
-
-# what every unconfirmed publish returns: a future completed with None (shared,
-# since a completed future never changes)
-_DONE: Future[Position | None] = Future()
-_DONE.set_result(None)
-
-
-@attrs.frozen
-class OrderBy:
-    """How a publisher picks the channel of each sample.
-
-    ``OrderBy.key()`` (the default) hashes the key fields' CDR bytes (CRC-32),
-    so one key always lands in one channel and keeps its order; keyless types
-    then use one channel per publisher. ``OrderBy.round_robin()`` spreads
-    samples over all channels (no ordering). ``OrderBy.fixed(c)`` pins one.
-    """
-
-    kind: str
-    channel: int = -1
-
-    @classmethod
-    def key(cls) -> OrderBy:
-        """Order per key: samples of one key go to one channel."""
-        return cls("key")
-
-    @classmethod
-    def round_robin(cls) -> OrderBy:
-        """Spread samples over the channels in turn."""
-        return cls("round_robin")
-
-    @classmethod
-    def fixed(cls, channel: int) -> OrderBy:
-        """Send every sample to ``channel``."""
-        if not isinstance(channel, int) or channel < 0:
-            raise BadParameterError(f"a fixed channel must be an int >= 0, got {channel!r}")
-        return cls("fixed", channel)
-
-
-def _seconds(value: timedelta, what: str) -> float:
-    if not isinstance(value, timedelta) or value < timedelta(0):
-        raise BadParameterError(f"{what} must be a non-negative datetime.timedelta, got {value!r}")
-    return value.total_seconds()
-
-
-def connect_topic(client: StoreClient, topic: ChannelledTopic) -> tuple[int, bool]:
-    """Make sure the store knows ``topic``; return its ``(channel_count, retain_consumed)``."""
-    config = client.ensure_topic(
-        topic.name,
-        topic.channel_count or 0,
-        topic.retain_consumed,
-        getattr(topic.type, "__idl_typename__", topic.type.__name__),
-        type_identity=type_identity(topic.type),
-    )
-    return config.channel_count, config.retain_consumed
-
-
-def encoder_of(cls: type) -> Callable[[Any], bytes]:
-    """The fastest function turning a sample of ``cls`` into its CDR bytes (with header).
-
-    For ``idl.Struct`` types with a compiled codec (final structs) this is the
-    codec's serialiser itself, skipping the binding's dispatch; otherwise the
-    type's own ``serialize``.
-    """
-    idl = getattr(cls, "__idl__", None)
-    if idl is not None:
-        idl.populate()
-        codec = getattr(idl, "_codec", None)  # set by idl.Struct types (idl/_struct.py)
-        if codec is not None:
-            encode: Callable[[Any], bytes] = codec.ser[2 if idl.default_version == 2 else 1]
-            return encode
-    return cls.serialize  # type: ignore[attr-defined,no-any-return]
-
-
-class _Batch:
-    """Elements queued for one channel, then the store's answer for all of them."""
-
-    __slots__ = (
-        "channel",
-        "done",
-        "error",
-        "first",
-        "lock",
-        "payloads",
-        "size",
-        "started",
-        "waiting",
-    )
-
-    def __init__(self, channel: int, started: float) -> None:
-        self.channel = channel
-        self.payloads: list[bytes] = []
-        self.size = 0
-        self.started = started
-        self.done = False
-        self.first = 0
-        self.error: BaseException | None = None
-        self.lock = threading.Lock()
-        # futures (or callbacks) to complete when the store answers
-        self.waiting: list[_ElementFuture | Callable[[_Batch], None]] = []
-
-    def position(self, index: int) -> Position:
-        """The position of element ``index`` (or the batch's error raised); only when done."""
-        if self.error is not None:
-            raise self.error
-        return trusted_position(self.channel, self.first + index)
-
-    def when_done(self, action: Callable[[_Batch], None]) -> None:
-        """Run ``action(batch)`` once the store answered (now if it has)."""
-        with self.lock:
-            if not self.done:
-                self.waiting.append(action)
-                return
-        action(self)
-
-    def resolve(self, first: int, error: BaseException | None) -> None:
-        """Record the store's answer and complete what waits for it."""
-        with self.lock:
-            self.first, self.error, self.done = first, error, True
-            waiting, self.waiting = self.waiting, []
-        for item in waiting:
-            if isinstance(item, _ElementFuture):
-                try:
-                    if error is None:
-                        Future.set_result(item, trusted_position(self.channel, first + item._index))
-                    else:
-                        Future.set_exception(item, error)
-                except InvalidStateError:
-                    pass  # the user cancelled it meanwhile
-            else:
-                item(self)
-
-
 _new_object = object.__new__
-_FUTURE_STATE = frozenset(
-    ("_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks")
-)
 
 
-class _ElementFuture(Future[Position | None]):
-    """The future of one element's position, answered by its batch.
-
-    A real :class:`concurrent.futures.Future`, but its lock and condition (which
-    cost more than the rest of ``publish``) are only made when a Future method
-    needs them; ``done()`` and ``result()`` once the batch is confirmed never
-    do. So the futures of elements nobody looks at cost almost nothing.
-    """
-
-    def __init__(self, batch: _Batch, index: int) -> None:  # no Future.__init__: see class doc
-        self._batch = batch
-        self._index = index
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in _FUTURE_STATE:
-            raise AttributeError(name)
-        batch = self._batch
-        with batch.lock:
-            if "_state" not in self.__dict__:
-                Future.__init__(self)
-                if not batch.done:
-                    batch.waiting.append(self)
-                elif batch.error is None:
-                    Future.set_result(
-                        self, trusted_position(batch.channel, batch.first + self._index)
-                    )
-                else:
-                    Future.set_exception(self, batch.error)
-        return self.__dict__[name]
-
-    def done(self) -> bool:
-        if "_state" not in self.__dict__:
-            return self._batch.done
-        return super().done()
-
-    def cancelled(self) -> bool:
-        return "_state" in self.__dict__ and super().cancelled()
-
-    def running(self) -> bool:
-        return "_state" in self.__dict__ and super().running()
-
-    def result(self, timeout: float | None = None) -> Position | None:
-        if "_state" not in self.__dict__ and self._batch.done:
-            return self._batch.position(self._index)
-        return super().result(timeout)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        if "_state" not in self.__dict__ and self._batch.done:
-            return self._batch.error
-        return super().exception(timeout)
-
-
-class _ManyResult:
-    """Completes :meth:`ChannelPublisher.publish_many`'s future from its batches."""
-
-    def __init__(self, out: Future[list[Position] | None], placed: list[tuple[_Batch, int]]):
-        self._out = out
-        self._placed = placed
-        self._batches = list({id(b): b for b, _ in placed}.values())
-        self._left = len(self._batches)
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        for batch in self._batches:
-            batch.when_done(self._one_done)
-
-    def _one_done(self, batch: _Batch) -> None:
-        with self._lock:
-            self._left -= 1
-            last = self._left == 0
-        if batch.error is not None:
-            with contextlib.suppress(InvalidStateError):
-                self._out.set_exception(batch.error)
-            return
-        if not last or any(b.error is not None for b in self._batches):
-            return
-        positions = [trusted_position(b.channel, b.first + i) for b, i in self._placed]
-        with contextlib.suppress(InvalidStateError):
-            self._out.set_result(positions)
+def _seconds(value: Timeout, what: str) -> float:
+    """Finite seconds of a timeout argument (``None``/forever is refused)."""
+    seconds = timeout_seconds(value, what)
+    if seconds is None:
+        raise BadParameterError(f"{what} must be finite, got {value!r}")
+    return seconds
 
 
 class ChannelPublisher(Generic[T]):
@@ -262,7 +61,9 @@ class ChannelPublisher(Generic[T]):
 
     Samples are batched per channel and a batch is sent when it holds
     ``batch_count`` samples or ``batch_bytes`` bytes, or ``linger`` after its
-    first sample. :meth:`publish` returns a future: in confirmed mode it
+    first sample; when no batch awaits the store, a sample is sent at once (so
+    batching costs no latency on an idle link, and batches grow under load).
+    :meth:`publish` returns a future: in confirmed mode it
     completes with the element's :class:`Position` once the store persisted
     it; unconfirmed, it completes at once with ``None``. At most
     ``max_in_flight`` batches await the store (each store, when several split
@@ -270,7 +71,8 @@ class ChannelPublisher(Generic[T]):
     ``timeout`` and then raises :class:`~dcps.DcpsTimeoutError`.
     :attr:`flow_control` shows that window, to throttle before blocking.
 
-    The defaults suit both ends: at low rates ``linger`` bounds the latency;
+    The defaults suit both ends: at low rates a sample goes out at once (and
+    ``linger`` bounds the wait of one that arrives while a batch is in flight);
     at high rates batches grow while the in-flight window is full, up to
     ``batch_count``, and each batch's fixed cost (a request, a reply and a
     live sample, ~150-200 us of CPU over client and store) is shared by
@@ -292,10 +94,10 @@ class ChannelPublisher(Generic[T]):
         confirmed: bool = True,
         batch_count: int = 1024,
         batch_bytes: int = 1 << 20,
-        linger: timedelta = timedelta(milliseconds=2),
+        linger: Timeout = timedelta(milliseconds=2),
         max_in_flight: int = 8,
-        timeout: timedelta = timedelta(seconds=10),
-        connect_timeout: timedelta = timedelta(seconds=10),
+        timeout: Timeout = timedelta(seconds=10),
+        connect_timeout: Timeout = timedelta(seconds=10),
         store_key: KeyOption = FROM_ENVIRONMENT,
     ) -> None:
         if batch_count < 1 or batch_bytes < 1 or max_in_flight < 1:
@@ -307,20 +109,22 @@ class ChannelPublisher(Generic[T]):
         self._batch_bytes = batch_bytes
         self._linger = _seconds(linger, "linger")
         self._timeout = _seconds(timeout, "timeout")
-        self._endpoint = Endpoint(domain_id, namespace, network)
-        self._client = StoreClient(
-            self._endpoint, request_timeout=max(self._timeout, 1.0), key=store_key
+        self._connection = Connection(
+            domain_id,
+            namespace,
+            network,
+            connect_timeout=timeout_seconds(connect_timeout, "connect_timeout"),
+            request_timeout=max(self._timeout, 1.0),
+            store_key=store_key,
         )
+        self._client = self._connection.client
         try:
-            self._client.connect(_seconds(connect_timeout, "connect_timeout"))
             self.channel_count, self.retain_consumed = connect_topic(self._client, topic)
         except BaseException:
-            self._client.close()
-            self._endpoint.close()
+            self._connection.close()
             raise
         if self._order.kind == "fixed" and self._order.channel >= self.channel_count:
-            self._client.close()
-            self._endpoint.close()
+            self._connection.close()
             raise InconsistentPolicyError(
                 f"fixed channel {self._order.channel} does not exist: topic {topic.name!r} "
                 f"has {self.channel_count} channels"
@@ -336,7 +140,7 @@ class ChannelPublisher(Generic[T]):
         # down fills only its own window, and the others' channels keep flowing
         stores = max(1, self._client.store_count)
         self._slots = [threading.Semaphore(max_in_flight) for _ in range(stores)]
-        self._pending: dict[int, _Batch] = {}
+        self._pending: dict[int, Batch] = {}
         self._in_flight: set[Future[Published]] = set()
         # in-flight bookkeeping has its own lock: confirmations (on the client's
         # reply thread) must never wait for a publish/flush holding self._lock
@@ -345,7 +149,7 @@ class ChannelPublisher(Generic[T]):
             max_in_flight * stores, self._idle, self._in_flight, self._flush_now
         )
         self._flusher: threading.Thread | None = None
-        self._closed = False
+        self._state = ClientState.OPEN
         self._wake = threading.Event()
         self._linger_thread = threading.Thread(
             target=self._linger_loop, name="dcps-publisher-linger", daemon=True
@@ -404,7 +208,7 @@ class ChannelPublisher(Generic[T]):
         :class:`~dcps.DcpsError`) if the store refused or never answered the
         sample's batch.
         """
-        if self._closed:
+        if self._state is not ClientState.OPEN:
             raise AlreadyClosedError(f"the publisher of {self.topic.name!r} is closed")
         if sample.__class__ is not self._type:
             self._check_sample(sample)
@@ -431,8 +235,8 @@ class ChannelPublisher(Generic[T]):
             else:
                 batch, index = self._enqueue_locked(channel, data)
         if not self.confirmed:
-            return _DONE
-        future = _new_object(_ElementFuture)  # _ElementFuture(batch, index) without a frame
+            return DONE
+        future = _new_object(ElementFuture)  # ElementFuture(batch, index) without a frame
         future._batch = batch
         future._index = index
         return future
@@ -449,7 +253,7 @@ class ChannelPublisher(Generic[T]):
 
         .. versionadded:: 0.1
         """
-        if self._closed:
+        if self._state is not ClientState.OPEN:
             raise AlreadyClosedError(f"the publisher of {self.topic.name!r} is closed")
         items = list(samples)
         for sample in items:
@@ -460,21 +264,21 @@ class ChannelPublisher(Generic[T]):
             with self._lock:
                 for channel, data in encoded:
                     self._enqueue_locked(channel, data)
-            return _DONE  # type: ignore[return-value]
+            return DONE  # type: ignore[return-value]
         out: Future[list[Position] | None] = Future()
         if not encoded:
             out.set_result([])
             return out
         with self._lock:
             placed = [self._enqueue_locked(channel, data) for channel, data in encoded]
-        _ManyResult(out, placed).start()
+        ManyResult(out, placed).start()
         return out
 
-    def _enqueue_locked(self, channel: int, data: bytes) -> tuple[_Batch, int]:
+    def _enqueue_locked(self, channel: int, data: bytes) -> tuple[Batch, int]:
         """Append to the channel's batch (sent when full); the caller holds the lock."""
         batch = self._pending.get(channel)
         if batch is None:
-            batch = self._pending[channel] = _Batch(channel, time.monotonic())
+            batch = self._pending[channel] = Batch(channel, time.monotonic())
         payloads = batch.payloads
         full = len(payloads) + 1 >= self._batch_count or batch.size + len(data) >= self._batch_bytes
         if full and not self._slot(channel).acquire(timeout=self._timeout):
@@ -490,7 +294,12 @@ class ChannelPublisher(Generic[T]):
         if full:
             self._send_locked(channel)
         elif not index:
-            self._wake.set()
+            # Nothing awaits the store: lingering would only add latency, send at once.
+            # Under load (batches in flight) the batch lingers and grows instead.
+            if not self._in_flight and self._slot(channel).acquire(blocking=False):
+                self._send_locked(channel)
+            else:
+                self._wake.set()
         return batch, index
 
     def _slot(self, channel: int) -> threading.Semaphore:
@@ -517,7 +326,7 @@ class ChannelPublisher(Generic[T]):
             self._in_flight.add(reply)
         reply.add_done_callback(lambda r: self._confirmed(r, batch))
 
-    def _confirmed(self, reply_future: Future[Published], batch: _Batch) -> None:
+    def _confirmed(self, reply_future: Future[Published], batch: Batch) -> None:
         self._slot(batch.channel).release()
         try:
             published = reply_future.result()
@@ -528,21 +337,25 @@ class ChannelPublisher(Generic[T]):
         with self._idle:
             self._in_flight.discard(reply_future)
             self._idle.notify_all()
+            idle = not self._in_flight
+        if idle and self._pending:
+            self._wake.set()  # the link is idle: queued batches need not wait out linger
 
     def _linger_loop(self) -> None:
         """Send each batch ``linger`` after its first sample unless it filled up before."""
-        while not self._closed:
+        while self._state is not ClientState.CLOSED:
             with self._lock:
                 oldest = min((b.started for b in self._pending.values()), default=None)
                 self._wake.clear()
             if oldest is None:
                 self._wake.wait()  # set when a batch starts (or on close)
                 continue
-            delay = oldest + self._linger - time.monotonic()
+            idle = not self._in_flight  # nothing awaits the store: every batch is due
+            delay = 0.0 if idle else oldest + self._linger - time.monotonic()
             if delay > 0:  # later batches cannot be due earlier; a flush or close wakes it
                 self._wake.wait(delay)
                 continue
-            if not self._send_stale(force=False):
+            if not self._send_stale(force=idle):
                 time.sleep(min(self._linger, 0.001) or 0.0005)  # every slot is busy
 
     def _send_stale(self, *, force: bool, deadline: float | None = None) -> bool:
@@ -565,7 +378,7 @@ class ChannelPublisher(Generic[T]):
                 self._send_locked(channel)
         return not blocked
 
-    def flush(self, timeout: timedelta | None = None) -> None:
+    def flush(self, timeout: Timeout | None = None) -> None:
         """Send every queued batch and wait until the store answered all of them."""
         limit = self._timeout if timeout is None else _seconds(timeout, "timeout")
         deadline = time.monotonic() + limit
@@ -598,7 +411,7 @@ class ChannelPublisher(Generic[T]):
 
     def _flush_now(self) -> None:
         """Send queued batches now; those finding the window full go from a helper thread."""
-        if self._closed or self._send_stale(force=True):
+        if self._state is ClientState.CLOSED or self._send_stale(force=True):
             self._wake.set()
             return
         with self._idle:
@@ -614,21 +427,46 @@ class ChannelPublisher(Generic[T]):
         with contextlib.suppress(DcpsError):
             self._send_stale(force=True, deadline=time.monotonic() + self._timeout)
 
+    @property
+    def state(self) -> ClientState:
+        """Where this publisher is in its life (open, closing, closed).
+
+        .. versionadded:: 0.4
+        """
+        return self._state
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called (publishing then raises ``AlreadyClosedError``).
+
+        .. versionadded:: 0.4
+        """
+        return self._state is not ClientState.OPEN
+
     def close(self) -> None:
         """Flush, then release the publisher's DDS entities (idempotent)."""
-        if self._closed:
-            return
+        with self._lock:
+            if self._state is not ClientState.OPEN:
+                return
+            self._state = ClientState.CLOSING
         try:
             self.flush()
         finally:
-            self._closed = True
+            self._state = ClientState.CLOSED
             self._wake.set()
             self._linger_thread.join()
-            self._client.close()
-            self._endpoint.close()
+            self._connection.close()
 
     def __enter__(self) -> ChannelPublisher[T]:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         self.close()
+
+
+show_as("dcps.channels", ChannelPublisher)

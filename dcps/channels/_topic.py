@@ -8,6 +8,7 @@ import attrs
 
 from dcps.wire._names import check_name
 from idl._errors import BadParameterError
+from idl._public import show_as
 
 __all__ = ["ChannelledTopic"]
 
@@ -46,3 +47,6 @@ class ChannelledTopic:
     type: type = attrs.field(validator=_check_type)
     channel_count: int | None = attrs.field(default=None, validator=_check_count)
     retain_consumed: bool | None = None
+
+
+show_as("dcps.channels", ChannelledTopic)

@@ -2,14 +2,12 @@
 
 Commands, by where they look:
 
-- the DDS domain (``ls``, ``ps``, ``typeof``, ``sub``, ``pub``; ``topics`` for now),
-  in :mod:`dcps.cli._dds`;
-- the store: ``store`` runs one (in :mod:`dcps.cli._store`);
+- the DDS domain (``ls``, ``ps``, ``typeof``, ``sub``, ``pub``), in :mod:`dcps.cli._dds`;
+- the store: ``store`` runs one (in :mod:`dcps.cli._store`); ``store status``, ``topics
+  list|describe`` and ``groups list|describe|reset|delete`` ask running stores
+  (in :mod:`dcps.cli._store_admin`; ``topics`` without a subcommand lists the DDS
+  topics, as ``ls``);
 - files: ``record`` writes DDS topics to Parquet (in :mod:`dcps.cli._record`).
-
-The store admin commands (``topics`` and ``groups`` list/describe/reset/delete,
-``store status``) need admin operations in the store protocol; they join here
-as typer sub-apps (``app.add_typer(groups_app, name="groups")``) when it has them.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from dcps.cli._store import store
 from . import _dds
 from ._logging import LEVELS, configure_logging, level_of
 from ._record import record_command
+from ._store_admin import groups_app, store_status, topics_app
 from ._version import dist_version
 
 __all__ = ["app", "main"]
@@ -71,14 +70,22 @@ def version() -> None:
     typer.echo(dist_version())
 
 
-app.command()(store)
+store_app = typer.Typer(
+    invoke_without_command=True,
+    no_args_is_help=False,
+    help="Run a store (dcps store --data DIR), or ask running ones (dcps store status).",
+)
+store_app.callback()(store)
+store_app.command("status")(store_status)
+app.add_typer(store_app, name="store")
+app.add_typer(topics_app, name="topics")
+app.add_typer(groups_app, name="groups")
 app.command("record")(record_command)
 app.command()(_dds.ls)
 app.command()(_dds.ps)
 app.command()(_dds.typeof)
 app.command()(_dds.sub)
 app.command()(_dds.pub)
-app.command()(_dds.topics)
 
 
 def main() -> None:

@@ -21,8 +21,9 @@ class Sync(StrEnum):
 
 
 def store(
-    data: Path = typer.Option(
-        ..., "--data", help="Directory of the store's data (created if missing)."
+    ctx: typer.Context,
+    data: Path | None = typer.Option(
+        None, "--data", help="Directory of the store's data (created if missing). Required."
     ),
     domain: int = typer.Option(0, "--domain", help="DDS domain id."),
     namespace: str = typer.Option("dcps", "--namespace", help="Partition namespace of channels."),
@@ -72,11 +73,41 @@ def store(
         help="Let clients create topics; --no-client-topics serves only the topics "
         "already in the store.",
     ),
+    metrics_port: int | None = typer.Option(
+        None,
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Serve Prometheus metrics on this port (0: any free port); see docs/metrics.md.",
+    ),
+    metrics_host: str = typer.Option(
+        "127.0.0.1",
+        "--metrics-host",
+        help="Address the metrics are served on (0.0.0.0: every interface).",
+    ),
+    durability: list[str] | None = typer.Option(
+        None,
+        "--durability",
+        metavar="PATTERN",
+        help="Run the durability service for TRANSIENT/PERSISTENT topics whose name matches "
+        "PATTERN ('*': every such topic); repeatable.",
+    ),
+    durability_partitions: list[str] | None = typer.Option(
+        None,
+        "--durability-partition",
+        metavar="PATTERN",
+        help="Partitions the durability service serves (default '*'); repeatable.",
+    ),
 ) -> None:
     """Run the persistence service for channelled topics until interrupted.
 
-    The same command as ``python -m dcps.store``.
+    The same command as ``python -m dcps.store``. ``dcps store status`` asks
+    running stores what they are (see ``dcps store status --help``).
     """
+    if ctx.invoked_subcommand is not None:  # `dcps store status ...`: the subcommand runs
+        return
+    if data is None:
+        raise typer.BadParameter("is required to run a store", param_hint="'--data'")
     # late: the store service (SQLite, threads, Cyclone) loads only for this command
     from dcps import DcpsError
     from dcps.store import Share, SyncMode, run_store
@@ -99,6 +130,10 @@ def store(
             admin_key=FROM_ENVIRONMENT if admin_key_file is None else admin_key_file,
             verify=verify,
             allow_client_topics=client_topics,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            durability=durability or None,
+            durability_partitions=durability_partitions or ("*",),
         )
     except DcpsError as exc:
         typer.echo(f"dcps store: {type(exc).__name__}: {exc}", err=True)

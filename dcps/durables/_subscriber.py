@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dcps._timeout import Timeout, timeout_seconds
 from dcps.channels._client import StoreClient
-from dcps.channels._publisher import connect_topic
+from dcps.channels._connect import connect_topic
 from dcps.channels._topic import ChannelledTopic
 from dcps.sql import ContentFilter
 from dcps.wire._durables import (

@@ -15,12 +15,14 @@ import typing as _typing
 
 if _typing.TYPE_CHECKING:
     from ._assignment import assign_channels
+    from ._durability import DurabilityService
     from ._log import SyncMode, TopicInfo, default_channel_count
     from ._service import Store, run_store
     from ._shares import Share
 
 # public name -> defining module, imported by __getattr__ on first access
 _LAZY: dict[str, str] = {
+    "DurabilityService": "dcps.store._durability",
     "Share": "dcps.store._shares",
     "Store": "dcps.store._service",
     "SyncMode": "dcps.store._log",
@@ -31,6 +33,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "DurabilityService",
     "Share",
     "Store",
     "SyncMode",

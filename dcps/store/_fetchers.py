@@ -37,8 +37,15 @@ _Job = tuple[str, int, FetchRequest, ReplyOutbox, Slot]
 class FetchPool:
     """``count`` threads answering queued FETCHes until :meth:`stop`."""
 
-    def __init__(self, log: ChannelLog, count: int, stopping: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        log: ChannelLog,
+        count: int,
+        stopping: Callable[[], bool],
+        on_answer: Callable[[FetchRequest, Reply], None] | None = None,
+    ) -> None:
         self._log = log
+        self._on_answer = on_answer  # told of every reply (the store's metrics)
         self._count = count
         self._stopping = stopping
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
@@ -75,6 +82,8 @@ class FetchPool:
                 client, request_id, request, out, slot = job
                 try:
                     reply = answer_fetch(reader, client, request_id, request)
+                    if self._on_answer is not None:
+                        self._on_answer(request, reply)
                     out.send(slot, reply, _SEND_PATIENCE, self._stopping)
                 except Exception:  # keep serving; the reply, if filled in, is retried
                     _log.exception("dcps store: unexpected error in a fetch thread")

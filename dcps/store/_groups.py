@@ -4,10 +4,23 @@ It keeps who is in each subscriber group of each topic, expels members that
 stop heartbeating, computes the sticky assignment of channels
 (``_assignment.py``) and publishes it on the Assignment topic. The store's
 handlers ask it who owns what before they commit or seek.
+
+Assignments live in memory only, so they are sticky across a store restart
+through the members: a member rejoining a restarted store names the channels
+it owned (``JoinRequest.previous_channels``; a commit stamped with an earlier
+incarnation names them too). The first such claim on a group that has no
+members opens a *claim window*: each claimed channel goes to its first
+claimant, and channels nobody claimed stay unowned, kept for their previous
+owners as a silent member's channels are kept, until every channel is
+claimed or the window (the first claimant's member timeout) ends. Then the
+group is balanced as usual, keeping the claimed channels where the quotas
+allow. So members that come back keep their channels and resume at the
+group's commits: nothing committed is delivered again.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -23,6 +36,8 @@ from ._assignment import assign_channels
 from ._log import ChannelLog
 
 __all__ = ["ANONYMOUS_PREFIX", "Group", "GroupCoordinator", "Member"]
+
+_log = logging.getLogger("dcps.store")
 
 #: Group names of anonymous subscribers start so (they do not outlive a store).
 ANONYMOUS_PREFIX = "~anonymous/"
@@ -48,6 +63,8 @@ class Group:
     owners: dict[int, str] = attrs.Factory(dict)
     generation: int = 0
     anonymous: bool = False
+    #: While not None (monotonic time): the claim window after a store restart is open.
+    claiming_until: float | None = None
 
 
 class GroupCoordinator:
@@ -87,18 +104,38 @@ class GroupCoordinator:
         return [c for c in channels if group.owners.get(c) != member]
 
     def join(self, request: JoinRequest) -> Membership:
-        """Add (or refresh) a member and rebalance."""
+        """Add (or refresh) a member and rebalance.
+
+        ``request.previous_channels`` are the member's claims after a store
+        restart (see the module docstring); a channel the topic lacks raises
+        :class:`~dcps.BadParameterError` before anything changes.
+        """
         topic, name = request.topic, request.group
         self._log.topic(topic)
+        check_channels_exist(self._log, topic, request.previous_channels)
         self._log.create_group(topic, name)
         group = self._groups.setdefault((topic, name), Group(topic, name))
         group.anonymous = request.anonymous
         timeout = max(0.05, request.timeout_ms / 1000.0)
-        group.members[request.member] = Member(
-            request.member, timeout, time.monotonic(), request.anonymous
-        )
-        self._rebalance(group)
+        if request.member not in group.members:
+            _log.info("group %r of topic %r: member %s joined", name, topic, request.member)
+        self._admit(group, request.member, timeout, request.anonymous, request.previous_channels)
         return self.membership(group, request.member)
+
+    def _admit(
+        self, group: Group, member: str, timeout: float, anonymous: bool, claims: Iterable[int]
+    ) -> None:
+        """Add ``member`` to ``group`` with its ``claims`` (see the module docstring); rebalance."""
+        now = time.monotonic()
+        claims = list(claims)
+        if claims and not group.members and not anonymous:
+            group.claiming_until = now + timeout  # the first claim after a restart
+        group.members[member] = Member(member, timeout, now, anonymous)
+        if group.claiming_until is not None:
+            for channel in claims:
+                if group.owners.get(channel) not in group.members:  # unclaimed yet
+                    group.owners[channel] = member
+        self._rebalance(group)
 
     def heartbeat(self, topic: str, group: str, member: str) -> Membership:
         """A member is alive: its current channels."""
@@ -110,11 +147,14 @@ class GroupCoordinator:
         found = self._groups.get((topic, group))
         if found is not None and member in found.members:
             del found.members[member]
+            _log.info("group %r of topic %r: member %s left", group, topic, member)
             self._after_departure(found, [])
 
     def destroy(self, topic: str, group: str) -> bool:
         """Delete a group and its commits; its members lose their channels."""
         existed = self._log.destroy_group(topic, group)
+        if existed:
+            _log.info("group %r of topic %r deleted", group, topic)
         found = self._groups.pop((topic, group), None)
         if found is not None:
             expelled = list(found.members)
@@ -123,14 +163,23 @@ class GroupCoordinator:
         return existed
 
     def expire(self) -> None:
-        """Expel the members that missed their timeout."""
+        """Expel the members that missed their timeout; close claim windows that ended."""
         now = time.monotonic()
         for group in list(self._groups.values()):
             dead = [m.name for m in group.members.values() if now - m.last_seen > m.timeout]
             if dead:
                 for name in dead:
+                    _log.info(
+                        "group %r of topic %r: member %s expelled (no heartbeat for %.1f s)",
+                        group.name,
+                        group.topic,
+                        name,
+                        group.members[name].timeout,
+                    )
                     del group.members[name]
                 self._after_departure(group, dead)
+            elif group.claiming_until is not None and now >= group.claiming_until:
+                self._rebalance(group)  # channels nobody claimed go to the members
 
     def readmit(self, request: CommitRequest) -> None:
         """Re-admit a member that joined an earlier incarnation of this store.
@@ -138,8 +187,9 @@ class GroupCoordinator:
         A restarted store has forgotten its members, while they go on
         receiving the live tail of their channels until a heartbeat tells
         them; without this their first commits would be refused as unowned.
-        Channels another member rejoined with stay theirs (the rebalance is
-        sticky), so those commits are still UNOWNED.
+        The committed channels count as the member's claims (as a rejoining
+        member's ``previous_channels`` do); channels another member claimed
+        first stay theirs, so those commits are still UNOWNED.
         """
         key = (request.topic, request.group)
         group = self._groups.get(key)
@@ -147,17 +197,31 @@ class GroupCoordinator:
             return
         if request.group.startswith(ANONYMOUS_PREFIX) or not self._log.has_group(*key):
             return  # anonymous groups do not outlive a store; destroyed groups stay so
+        check_channels_exist(self._log, request.topic, request.channels)
         group = self._groups.setdefault(key, Group(request.topic, request.group))
         ms = request.member_timeout_ms
         timeout = max(0.05, ms / 1000.0) if ms > 0 else 30.0
-        group.members[request.member] = Member(request.member, timeout, time.monotonic(), False)
-        self._rebalance(group)
+        self._admit(group, request.member, timeout, False, request.channels)
+        _log.info(
+            "group %r of topic %r: member %s re-admitted after a store restart",
+            request.group,
+            request.topic,
+            request.member,
+        )
 
     def touch(self, topic: str, group: str, member: str) -> None:
         """Mark ``member`` alive if it is one (a commit of possibly unowned channels)."""
         found = self._groups.get((topic, group))
         if found is not None and member in found.members:
             found.members[member].last_seen = time.monotonic()
+
+    def group(self, topic: str, name: str) -> Group | None:
+        """The live state of group ``name`` of ``topic`` (None: no member since the start)."""
+        return self._groups.get((topic, name))
+
+    def groups(self) -> list[Group]:
+        """Every group with live state (read on the service thread)."""
+        return list(self._groups.values())
 
     def _after_departure(self, group: Group, expelled: list[str]) -> None:
         if group.anonymous and not group.members:
@@ -167,9 +231,30 @@ class GroupCoordinator:
 
     def _rebalance(self, group: Group, expelled: Iterable[str] = ()) -> None:
         count = self._log.topic(group.topic).channel_count
-        owners = assign_channels(count, group.members, group.owners)
+        if group.claiming_until is not None:
+            claimed = {c: m for c, m in group.owners.items() if m in group.members}
+            if len(claimed) < count and time.monotonic() < group.claiming_until:
+                owners = claimed  # the window is open: unclaimed channels wait
+            else:
+                group.claiming_until = None
+        if group.claiming_until is None:
+            owners = assign_channels(count, group.members, group.owners)
+        moved = {
+            c: (group.owners.get(c, ""), owners.get(c, ""))
+            for c in sorted(set(owners) | set(group.owners))
+            if group.owners.get(c) != owners.get(c)
+        }
         group.owners = owners
         group.generation += 1
+        if moved:
+            _log.info(
+                "group %r of topic %r: rebalance %d: %d member(s), moved %s",
+                group.name,
+                group.topic,
+                group.generation,
+                len(group.members),
+                _moves(moved),
+            )
         members = sorted(group.members)
         index = {m: i for i, m in enumerate(members)}
         self._assignments.write(
@@ -191,3 +276,18 @@ def check_channels_exist(log: ChannelLog, topic: str, channels: Iterable[int]) -
     bad = [c for c in channels if not 0 <= c < count]
     if bad:
         raise BadParameterError(f"topic {topic!r} has channels 0..{count - 1}; {bad} do not exist")
+
+
+def _moves(moved: dict[int, tuple[str, str]], limit: int = 16) -> str:
+    """``{channel: (old, new)}`` for a log line: consecutive channels moving alike as ranges."""
+    runs: list[tuple[int, int, tuple[str, str]]] = []
+    for c, move in moved.items():
+        if runs and runs[-1][1] == c - 1 and runs[-1][2] == move:
+            runs[-1] = (runs[-1][0], c, move)
+        else:
+            runs.append((c, c, move))
+    parts = [
+        f"{a if a == b else f'{a}-{b}'}: {old or '-'} -> {new or '-'}" for a, b, (old, new) in runs
+    ]
+    more = f", ... ({len(parts) - limit} more)" if len(parts) > limit else ""
+    return "{" + ", ".join(parts[:limit]) + more + "}"

@@ -129,6 +129,8 @@ class ChannelLog:
         self._topics: dict[str, tuple[int, TopicInfo]] = {}
         self._channels: dict[tuple[int, int], list[int]] = {}  # [head, next, last_ts]
         self._has_publish_keys = False
+        #: Called with the seconds each COMMIT took (the store's metrics), or None.
+        self.commit_observer: Callable[[float], None] | None = None
         parent = self.path.parent
         if not parent.is_dir():
             raise BadParameterError(
@@ -335,7 +337,10 @@ class ChannelLog:
             try:
                 db.execute("BEGIN IMMEDIATE")
                 result = body()
+                started = time.perf_counter()
                 db.execute("COMMIT")
+                if self.commit_observer is not None:
+                    self.commit_observer(time.perf_counter() - started)
             except BaseException as exc:
                 self._roll_back()
                 if not isinstance(exc, sqlite3.Error):

@@ -40,8 +40,9 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 4 added the durables' tables; 3 ``topics.type_identity``; 2 stored batches as rows.
-FORMAT_VERSION = 4
+#: Version 6 added key-value maps and queues; 5 the durability service's tables; 4 the
+#: durables'; 3 ``topics.type_identity``; 2 stored batches as rows.
+FORMAT_VERSION = 6
 #: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
 OLDEST_READABLE_VERSION = 2
 #: Largest batch a version-1 file's elements are regrouped into when it is migrated.
@@ -90,6 +91,74 @@ CREATE TABLE IF NOT EXISTS durable_values (
     PRIMARY KEY (name, topic)
 ) WITHOUT ROWID;
 """
+
+# The durability service's PERSISTENT samples (version 5, dcps/store/_durability_history.py).
+_DURABILITY = """
+CREATE TABLE durability_topics (
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    limits TEXT NOT NULL,
+    PRIMARY KEY (topic, partition)
+) WITHOUT ROWID;
+CREATE TABLE durability_instances (
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    key BLOB NOT NULL,
+    disposed_ns INTEGER,
+    PRIMARY KEY (topic, partition, key)
+) WITHOUT ROWID;
+CREATE TABLE durability_samples (
+    seq INTEGER PRIMARY KEY,
+    topic TEXT NOT NULL,
+    partition TEXT NOT NULL,
+    key BLOB NOT NULL,
+    writer BLOB NOT NULL,
+    ts INTEGER NOT NULL,
+    flags INTEGER NOT NULL,
+    payload BLOB NOT NULL
+);
+"""
+
+# Key-value maps and queues (format version 6; docs/store-format.md).
+_MAPS_AND_QUEUES = """
+CREATE TABLE maps (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    type_name TEXT NOT NULL DEFAULT '',
+    type_identity TEXT NOT NULL DEFAULT '',
+    revision INTEGER NOT NULL,
+    dropped_revision INTEGER NOT NULL DEFAULT 0,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE map_entries (
+    map_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    value BLOB,
+    PRIMARY KEY (map_id, key)
+) WITHOUT ROWID;
+CREATE INDEX map_entries_revision ON map_entries (map_id, revision);
+CREATE TABLE map_changes (
+    map_id INTEGER NOT NULL,
+    revision INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB,
+    PRIMARY KEY (map_id, revision)
+) WITHOUT ROWID;
+CREATE TABLE queues (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    type_identity TEXT NOT NULL DEFAULT '',
+    next_seq INTEGER NOT NULL,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE queue_elements (
+    queue_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (queue_id, seq)
+);
+"""
 _SCHEMA = (
     """
 CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -127,6 +196,8 @@ CREATE TABLE commits (
 """
     + _BATCHES
     + _DURABLES
+    + _DURABILITY
+    + _MAPS_AND_QUEUES
 )
 
 # SQLite primary result codes (the low byte of an extended code).
@@ -290,8 +361,9 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
 
     Version 1 -> 2 regroups elements into stored batches; 2 -> 3 adds
     ``topics.type_identity`` (empty: the identity is recorded by the next
-    client that names one); 3 -> 4 adds the durables' tables (empty). On
-    failure the file keeps its old version.
+    client that names one); 3 -> 4 adds the durables' tables (empty); 4 -> 5
+    the durability service's empty ``durability_*`` tables; 5 -> 6 the (empty)
+    tables of maps and queues. On failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -303,6 +375,18 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             for statement in _DURABLES.split(";"):
                 if statement.strip():
                     db.execute(statement)
+        if version < 5:
+            for statement in _DURABILITY.split(";"):
+                if statement.strip():  # IF NOT EXISTS: a file may have been downgraded by hand
+                    db.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+        if version < 6:
+            for statement in _MAPS_AND_QUEUES.split(";"):
+                if statement.strip():  # IF NOT EXISTS: a file may have been downgraded by hand
+                    db.execute(
+                        statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS").replace(
+                            "CREATE INDEX", "CREATE INDEX IF NOT EXISTS"
+                        )
+                    )
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

@@ -33,7 +33,7 @@ import attrs
 from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._auth_member import MemberSecret
 from dcps.wire._batches import PackedPayloads
-from dcps.wire._codes import CommitStatus, Op, SeekMode
+from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode, error_code
 from dcps.wire._durables import DurableRequest
 from dcps.wire._limits import MAX_CLIENTS, check_client_id
 from dcps.wire._messages import Assignment, LiveBatch, Reply, Request, StoreAnnouncement
@@ -87,6 +87,8 @@ from idl._errors import (
 )
 from idl._identity import type_identity
 
+from ._admin import ADMIN_HANDLERS, SHARE_ADMIN_HANDLERS
+from ._durability import DurabilityService
 from ._durables import DURABLE_HANDLERS, DurableService
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
 from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
@@ -97,6 +99,9 @@ from ._log import (
     SyncMode,
     default_channel_count,
 )
+from ._maps import MAP_HANDLERS, MapTable
+from ._metrics import LogSnapshot, StoreMetrics, take_snapshot
+from ._queues import QUEUE_HANDLERS, QueueTable, serve_queues
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
 
@@ -209,6 +214,18 @@ class Store:
     (default: ``DCPS_STORE_ADMIN_KEY_FILE``) authorises destroying groups;
     without it the store refuses them. A bad key file raises
     :class:`~dcps.BadParameterError` naming it.
+
+    :attr:`metrics` counts what the store does (``docs/metrics.md``);
+    ``metrics_port`` (0: any free port) serves them for Prometheus on
+    ``metrics_host`` from :meth:`start` (:attr:`metrics_url`).
+
+    ``durability`` (topic-name patterns, ``("*",)`` for every topic) runs a
+    :class:`~dcps.store.DurabilityService` in the store: it keeps the data
+    of TRANSIENT and PERSISTENT writers of matching topics in
+    ``durability_partitions`` (patterns) for late-joining readers,
+    PERSISTENT data in this store's file (see README, "Durability").
+
+    .. versionadded:: 0.4 ``durability``, ``durability_partitions``
     """
 
     def __init__(
@@ -227,7 +244,17 @@ class Store:
         admin_key: KeyOption = FROM_ENVIRONMENT,
         verify: bool = True,
         allow_client_topics: bool = True,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+        durability: Iterable[str] | None = None,
+        durability_partitions: Iterable[str] = ("*",),
     ) -> None:
+        if metrics_port is not None and (
+            not isinstance(metrics_port, int)
+            or isinstance(metrics_port, bool)
+            or not 0 <= metrics_port <= 65535
+        ):
+            raise BadParameterError(f"metrics_port must be 0..65535 or None, got {metrics_port!r}")
         if (
             not isinstance(fetch_threads, int)
             or isinstance(fetch_threads, bool)
@@ -248,6 +275,19 @@ class Store:
         self.allow_client_topics = allow_client_topics
         self.log = ChannelLog.in_dir(data_dir, sync=sync, verify=verify)
         self.data_dir = self.log.path.parent
+        self._metrics_at = (metrics_host, metrics_port)
+        #: The store's Prometheus metrics (``metrics.registry``; see docs/metrics.md).
+        self.metrics = StoreMetrics(
+            log_path=self.log.path,
+            auth_drops=self.auth_drops,
+            clients=lambda: len(self._reply_writers),
+            labels={
+                "namespace": namespace,
+                "share": str(self.share),
+                "incarnation": self.incarnation,
+            },
+        )
+        self.log.commit_observer = self.metrics.observe_commit
         try:
             for info in self.log.topics():  # anonymous subscribers do not outlive a store
                 for group in self.log.groups(info.name):
@@ -260,6 +300,8 @@ class Store:
                     topic.retain_consumed,
                     *_identity_of(topic),
                 )
+            self._maps = MapTable(self.log)
+            self._queues = QueueTable(self.log)
             #: The durable subscriptions (``_durables.py``).
             self.durables = DurableService(
                 self.log, self._reply, self._fail, split=self.share.count > 1
@@ -269,7 +311,9 @@ class Store:
             raise
         self._state = StoreState.CREATED
         self._stopping = False
-        self._fetchers = FetchPool(self.log, fetch_threads, lambda: self._stopping)
+        self._fetchers = FetchPool(
+            self.log, fetch_threads, lambda: self._stopping, self._fetch_answered
+        )
         self._thread: threading.Thread | None = None
         self._endpoint: Endpoint | None = None
         self._requests: Any = None
@@ -289,6 +333,11 @@ class Store:
         self._handlers = self._HANDLERS if self.share.coordinates else self._SHARE_HANDLERS
         #: Request samples refused before decoding (no answer possible), for operators.
         self.dropped_requests = 0
+        # The durability service (dcps/store/_durability.py): topic-name patterns, or None.
+        self._durability_topics = None if durability is None else tuple(durability)
+        self._durability_partitions = tuple(durability_partitions)
+        #: The running durability service, if ``durability`` was given.
+        self.durability: DurabilityService | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -319,14 +368,48 @@ class Store:
         try:
             self._open_endpoints()
             self._check_share()
+            self._serve_metrics()
         except BaseException:
             self.close()
             raise
+        if self._durability_topics is not None:
+            self.durability = DurabilityService(
+                domain_id=self.domain_id,
+                namespace=self.namespace,
+                topics=self._durability_topics,
+                partitions=self._durability_partitions,
+                data_dir=self.data_dir,
+                network=self._network,
+            ).start()
         self._state = StoreState.SERVING
         self._fetchers.start()
         self._thread = threading.Thread(target=self._run, name="dcps-store", daemon=True)
         self._thread.start()
+        _log.info(
+            "dcps store %s serving %s (domain %d, namespace %r)",
+            self.share,
+            self.data_dir,
+            self.domain_id,
+            self.namespace,
+        )
         return self
+
+    def _serve_metrics(self) -> None:
+        host, port = self._metrics_at
+        if port is None:
+            return
+        try:
+            url = self.metrics.serve(host, port)
+        except OSError as exc:
+            raise BadParameterError(
+                f"cannot serve the store's metrics on {host}:{port}: {exc.strerror or exc}"
+            ) from exc
+        _log.info("dcps store %s: metrics at %s", self.share, url)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://host:port/metrics`` while the metrics are served, else None."""
+        return self.metrics.url
 
     def __enter__(self) -> Store:
         return self.start()
@@ -359,6 +442,8 @@ class Store:
         if self._thread is not None:
             self._thread.join()
         self._fetchers.stop()
+        if self.durability is not None:
+            self.durability.close()
         if self._waiter is not None:
             self._waiter.close()
         for writer in self._batch_writers.values():
@@ -377,7 +462,9 @@ class Store:
             out.close()
         if self._endpoint is not None:
             self._endpoint.close()
+        self.metrics.close()
         self.log.close()
+        _log.info("dcps store %s stopped (%s)", self.share, self.data_dir)
 
     def _open_endpoints(self) -> None:
         self._endpoint = ep = Endpoint(self.domain_id, self.namespace, self._network)
@@ -424,6 +511,7 @@ class Store:
         conflict = share_conflict(self.announcement, self._live_stores())
         if conflict is not None:
             raise PreconditionNotMetError(f"store not started: {conflict}")
+        _log.info("dcps store: share %s of namespace %r taken", self.share, self.namespace)
 
     # -- the service loop ------------------------------------------------------
 
@@ -460,8 +548,25 @@ class Store:
             self._handle(call)
         if self.share.coordinates:
             self._groups.expire()
+            serve_queues(self)
         self.durables.tick()
         self._retry_replies()
+        if self.metrics.wanted:  # a scrape waits for groups and lag
+            self.metrics.refresh(self._log_snapshot)
+
+    def _log_snapshot(self) -> LogSnapshot:
+        def members(topic: str, group: str) -> int:
+            found = self._groups.group(topic, group) if self.share.coordinates else None
+            return 0 if found is None else len(found.members)
+
+        return take_snapshot(self.log, self.share.serves, members)
+
+    def _fetch_answered(self, request: FetchRequest, reply: Reply) -> None:
+        """Count a FETCH reply (a fetch thread)."""
+        self.metrics.request(Op.FETCH, ErrorCode(reply.status) if reply.status else ErrorCode.OK)
+        if not reply.status:
+            count = int(reply.number)
+            self.metrics.fetched(request.topic, count, max(0, len(reply.blob) - 4 * count))
 
     def _admit(self, sample: Any) -> _Call[Any] | None:
         """Decode and validate one request sample whole; refuse it alone if it fails."""
@@ -481,6 +586,7 @@ class Store:
                 raise BadParameterError(sample.problem)
             return _Call(client, request_id, decode_request(sample))
         except Exception as exc:
+            self.metrics.request(getattr(sample, "op", -1), error_code(exc))
             self._answer(client, request_id, error_reply(client, request_id, exc))
             return None
 
@@ -566,8 +672,12 @@ class Store:
             if len(self._reply_writers) >= MAX_CLIENTS:
                 self._sweep_reply_writers(now, idle_only=False)
             if len(self._reply_writers) >= MAX_CLIENTS:
+                _log.warning(
+                    "dcps store: client %s refused: %d clients already", client, MAX_CLIENTS
+                )
                 return None
             out = self._reply_writers[client] = ReplyOutbox(self._reply_writer(client), now)
+            _log.info("dcps store: client %s connected", client)
         return out
 
     def _reply_writer(self, client: str) -> Any:
@@ -624,6 +734,7 @@ class Store:
             if (out.idle(now) or not idle_only) and not out.writer.get_matched_subscriptions():
                 out.close()
                 del self._reply_writers[client]
+                _log.info("dcps store: client %s disconnected", client)
 
     def _handle(self, call: _Call[Any]) -> None:
         handler = self._handlers[call.request.op]
@@ -632,7 +743,11 @@ class Store:
         except _DeferredError:
             pass
         except Exception as exc:  # every failure becomes an error reply
+            self.metrics.request(call.request.op, error_code(exc))
             self._fail(call, exc)
+        else:
+            if call.request.op != Op.FETCH:  # counted when a fetch thread answers it
+                self.metrics.request(call.request.op)
 
     # -- topics and publishing -------------------------------------------------
 
@@ -643,6 +758,13 @@ class Store:
         info = self.log.ensure_topic(
             name, count or self.default_channel_count, bool(retain), type_name, identity
         )
+        if not existed:
+            _log.info(
+                "dcps store: topic %r created (%d channels, type %s)",
+                name,
+                info.channel_count,
+                type_name or "not named",
+            )
         if existed:
             if count and count != info.channel_count:
                 raise InconsistentPolicyError(
@@ -668,6 +790,10 @@ class Store:
         self._reply(call, TopicConfig(info.channel_count, bool(info.retain_consumed)))
 
     def _publish(self, calls: list[_Call[PublishRequest]]) -> None:
+        for call in calls:
+            self.metrics.published(
+                call.request.topic, len(call.request.sizes), len(call.request.blob)
+            )
         for call in calls:  # idempotent (keyed) publishes
             if call.request.key:
                 self._publish_keyed(call)
@@ -681,6 +807,7 @@ class Store:
                 self._foreign(r.topic, (r.channel,))
                 good.append(call)
             except Exception as exc:
+                self.metrics.request(Op.PUBLISH, error_code(exc))
                 self._fail(call, exc)
         if not good:
             return
@@ -691,11 +818,14 @@ class Store:
             )
         except Exception as exc:
             for call in good:
+                self.metrics.request(Op.PUBLISH, error_code(exc))
                 self._fail(call, exc)
             return
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if not count:
                 first, stamp = 0, 0
+            self.metrics.request(Op.PUBLISH)
+            self.metrics.stored(call.request.topic, count, len(call.request.blob))
             self._reply(call, Published(first, count, stamp))
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if count:
@@ -715,9 +845,13 @@ class Store:
                 r.topic, r.channel, PackedPayloads(r.sizes, r.blob), r.key
             )
         except Exception as exc:
+            self.metrics.request(Op.PUBLISH, error_code(exc))
             self._fail(call, exc)
             return
         first, stamp = placed[0] if placed else (0, 0)
+        self.metrics.request(Op.PUBLISH)
+        if not duplicate:
+            self.metrics.stored(r.topic, len(placed), len(r.blob))
         self._reply(call, Published(first, len(placed), stamp, duplicate))
         if placed and not duplicate:
             self._push(r, placed[0])
@@ -742,6 +876,7 @@ class Store:
                 BATCH_WRITER_QOS,
             )
             self._batch_writers[(r.topic, r.channel)] = writer
+        self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
         writer.write(
             LiveBatch(
                 topic=r.topic,
@@ -1030,7 +1165,10 @@ class Store:
         DestroyGroupRequest.op: _on_destroy_group,
         CommitRequest.op: _on_commit,
         SeekRequest.op: _on_seek,
+        **MAP_HANDLERS,
+        **QUEUE_HANDLERS,
         **DURABLE_HANDLERS,
+        **ADMIN_HANDLERS,
     }
     # A store that does not coordinate groups (share index > 0).
     _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {
@@ -1041,6 +1179,7 @@ class Store:
         DestroyGroupRequest.op: _on_share_destroy_group,
         CommitRequest.op: _on_share_commit,
         SeekRequest.op: _on_share_seek,
+        **SHARE_ADMIN_HANDLERS,
     }
 
 
@@ -1059,6 +1198,10 @@ def run_store(
     admin_key: KeyOption = FROM_ENVIRONMENT,
     verify: bool = True,
     allow_client_topics: bool = True,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    durability: Iterable[str] | None = None,
+    durability_partitions: Iterable[str] = ("*",),
 ) -> None:
     """Run a store until ``stop`` is set, or SIGINT/SIGTERM when ``stop`` is None.
 
@@ -1068,8 +1211,8 @@ def run_store(
     ``share`` is the store's share of the channels (see :class:`Store`); if an
     overlapping store turns up, this one stops with
     :class:`~dcps.PreconditionNotMetError`. ``key`` and ``admin_key`` are as
-    for :class:`Store`. The signal handlers it installs are restored when it
-    returns.
+    for :class:`Store`, and so are ``metrics_port`` and ``metrics_host``. The
+    signal handlers it installs are restored when it returns.
     """
     event = stop or threading.Event()
     replaced: dict[signal.Signals, Any] = {}
@@ -1089,12 +1232,17 @@ def run_store(
             admin_key=admin_key,
             verify=verify,
             allow_client_topics=allow_client_topics,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+            durability=durability,
+            durability_partitions=durability_partitions,
         ) as store:
             if on_ready is not None:
                 on_ready(store)
+            metrics = f" metrics={store.metrics_url}" if store.metrics_url else ""
             print(
                 f"dcps store ready: {store.data_dir} domain={domain_id} namespace={namespace} "
-                f"share={store.share}",
+                f"share={store.share}{metrics}",
                 flush=True,
                 file=sys.stdout,
             )

@@ -83,7 +83,14 @@ _LABEL = b"dcps-auth/v1\x00"
 _U64 = 2**64
 
 #: Kinds that need the admin key.
-DEFAULT_ADMIN_KINDS = frozenset({"request/destroy_group"})
+DEFAULT_ADMIN_KINDS = frozenset(
+    {
+        "request/destroy_group",
+        "request/reset_group",
+        "request/delete_group",
+        "request/queue_delete",
+    }
+)
 #: Kinds accepted only with the proof of the member that joined.
 DEFAULT_MEMBER_KINDS = frozenset(
     {"request/commit", "request/seek", "request/heartbeat", "request/leave"}

@@ -62,6 +62,30 @@ class Op(enum.IntEnum):
     DURABLE_CLOSE = 24
     DURABLE_UNSUBSCRIBE = 25
     DURABLE_INFO = 26
+    # key-value maps (dcps/wire/_maps.py): 40-49
+    MAP_OPEN = 40
+    MAP_PUT = 41
+    MAP_GET = 42
+    MAP_DELETE = 43
+    MAP_LIST = 44
+    MAP_DROP = 45
+    MAP_CHANGES = 46
+    # queues (dcps/wire/_queues.py): 50-59
+    QUEUE_PUBLISH = 50
+    QUEUE_SUBSCRIBE = 51
+    QUEUE_RECEIVE = 52
+    QUEUE_ACK = 53
+    QUEUE_LEAVE = 54
+    QUEUE_DELETE = 55
+    QUEUE_STATE = 56
+    QUEUE_HEARTBEAT = 57
+    # store administration (dcps/wire/_admin.py): 70-89
+    DESCRIBE_TOPICS = 70
+    DESCRIBE_GROUPS = 71
+    RESET_GROUP = 72
+    DELETE_GROUP = 73
+    STORE_STATUS = 74
+    HISTORY_FETCH = 90  # the durability service (dcps/wire/_durability.py)
 
 
 class SeekMode(enum.IntEnum):

@@ -16,8 +16,10 @@ import attrs
 
 from idl._errors import BadParameterError
 
+from ._admin import AdminRequest, admin_requests
 from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
+from ._durability import HistoryFetchRequest
 from ._durables import DURABLE_REQUESTS, DurableRequest
 from ._limits import (
     MAX_BATCH_ELEMENTS,
@@ -28,7 +30,9 @@ from ._limits import (
     check_client_id,
     check_wire_name,
 )
+from ._maps import MAP_REQUESTS, AnyMapRequest
 from ._messages import Request
+from ._queues import QUEUE_REQUESTS, AnyQueueRequest
 
 __all__ = [
     "CommitRequest",
@@ -357,7 +361,10 @@ class JoinRequest:
     """Join ``group`` as ``member``; the store expels it after ``timeout_ms`` of silence.
 
     ``offer`` is the member's key-exchange value (``MemberOffer.public``) when
-    the namespace has a key, empty otherwise.
+    the namespace has a key, empty otherwise. ``previous_channels`` (a member
+    rejoining a restarted store) names the channels it owned before: the store
+    keeps them its own unless another rejoining member claimed them first
+    (``dcps/store/_groups.py``).
     """
 
     op: ClassVar[Op] = Op.JOIN
@@ -367,6 +374,7 @@ class JoinRequest:
     timeout_ms: int
     anonymous: bool = False
     offer: bytes = b""
+    previous_channels: tuple[int, ...] = ()
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
@@ -379,6 +387,7 @@ class JoinRequest:
             number=self.timeout_ms,
             flag=int(self.anonymous),
             blob=self.offer,
+            channels=list(self.previous_channels),
         )
 
     @classmethod
@@ -393,7 +402,16 @@ class JoinRequest:
                 f"request field 'blob' (key-exchange offer) has {len(r.blob)} bytes, "
                 f"not {PUBLIC_VALUE_BYTES}"
             )
-        return cls(topic, group, member, int(r.number), bool(r.flag), bytes(r.blob))
+        check_channels(r.channels)
+        return cls(
+            topic,
+            group,
+            member,
+            int(r.number),
+            bool(r.flag),
+            bytes(r.blob),
+            tuple(r.channels),
+        )
 
 
 @attrs.frozen
@@ -478,6 +496,10 @@ AnyRequest = (
     | HeartbeatRequest
     | LeaveRequest
     | DestroyGroupRequest
+    | AdminRequest
+    | HistoryFetchRequest
+    | AnyMapRequest
+    | AnyQueueRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
@@ -495,6 +517,10 @@ _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
         HeartbeatRequest,
         LeaveRequest,
         DestroyGroupRequest,
+        *admin_requests(),
+        HistoryFetchRequest,
+        *MAP_REQUESTS,
+        *QUEUE_REQUESTS,
     )
 }
 

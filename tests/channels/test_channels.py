@@ -276,7 +276,7 @@ class TestAnonymousSubscriber:
         sub.close()
         assert closed == ["closed"]
         assert pending.cancelled()
-        assert not sub.is_active
+        assert sub.closed
         with pytest.raises(AlreadyClosedError):
             sub.receive()
         for call in (
@@ -421,7 +421,7 @@ class TestGroups:
         wait_until(lambda: busy.channels == [0, 1, 2, 3])
         wait_until(lambda: bool(lost))
         assert quiet.channels == []
-        assert quiet.is_active
+        assert not quiet.closed
         later = quiet.receive()
         wait_until(lambda: len(quiet.channels) == 2)
         pending.cancel()

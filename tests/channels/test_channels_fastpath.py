@@ -251,10 +251,12 @@ class TestBatchDecoding:
         assert [e.value for e in got] == list(range(0, 90, 3))
         assert [e.position.offset for e in got] == list(range(0, 90, 3))
 
-    def test_undecodable_elements_are_skipped(self, dds: Opened, topic_name: str) -> None:
-        """Elements whose bytes do not decode are skipped; the others still arrive in order."""
+    def test_undecodable_elements_are_skipped_when_asked(
+        self, dds: Opened, topic_name: str
+    ) -> None:
+        """With on_undecodable="skip" bad elements are skipped; the others arrive in order."""
         topic = ChannelledTopic(topic_name, Reading, channel_count=1)
-        sub = dds.sub(topic)
+        sub = dds.sub(topic, on_undecodable="skip")
         good = dds.pub(topic, batch_count=1000)
         good.publish_many([reading(i) for i in range(10)]).result(TIMEOUT)
         # the store refuses a ChannelPublisher of another type (type identity), so the

@@ -104,15 +104,31 @@ class TestLifecycle:
             lambda: reader.liveliness_changed_status.alive_count == 0, what="writer not alive"
         )
 
-    def test_killed_autodisposing_writer_disposes(
+    def test_killed_autodisposing_writer_gives_no_writers(
         self, reader: dcps.DataReader[Reading], peer: Peer
     ) -> None:
-        """On Cyclone, a lost writer with autodispose_unregistered_instances disposes them."""
+        """A crash is not a dispose: kill -9 of a writer with autodispose on gives NO_WRITERS.
+
+        (Cyclone applies a lost writer's announced autodispose flag; a dcps writer
+        announces it off and disposes itself on unregister and close.)
+        """
         peer.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, reader)
         peer.call("write", sensor=7, value=7.0)
         reader.wait_for_data()
         peer.kill()
-        assert wait_for_state(reader, 7, DISPOSED)[-1].info.instance_state == DISPOSED
+        states = [s.info.instance_state for s in wait_for_state(reader, 7, NO_WRITERS)]
+        assert states[-1] == NO_WRITERS
+        assert DISPOSED not in states
+
+    def test_closed_autodisposing_writer_disposes(
+        self, reader: dcps.DataReader[Reading], peer: Peer
+    ) -> None:
+        """Closing a writer with autodispose on (the default) disposes its instances."""
+        peer.start_writer({"reliable": True, "keep_all": True}, reader)
+        peer.call("write", sensor=8, value=8.0)
+        reader.wait_for_data()
+        peer.call("close")
+        assert wait_for_state(reader, 8, DISPOSED)[-1].info.instance_state == DISPOSED
 
     def test_rebirth_after_dispose_is_new_with_generation_counts(
         self, reader: dcps.DataReader[Reading], peer: Peer
@@ -180,3 +196,34 @@ def wait_for_state_read(
             samples = [s for s in reader.read(instance_states=state) if s.data.sensor == sensor]
             if samples and (value is None or samples[-1].data.value == value):
                 return samples
+
+
+class TestReclaim:
+    def test_take_lets_a_writerless_instance_be_reclaimed(
+        self, domain_id: int, topic_name: str, participant: dcps.DomainParticipant
+    ) -> None:
+        """After take() of a writerless instance, a new sample starts it anew: generation 0.
+
+        (Where read() keeps the instance and counts the generation: see the test above.)
+        """
+        topic = dcps.Topic(participant, topic_name, Reading)
+        reader = dcps.DataReader(
+            participant, topic, qos=reader_qos({"reliable": True, "keep_all": True})
+        )
+        first, second = Peer(domain_id, topic_name), Peer(domain_id, topic_name)
+        try:
+            second.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, reader)
+            first.start_writer({"reliable": True, "keep_all": True, "lease": 1.0}, reader)
+            first.call("write", sensor=9, value=1.0)
+            reader.wait_for_data()
+            first.kill()
+            wait_for_state(reader, 9, NO_WRITERS)  # takes everything, the last sample too
+            second.call("write", sensor=9, value=2.0)
+            reborn = wait_for_state(reader, 9, ALIVE)[-1]
+            assert reborn.data.value == 2.0
+            assert reborn.info.view_state == dcps.ViewState.NEW
+            assert reborn.info.no_writers_generation_count == 0
+            assert reborn.info.disposed_generation_count == 0
+        finally:
+            first.close()
+            second.close()

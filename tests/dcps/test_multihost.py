@@ -185,10 +185,10 @@ class TestLinkFailure:
             since=reader_mark,
         )
 
-    def test_lost_writer_with_default_autodispose_shows_disposed(
+    def test_lost_writer_with_default_autodispose_shows_no_writers(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str
     ) -> None:
-        """With Cyclone's default autodispose, a writer lost to an outage disposes its instances."""
+        """Even with autodispose on (the default), a dcps writer lost to an outage is no dispose."""
         a, b = make_lan(2).hosts
         reader = _start(b, "reader", domain_id, topic_name, lease=1.0)
         writer = _start(a, "writer", domain_id, topic_name, lease=1.0)
@@ -200,9 +200,9 @@ class TestLinkFailure:
         a.link_down()
         reader.expect(_is("liveliness", alive=0), 10, "liveliness lost", since=mark)
         reader.expect(
-            _is("sample", key=4, valid=False, state="NOT_ALIVE_DISPOSED"),
+            _is("sample", key=4, valid=False, state="NOT_ALIVE_NO_WRITERS"),
             10,
-            "instance disposed",
+            "instance without writers",
             since=mark,
         )
 

@@ -191,12 +191,14 @@ PUBLIC: dict[str, list[str]] = {
         "ChannelPublisher",
         "ChannelSubscriber",
         "ChannelledTopic",
+        "ClientState",
         "CommitResult",
         "CommitStatus",
         "Element",
         "FlowControl",
         "OrderBy",
         "Position",
+        "UndecodableElementError",
         "destroy_subscriber_group",
     ],
     "dcps.durables": [
@@ -207,7 +209,18 @@ PUBLIC: dict[str, list[str]] = {
         "DurableKind",
         "DurableSubscriber",
         "FilterConflictError",
+        "KeyValueMap",
+        "MapChange",
+        "MapEntry",
+        "MapOperation",
+        "MapWatch",
+        "QueueElement",
+        "QueuePublisher",
+        "QueueState",
+        "QueueSubscriber",
+        "RevisionMismatchError",
         "Start",
+        "delete_queue",
         "durable_info",
         "unsubscribe",
     ],
@@ -224,6 +237,7 @@ PUBLIC: dict[str, list[str]] = {
         "TopicSubscriber",
     ],
     "dcps.store": [
+        "DurabilityService",
         "Share",
         "Store",
         "SyncMode",
@@ -249,7 +263,7 @@ PUBLIC: dict[str, list[str]] = {
 
 #: Packages whose private modules still name their public classes (their owners set
 #: ``__module__`` as idl, qos and dcps do; then they leave this set).
-NOT_YET_SHOWN = {"dcps.channels", "dcps.store"}
+NOT_YET_SHOWN = {"dcps.store"}
 
 
 def _ours(obj: object) -> bool:

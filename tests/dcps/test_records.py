@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import pickle
+from datetime import UTC, datetime
 
 import pytest
 
 import dcps
 from dcps._record import Record, field, new_record
+from dcps.channels import Element, Position
 
 
 class Point(Record):
@@ -78,3 +80,37 @@ class TestRecord:
         assert sample == dcps.Sample("data", info)
         assert info.instance_handle == 2
         assert info.sample_state is dcps.SampleState.NOT_READ
+
+
+class TestChannelRecords:
+    def test_positions_follow_the_convention(self) -> None:
+        """A Position is a record: equal to positions only, never to a plain tuple."""
+        assert isinstance(Position(1, 2), Record)
+        assert Position(1, 2) == Position(1, 2)
+        assert Position(1, 2) != (1, 2)
+        assert (1, 2) != Position(1, 2)  # noqa: SIM300 (the tuple on the left is the point)
+        assert Position(1, 2) != Point(1, 2)
+        assert Position(0, 5) < Position(1, -1)
+        channel, offset = Position(3, 4)
+        assert (channel, offset) == (3, 4)
+        match Position(3, 4):
+            case Position(channel=3, offset=found):
+                assert found == 4
+            case _:
+                pytest.fail("Position did not match")
+        assert Position.channel.__doc__ == "The channel."
+
+    def test_elements_equal_by_value_position_and_time_only(self) -> None:
+        """Elements compare by value, position and timestamp; never equal to a tuple of them."""
+        when = datetime(2024, 1, 1, tzinfo=UTC)
+        element = Element("v", Position(0, 4), when)
+        received = new_record(Element, ("v", 0, 4, when, object()))  # another receiver
+        assert isinstance(element, Record)
+        assert element == received
+        assert hash(element) == hash(received)
+        assert element != tuple(element)
+        assert tuple(element) != element
+        assert element != ("v", 0, 4, when)
+        assert element != Element("v", Position(0, 5), when)
+        assert element != Element("w", Position(0, 4), when)
+        assert pickle.loads(pickle.dumps(element)) == element

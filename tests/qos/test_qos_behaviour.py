@@ -123,40 +123,40 @@ class TestDurability:
         assert [s.data.label for s in reader.take()] == ["new"]
 
 
-class TestUnsupportedDurability:
+class TestServicedDurability:
     @pytest.mark.parametrize("durability", [qos.Durability.TRANSIENT, qos.Durability.PERSISTENT])
-    def test_writer_and_reader_refuse_durability_without_a_service(
+    def test_writer_and_reader_accept_durability_kept_by_a_service(
         self,
         participant: dcps.DomainParticipant,
         topic: dcps.Topic[Reading],
         durability: qos.Durability,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
-        """TRANSIENT/PERSISTENT (no durability service on Cyclone) raise UnsupportedError
-        naming the kind and suggesting TRANSIENT_LOCAL, for writers and readers alike."""
-        name = durability.kind.name
-        with pytest.raises(dcps.UnsupportedError, match=rf"DataWriter: Durability {name} .*"):
-            dcps.DataWriter(participant, topic, qos=qos.DataWriterQos(durability))
-        with pytest.raises(dcps.UnsupportedError, match=r"use Durability\.TRANSIENT_LOCAL"):
-            dcps.DataReader(participant, topic, qos=qos.DataReaderQos(durability))
+        """TRANSIENT/PERSISTENT writers and readers are created and exchange live data; with
+        no durability service running, waiting for historical data times out naming it."""
+        monkeypatch.setattr("dcps._history.HISTORY_WAIT", 0.5)
+        writer = dcps.DataWriter(participant, topic, qos=qos.DataWriterQos(durability))
+        reader = dcps.DataReader(participant, topic, qos=qos.DataReaderQos(durability))
+        with pytest.raises(dcps.DcpsTimeoutError, match="no durability service"):
+            reader.wait_for_historical_data(2.0)
+        writer.wait_for_readers()
+        writer.write(Reading(1, 1.0, "live"))
+        eventually(lambda: [s.data.label for s in reader.take()] == ["live"])
 
-    def test_topic_durability_is_refused_when_an_endpoint_inherits_it(
+    def test_transient_reader_does_not_match_a_transient_local_writer(
         self, participant: dcps.DomainParticipant, unique: str
     ) -> None:
-        """A writer taking a TRANSIENT topic QoS is refused; the participant keeps working."""
-        topic_qos = qos.TopicQos(qos.Durability.TRANSIENT)
-        topic = dcps.Topic(participant, f"transient_{unique}", Reading, qos=topic_qos)
-        with pytest.raises(dcps.UnsupportedError, match="TRANSIENT"):
-            dcps.DataWriter(participant, topic, qos=qos.DataWriterQos.from_topic(topic_qos))
-        writer = dcps.DataWriter(
-            participant, topic, qos=qos.DataWriterQos(qos.Reliability.RELIABLE)
-        )
-        reader = dcps.DataReader(
-            participant, topic, qos=qos.DataReaderQos(qos.Reliability.RELIABLE)
-        )
-        writer.wait_for_readers()
-        writer.write(Reading(1, 1.0, "still works"))
-        reader.wait_for_data()
-        assert [s.data.label for s in reader.take()] == ["still works"]
+        """A TRANSIENT reader requests more than a TRANSIENT_LOCAL writer offers: no match,
+        the reader reports the Durability policy as incompatible."""
+        topic = dcps.Topic(participant, f"dur_{unique}", Reading)
+        offered = qos.DataWriterQos(qos.Durability.TRANSIENT_LOCAL)
+        requested = qos.DataReaderQos(qos.Durability.TRANSIENT)
+        assert [i.policy for i in qos.compatibility(offered, requested)] == [qos.Durability]
+        dcps.DataWriter(participant, topic, qos=offered)
+        reader = dcps.DataReader(participant, topic, qos=requested)
+        eventually(lambda: reader.requested_incompatible_qos_status.total_count >= 1)
+        assert reader.requested_incompatible_qos_status.last_policy_name == "Durability"
+        assert reader.subscription_matched_status.current_count == 0
 
 
 class TestEntityFactory:

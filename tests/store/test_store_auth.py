@@ -23,7 +23,7 @@ from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
 
 from dcps import DcpsTimeoutError, PreconditionNotMetError
-from dcps.channels import ChannelledTopic, ChannelPublisher
+from dcps.channels import ChannelledTopic, ChannelPublisher, ChannelSubscriber, OrderBy
 from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode
 from dcps.wire._auth import UNAUTHENTICATED_WARNING, Authenticator, DropReason
@@ -360,6 +360,61 @@ class TestOtherMembers:
         )
         beat = client.heartbeat_async(topic, group, member).result(TIMEOUT)
         assert beat.channels == (0, 1)  # nobody took a channel
+
+
+class TestForgedAssignments:
+    @pytest.mark.parametrize("trailer", ["none", "other key"])
+    def test_a_forged_assignment_does_not_take_a_members_channels(
+        self,
+        keyed_store: Store,
+        attacker: Attacker,
+        keys: tuple[str, str],
+        domain_id: int,
+        namespace: str,
+        topic_name: str,
+        trailer: str,
+    ) -> None:
+        """A newer-looking assignment of the member's group giving its channels to another
+        member, unsigned or signed with another key, is ignored (counted): the member keeps
+        both channels and receives from them."""
+        topic = ChannelledTopic(topic_name, Msg, channel_count=2, retain_consumed=True)
+        kw: dict[str, Any] = {"domain_id": domain_id, "namespace": namespace}
+        with (
+            ChannelSubscriber(topic, group="g", store_key=keys[0], **kw) as member,
+            ChannelPublisher(topic, order_by=OrderBy.round_robin(), store_key=keys[0], **kw) as pub,
+        ):
+            eventually(lambda: member.channels == [0, 1], TIMEOUT, "the member's channels")
+            reader = attacker.reader(attacker.assignments, namespace, ASSIGN_QOS)
+            real = eventually(
+                lambda: [
+                    a
+                    for a in reader.read(N=16)
+                    if isinstance(a, Assignment) and (a.topic, a.group) == (topic_name, "g")
+                ],
+                TIMEOUT,
+                "the group's assignment",
+            )[-1]
+            forged = Assignment(
+                topic=topic_name,
+                group="g",
+                incarnation=real.incarnation,
+                generation=real.generation + 100,
+                members=["intruder"],
+                owners=[0, 0],
+            )
+            if trailer == "other key":
+                Sealer(Authenticator(StoreKey(b"x" * 32))).seal_assignment(forged)
+            reason = DropReason.MALFORMED if trailer == "none" else DropReason.UNKNOWN_KEY
+            sealer = member._client.sealer  # the member's own refusals (no public counter)
+            before = sealer.drops()[reason]
+            attacker.writer(attacker.assignments, namespace, ASSIGN_QOS).write(forged)
+            eventually(lambda: sealer.drops()[reason] > before, TIMEOUT, "the forgery refused")
+            assert member.channels == [0, 1]
+            for i in range(2):  # round robin: one element in each channel
+                pub.publish(Msg(i, i)).result(TIMEOUT)
+            got = member.receive(2).result(TIMEOUT)
+            assert sorted(e.position.channel for e in got) == [0, 1]
+            assert member.channels == [0, 1]
 
 
 class TestAdminKey:

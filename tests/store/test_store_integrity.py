@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import idl
-from dcps import IllegalOperationError, PreconditionNotMetError
+from dcps import BadParameterError, IllegalOperationError, PreconditionNotMetError
 from dcps.channels import ChannelledTopic, ChannelPublisher, ChannelSubscriber
 from dcps.store import Store, SyncMode
 from dcps.store._log import STORE_FILE, ChannelLog
@@ -199,6 +199,9 @@ class TestClientTopics:
             assert misspelt.name in str(caught.value)
             assert namespace in str(caught.value)
             with pytest.raises(IllegalOperationError, match=re.escape(misspelt.name)):
+                ChannelSubscriber(misspelt, create=True, **kw)
+            # without create=True a subscriber does not even ask to create it
+            with pytest.raises(BadParameterError, match=re.escape(misspelt.name)):
                 ChannelSubscriber(misspelt, **kw)
             with ChannelPublisher(known, **kw) as pub:
                 pub.publish(JobA(1, "a")).result(TIMEOUT)

@@ -509,7 +509,7 @@ class TestFormatVersions:
         db = sqlite3.connect(path)
         try:
             assert db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone() == (
-                # migrated through version 2 (batches), 3 (type identities), 4 (durables)
+                # migrated through 2 (batches), 3 (type identities), 4 (durables), 5 (durability)
                 str(FORMAT_VERSION),
             )
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}

@@ -9,6 +9,7 @@ Each command line is answered with one JSON line ``{"ok": ...}`` or
 - ``wait_readers`` {"count"}: block until that many readers match
 - ``wait_acks``: block until every matched reliable reader acknowledged all writes
 - ``assert_liveliness``
+- ``close``: close the writer (with autodispose on, that disposes its instances)
 - ``exit``
 """
 
@@ -53,6 +54,9 @@ def main() -> None:
             elif op == "assert_liveliness":
                 assert writer is not None
                 writer.assert_liveliness()
+            elif op == "close":
+                assert writer is not None
+                writer.close()
             elif op == "exit":
                 participant.close()
                 print(json.dumps({"ok": True}), flush=True)

@@ -1,0 +1,372 @@
+"""TRANSIENT and PERSISTENT readers: the history a durability service kept, merged with live data.
+
+A dcps DataReader with Durability TRANSIENT or PERSISTENT keeps its samples
+in a :class:`DurableCache` (the SubscriptionKeys reader cache, keyed by the
+topic's keys unless the reader has SubscriptionKeys, plus instance states
+and duplicate suppression) and, when it is created, asks the durability
+services of its namespace (``DCPS_DURABILITY_NAMESPACE``, default ``dcps``)
+for what they keep of its topic in its partitions (:class:`HistoryFetch`).
+
+- Until that history has been filed (or ``HISTORY_WAIT`` passed without any
+  service answering) live samples stay in Cyclone, so history comes first
+  and a KEEP_LAST reader does not let an old stored sample push out a newer
+  live one.
+- Samples are identified by writer GUID, source timestamp and a CRC of the
+  serialised payload (:data:`~dcps.wire._durability.SampleIdentity`): a
+  sample a live writer delivers (Cyclone replays a live TRANSIENT writer's
+  own history) and a service delivers too is filed once, and so is a
+  sample several redundant services keep.
+- Instance states: a stored instance whose last writer is not matched with
+  the reader arrives NOT_ALIVE_NO_WRITERS; one disposed (within the
+  service's cleanup delay) NOT_ALIVE_DISPOSED; live unregistrations and
+  disposes (invalid samples) change the state as for a plain reader, and a
+  new sample revives the instance with the generation count DDS defines.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from cyclonedds.core import GuardCondition, Policy, ReadCondition, WaitSet
+
+import idl
+import qos as q
+from dcps._sample import InstanceState
+from dcps._subscription_keys import KeyedCache
+from dcps.wire._durability import (
+    MAX_HISTORY_PAGE,
+    HistoryFetchRequest,
+    HistoryPage,
+    SampleIdentity,
+    StoredSample,
+    durability_partition,
+    payload_crc,
+)
+from dcps.wire._messages import Reply
+from dcps.wire._names import ANY_STATE, REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
+from dcps.wire._transport import Endpoint
+
+T = TypeVar("T")
+
+__all__ = [
+    "HISTORY_WAIT",
+    "SERVICE_READER_NAME",
+    "DurableCache",
+    "HistoryFetch",
+    "durability_namespace",
+    "wait_for_durability_service",
+]
+
+_log = logging.getLogger("dcps.history")
+
+#: How long a new TRANSIENT/PERSISTENT reader waits for a durability service before
+#: it delivers live data without history (``wait_for_historical_data`` then times out).
+HISTORY_WAIT = 3.0
+#: After the first service has served its whole history, how long others may still answer.
+_GRACE = 0.2
+#: How long a service that started answering may take for its next page.
+_PAGE_WAIT = 10.0
+#: The environment variable naming the namespace whose durability services readers ask.
+NAMESPACE_ENV = "DCPS_DURABILITY_NAMESPACE"
+
+
+#: The entity name of a durability service's readers (how writers recognise them).
+SERVICE_READER_NAME = "dcps-durability"
+#: How long a new TRANSIENT/PERSISTENT dcps writer waits for a durability service to match
+#: (``DCPS_DURABILITY_WRITER_WAIT`` seconds; 0 skips the wait).
+WRITER_WAIT_ENV = "DCPS_DURABILITY_WRITER_WAIT"
+
+
+def wait_for_durability_service(cyclone_writer: Any) -> bool:
+    """Wait (bounded) until a durability service's reader matched a new writer.
+
+    Cyclone DDS replays a TRANSIENT/PERSISTENT writer's history to remote late
+    joiners never (only TRANSIENT_LOCAL's), so what the writer writes before a
+    service matched it reaches no service. A dcps writer therefore waits up to
+    ``DCPS_DURABILITY_WRITER_WAIT`` seconds (default 2) for one at creation;
+    False if none matched in time (the writer works, unserved until one does).
+    """
+    try:
+        seconds = float(os.environ.get(WRITER_WAIT_ENV, "2"))
+    except ValueError:
+        seconds = 2.0
+    deadline = time.monotonic() + seconds
+    delay = 0.005
+    while True:
+        for handle in cyclone_writer.get_matched_subscriptions():
+            data = cyclone_writer.get_matched_subscription_data(handle)
+            if data is not None and _is_service(data.qos):
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(delay)  # polling Cyclone's match list: no status condition per match kind
+        delay = min(delay * 2, 0.05)
+
+
+def _is_service(qos: Any) -> bool:
+    try:
+        return bool(qos[Policy.EntityName].name == SERVICE_READER_NAME)
+    except (KeyError, AttributeError):
+        return False
+
+
+def durability_namespace() -> str:
+    """The namespace whose durability services TRANSIENT/PERSISTENT readers ask."""
+    return os.environ.get(NAMESPACE_ENV, "dcps")
+
+
+class _Client:
+    """One process's requests to the durability services of a domain and namespace."""
+
+    def __init__(self, domain_id: int, namespace: str, network: Any) -> None:
+        self.endpoint = ep = Endpoint(domain_id, namespace, network)
+        self.client_id = uuid.uuid4().hex
+        self._writer = ep.writer(
+            ep.request_topic, durability_partition(namespace), REQUEST_WRITER_QOS
+        )
+        self._reader = ep.reader(
+            ep.reply_topic, reply_partition(namespace, self.client_id), REPLY_QOS
+        )
+        self._ws = WaitSet(ep.participant)
+        self._cond = ReadCondition(self._reader, ANY_STATE)
+        self._guard = GuardCondition(ep.participant)
+        self._ws.attach(self._cond)
+        self._ws.attach(self._guard)
+        self._lock = threading.Lock()
+        self._next = 1
+        self._handlers: dict[int, Callable[[Reply], None]] = {}
+        self._thread = threading.Thread(target=self._run, name="dcps-history", daemon=True)
+        self._thread.start()
+
+    def send(self, request: HistoryFetchRequest, on_reply: Callable[[Reply], None]) -> int:
+        with self._lock:
+            rid = self._next
+            self._next += 1
+            self._handlers[rid] = on_reply
+        self._writer.write(request.to_wire(self.client_id, rid))
+        return rid
+
+    def forget(self, rid: int) -> None:
+        with self._lock:
+            self._handlers.pop(rid, None)
+
+    def _run(self) -> None:
+        while True:
+            self._ws.wait(1_000_000_000)
+            for reply in self._reader.take(N=64):
+                if not isinstance(reply, Reply):
+                    continue
+                with self._lock:
+                    handler = self._handlers.get(int(reply.request_id))
+                if handler is not None:
+                    try:
+                        handler(reply)
+                    except Exception:
+                        _log.exception("dcps: filing stored history failed")
+
+
+_clients: dict[tuple[int, str], _Client] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(domain_id: int, namespace: str, network: Any) -> _Client:
+    with _clients_lock:
+        found = _clients.get((domain_id, namespace))
+        if found is None:
+            found = _clients[(domain_id, namespace)] = _Client(domain_id, namespace, network)
+        return found
+
+
+class HistoryFetch:
+    """One reader's fetch of its topic's stored history from every service that answers.
+
+    ``file(samples)`` is called (on the client's thread) with each page;
+    ``done`` is set once one service has served all it keeps (plus a short
+    grace for the others), or when ``HISTORY_WAIT`` passed without one.
+    """
+
+    def __init__(
+        self,
+        domain_id: int,
+        network: Any,
+        topic: str,
+        partitions: tuple[str, ...],
+        file: Callable[[list[StoredSample]], None],
+        on_done: Callable[[], None],
+    ) -> None:
+        self.topic = topic
+        self.partitions = partitions or ("",)
+        self._file = file
+        self._on_done = on_done
+        self.done = threading.Event()
+        #: whether some service served its history (False: nobody answered in time)
+        self.served = False
+        self._lock = threading.Lock()
+        self._rids: set[int] = set()
+        self._client = _client(domain_id, durability_namespace(), network)
+        self._timer = threading.Timer(HISTORY_WAIT, self._finish)
+        self._timer.daemon = True
+        self._timer.start()
+        self._ask("", 0)
+
+    def _ask(self, service: str, after: int) -> None:
+        request = HistoryFetchRequest(self.topic, self.partitions, after, MAX_HISTORY_PAGE, service)
+        rid = self._client.send(request, self._on_reply)
+        with self._lock:
+            self._rids.add(rid)
+
+    def _on_reply(self, reply: Reply) -> None:
+        if self.done.is_set() and self.served:
+            return  # late answers of slower services: filed only while waiting
+        if reply.status:
+            _log.warning("dcps: a durability service refused a history fetch: %s", reply.error)
+            return
+        page = HistoryPage.from_wire(reply)
+        if not self.served:  # a service answers: wait for its pages, not for HISTORY_WAIT
+            self._restart_timer(_PAGE_WAIT)
+        if page.samples:
+            self._file(list(page.samples))
+        if page.more:
+            self._ask(page.service, page.cursor)
+        elif not self.served:
+            self.served = True
+            self._restart_timer(_GRACE)
+
+    def _restart_timer(self, seconds: float) -> None:
+        with self._lock:
+            self._timer.cancel()
+            self._timer = threading.Timer(seconds, self._finish)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _finish(self) -> None:
+        if self.done.is_set():
+            return
+        self.done.set()
+        with self._lock:
+            rids, self._rids = self._rids, set()
+        for rid in rids:
+            self._client.forget(rid)
+        self._on_done()
+
+    def close(self) -> None:
+        """Stop listening for answers."""
+        with self._lock:
+            self._timer.cancel()
+            rids, self._rids = self._rids, set()
+        for rid in rids:
+            self._client.forget(rid)
+        self.done.set()
+
+
+def _key_getter(data_type: type, reader_qos: q.DataReaderQos) -> Callable[[Any], Any]:
+    keys = reader_qos[q.SubscriptionKeys]
+    paths = tuple(keys.key_list) if keys.use_key_list else tuple(idl.key_fields(data_type))
+    if not paths:
+        return lambda _: ()
+    return operator.attrgetter(*paths)
+
+
+class DurableCache(KeyedCache[T]):
+    """The cache of a TRANSIENT/PERSISTENT reader: instances by key, stored history merged
+    with live samples once each, instance states kept as DDS defines them."""
+
+    def __init__(self, data_type: type[T], reader_qos: q.DataReaderQos) -> None:
+        super().__init__(data_type, reader_qos, key_of=_key_getter(data_type, reader_qos))
+        self._seen: set[SampleIdentity] = set()
+        self._handle_keys: dict[int, Any] = {}  # Cyclone instance handle -> reader key
+        # instances whose latest sample came from the service, with its writer: ALIVE only
+        # while that writer is matched (Cyclone knows nothing of these instances)
+        self.history_writers: dict[Any, bytes] = {}
+
+    def file_live(
+        self,
+        rows: list[tuple[Any, tuple[Any, ...], int]],
+        decode: Callable[[bytes], T],
+        guid_of: Callable[[int], bytes],
+        disposes_bit: int,
+    ) -> bool:
+        """File samples taken from Cyclone (valid or not); True if anything changed."""
+        batch = []
+        states: list[tuple[int, int]] = []
+        for data, row, status in rows:
+            if data is None:
+                states.append((row[5], row[2]))
+                continue
+            identity = (guid_of(row[6]), row[4], payload_crc(data))
+            if identity in self._seen:
+                continue
+            self._seen.add(identity)
+            sample = decode(data)
+            key = self._key_of(sample)
+            self._handle_keys[row[5]] = key
+            self.history_writers.pop(key, None)
+            batch.append((sample, row[4], row[6], bool(status & disposes_bit)))
+        changed = self.add_batch(batch) if batch else False
+        with self.lock:
+            for handle, state in states:
+                key = self._handle_keys.get(handle)
+                instance = None if key is None else self._instances.get(key)
+                if instance is None or instance.state is not InstanceState.ALIVE:
+                    continue
+                if state == int(InstanceState.NOT_ALIVE_DISPOSED):
+                    instance.state = InstanceState.NOT_ALIVE_DISPOSED
+                    changed = True
+                elif state == int(InstanceState.NOT_ALIVE_NO_WRITERS):
+                    instance.state = InstanceState.NOT_ALIVE_NO_WRITERS
+                    changed = True
+        return changed
+
+    def file_history(
+        self, samples: list[StoredSample], decode: Callable[[bytes], T], live_writers: set[bytes]
+    ) -> bool:
+        """File stored samples (each once); set their instances' states. True if any was new."""
+        fresh = []
+        for s in samples:
+            identity = s.identity
+            if identity in self._seen:
+                continue
+            self._seen.add(identity)
+            fresh.append(s)
+        if not fresh:
+            return False
+        fresh.sort(key=lambda s: s.timestamp)
+        decoded = [(decode(s.payload), s) for s in fresh]
+        self.add_batch([(d, s.timestamp, 0, s.disposes) for d, s in decoded])
+        last: dict[Any, StoredSample] = {}
+        for d, s in decoded:
+            last[self._key_of(d)] = s
+        with self.lock:
+            for key, s in last.items():
+                instance = self._instances.get(key)
+                if instance is None:
+                    continue
+                if s.disposed:
+                    instance.state = InstanceState.NOT_ALIVE_DISPOSED
+                elif s.writer not in live_writers and instance.state is InstanceState.ALIVE:
+                    instance.state = InstanceState.NOT_ALIVE_NO_WRITERS
+                elif instance.state is InstanceState.ALIVE:
+                    self.history_writers[key] = s.writer
+        return True
+
+    def writers_gone(self, live_writers: set[bytes]) -> bool:
+        """Instances known only from history whose writer is no longer matched lose their
+        writers (NOT_ALIVE_NO_WRITERS); True if any did."""
+        changed = False
+        with self.lock:
+            for key, writer in list(self.history_writers.items()):
+                if writer in live_writers:
+                    continue
+                del self.history_writers[key]
+                instance = self._instances.get(key)
+                if instance is not None and instance.state is InstanceState.ALIVE:
+                    instance.state = InstanceState.NOT_ALIVE_NO_WRITERS
+                    changed = True
+        return changed

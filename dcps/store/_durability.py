@@ -1,0 +1,405 @@
+"""The durability service: keeps TRANSIENT and PERSISTENT data for late-joining readers.
+
+Cyclone DDS keeps history only in live TRANSIENT_LOCAL (and stronger)
+writers. This service, run by the store (``Store(..., durability=...)``,
+``dcps store --durability PATTERN``), does what OpenSplice's durability
+service does:
+
+- **Discovery.** It reads Cyclone's builtin ``DCPSPublication`` topic; every
+  writer announcing TRANSIENT or PERSISTENT durability on a topic whose name
+  matches one of ``topics`` (``fnmatch`` patterns, ``"*"`` for all) in a
+  partition matching ``partitions`` is served.
+- **Reading.** The writer's type comes from XTypes type lookup (the writer's
+  announced type identifier), so writers the store knows nothing about,
+  such as C programs, are served. One TRANSIENT reader per topic and
+  partition takes the serialised samples (their bytes are kept as written),
+  with the writer's GUID, the source timestamp and the instance's key.
+- **Keeping.** :class:`~dcps.store._durability_history.HistoryStore` applies
+  the topic's DurabilityService QoS; PERSISTENT samples also go to the
+  store's SQLite file.
+- **Serving.** Requests (``Op.HISTORY_FETCH``) come on the request topic in
+  :func:`~dcps.wire._durability.durability_partition`; every service of the
+  namespace answers, each with its own pages.
+- **Aligning.** On start a service asks the others for everything they keep
+  and keeps it too, so one that started late or restarted catches up.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
+from cyclonedds.core import InstanceState, Policy, Qos
+from cyclonedds.dynamic import get_types_for_typeid
+from cyclonedds.sub import DataReader, Subscriber
+from cyclonedds.topic import Topic
+
+import qos as q
+from dcps._cyclone.binding import entity_ref
+from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, take_cdr
+from dcps._history import SERVICE_READER_NAME
+from dcps.store._durability_history import HistoryStore, Limits
+from dcps.store._log import ChannelLog, SyncMode
+from dcps.wire._durability import (
+    MAX_HISTORY_PAGE,
+    MAX_HISTORY_PAGE_BYTES,
+    HistoryFetchRequest,
+    HistoryPage,
+)
+from dcps.wire._messages import Reply, Request
+from dcps.wire._names import ANY_STATE, CONTROL_QOS, REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
+from dcps.wire._replies import error_reply
+from dcps.wire._requests import decode_request
+from dcps.wire._transport import Endpoint, Waiter, drop_endpoint
+from idl._errors import BadParameterError, DcpsError
+
+if TYPE_CHECKING:
+    from dcps._network import NetworkConfig
+
+__all__ = ["DurabilityService"]
+
+_log = logging.getLogger("dcps.store.durability")
+
+_KINDS = (Policy.Durability.Transient, Policy.Durability.Persistent)
+#: How long the service waits for a writer's type over XTypes type lookup.
+TYPE_LOOKUP_TIMEOUT_NS = 5_000_000_000
+#: How long a starting service listens for other services' history.
+ALIGN_WINDOW = 1.0
+_TAKE = 1024
+
+
+def _reader_qos(partition: str) -> tuple[Qos, Qos]:
+    sub = Qos(Policy.Partition([partition]))
+    reader = Qos(
+        Policy.Durability.Transient,
+        Policy.Reliability.Reliable(1_000_000_000),
+        Policy.History.KeepAll,
+        Policy.EntityName(SERVICE_READER_NAME),  # how dcps writers recognise the service
+    )
+    return sub, reader
+
+
+class _Served:
+    """One served topic in one partition: its reader and what it knows of the writers."""
+
+    def __init__(self, reader: DataReader[Any], topic: str, partition: str) -> None:
+        self.reader = reader
+        self.ref = entity_ref(reader)
+        self.topic = topic
+        self.partition = partition
+        self.guids: dict[int, bytes] = {}
+        self.keys: dict[int, bytes] = {}  # Cyclone instance handle -> serialised key
+
+    def key(self, handle: int) -> bytes:
+        found = self.keys.get(handle)
+        if found is None:
+            found = instance_key(self.ref, handle) or b""
+            if len(self.keys) > 100_000:
+                self.keys.clear()
+            self.keys[handle] = found
+        return found
+
+    def guid(self, handle: int) -> bytes:
+        found = self.guids.get(handle)
+        if found is None:
+            data = self.reader.get_matched_publication_data(handle)
+            found = data.key.bytes if data is not None else handle.to_bytes(16, "big")
+            self.guids[handle] = found
+        return found
+
+
+class DurabilityService:
+    """Keeps the history of TRANSIENT/PERSISTENT topics and serves it to late joiners.
+
+    ``topics``: topic-name patterns (``fnmatch``; ``("*",)`` takes every topic
+    a writer announces with TRANSIENT or PERSISTENT durability);
+    ``partitions``: partition patterns (``("*",)`` every partition, ``""``
+    the default one). ``data_dir`` holds the store file where PERSISTENT
+    data is kept (``channels.db``; the file must be a dcps store file of
+    format 4 or later, which :class:`~dcps.store.Store` creates); None keeps
+    everything in memory (PERSISTENT then behaves as TRANSIENT).
+    """
+
+    def __init__(
+        self,
+        *,
+        domain_id: int = 0,
+        namespace: str = "dcps",
+        topics: Iterable[str] = ("*",),
+        partitions: Iterable[str] = ("*",),
+        data_dir: str | Path | None = None,
+        network: NetworkConfig | None = None,
+        align: bool = True,
+    ) -> None:
+        self.topics = tuple(topics)
+        self.partitions = tuple(partitions)
+        if not self.topics:
+            raise BadParameterError("a durability service needs at least one topic pattern")
+        for pattern in (*self.topics, *self.partitions):
+            if not isinstance(pattern, str):
+                raise BadParameterError(f"durability patterns are strings, got {pattern!r}")
+        self.namespace = namespace
+        self.domain_id = domain_id
+        self.incarnation = uuid.uuid4().hex
+        self._network = network
+        self._align = align
+        self._db: sqlite3.Connection | None = None
+        if data_dir is not None:
+            # ChannelLog creates (or migrates) the store file: the service's tables
+            # are part of the store format (dcps/store/_log_format.py)
+            ChannelLog.in_dir(data_dir, sync=SyncMode.NORMAL, verify=False).close()
+            path = Path(data_dir) / "channels.db"
+            self._db = sqlite3.connect(path, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout = 10000")
+        self.history = HistoryStore(self._db)
+        self._served: dict[tuple[str, str], _Served] = {}
+        self._types: dict[tuple[str, str], Any] = {}
+        self._topic_entities: dict[str, Any] = {}
+        self._refused: set[tuple[str, str]] = set()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._endpoint: Endpoint | None = None
+        self._reply_writers: dict[str, Any] = {}
+        self._client_id = f"durability{self.incarnation[:16]}"
+        self._aligning: dict[str, int] = {}  # other service -> cursor still to fetch
+        self._align_until = 0.0
+        self._align_sent = False
+        self._ready = threading.Event()
+        self._next_cleanup = 0
+        #: samples received from other services while aligning
+        self.aligned = 0
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> DurabilityService:
+        """Start discovering, keeping and serving (a daemon thread); returns the service."""
+        ep = self._endpoint = Endpoint(self.domain_id, self.namespace, self._network)
+        dp = ep.participant
+        self._waiter = Waiter(ep)
+        from dcps.wire._durability import durability_partition
+
+        self._publications = BuiltinDataReader(dp, BuiltinTopicDcpsPublication)
+        self._waiter.watch(self._publications)
+        self._requests = ep.reader(
+            ep.request_topic, durability_partition(self.namespace), CONTROL_QOS
+        )
+        self._waiter.watch(self._requests)
+        self._align_writer = ep.writer(
+            ep.request_topic, durability_partition(self.namespace), REQUEST_WRITER_QOS
+        )
+        self._align_replies = ep.reader(
+            ep.reply_topic, reply_partition(self.namespace, self._client_id), REPLY_QOS
+        )
+        self._waiter.watch(self._align_replies)
+        self._align_until = time.monotonic() + (ALIGN_WINDOW if self._align else 0.0)
+        self._thread = threading.Thread(target=self._run, name="dcps-durability", daemon=True)
+        self._thread.start()
+        return self
+
+    def wait_aligned(self, timeout: float = 10.0) -> bool:
+        """Wait until the start-up alignment with the other services is over."""
+        return self._ready.wait(timeout)
+
+    def close(self) -> None:
+        """Stop the service (idempotent); kept PERSISTENT data stays in the file."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._thread is not None:
+            self._waiter.wake()
+            self._thread.join()
+            self._waiter.close()
+        for w in self._reply_writers.values():
+            drop_endpoint(w)
+        if self._endpoint is not None:
+            self._endpoint.close()
+        if self._db is not None:
+            self._db.close()
+
+    def __enter__(self) -> DurabilityService:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the loop --------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stopping:
+            self._waiter.wait(0.05)
+            if self._stopping:
+                break
+            try:
+                self._step()
+            except Exception:
+                _log.exception("dcps durability service: unexpected error")
+
+    def _step(self) -> None:
+        now = time.time_ns()
+        self._discover()
+        for served in list(self._served.values()):
+            self._take(served, now)
+        self._align_step()
+        self._answer()
+        if now >= self._next_cleanup:  # a walk over every instance: not per sample
+            self._next_cleanup = now + 100_000_000
+            self.history.cleanup(now)
+
+    # -- discovery -------------------------------------------------------------------
+    def _discover(self) -> None:
+        for pub in self._publications.take(N=256):
+            info = pub.sample_info
+            if info.instance_state != InstanceState.Alive or not info.valid_data:
+                continue
+            wq = pub.qos
+            try:
+                durability = wq[Policy.Durability]
+            except (KeyError, AttributeError):
+                continue
+            if durability not in _KINDS or pub.topic_name.startswith("dcps_channels_"):
+                continue
+            if not any(fnmatch.fnmatchcase(pub.topic_name, p) for p in self.topics):
+                continue
+            try:
+                names = tuple(wq[Policy.Partition].partitions) or ("",)
+            except (KeyError, AttributeError):
+                names = ("",)
+            names = tuple(
+                n for n in names if any(fnmatch.fnmatchcase(n, p) for p in self.partitions)
+            )
+            if not names:
+                continue
+            writer_qos = q.from_cyclone(wq, "writer")
+            limits = Limits.of(writer_qos[q.DurabilityService])
+            persistent = durability == Policy.Durability.Persistent
+            for partition in names:
+                self._serve(pub, partition, limits, persistent)
+
+    def _serve(self, pub: Any, partition: str, limits: Limits, persistent: bool) -> None:
+        key = (pub.topic_name, partition)
+        self.history.serve(pub.topic_name, partition, limits, persistent)
+        if key in self._served or key in self._refused:
+            return
+        data_type: Any = self._types.get((pub.topic_name, pub.type_name))
+        if data_type is None:
+            if pub.type_id is None:
+                _log.warning(
+                    "durability: writer of %r announces no XTypes type: not served", pub.topic_name
+                )
+                self._refused.add(key)
+                return
+            try:
+                assert self._endpoint is not None
+                data_type, _ = get_types_for_typeid(
+                    self._endpoint.participant, pub.type_id, TYPE_LOOKUP_TIMEOUT_NS
+                )
+            except Exception as exc:
+                _log.warning("durability: type of %r not found: %s", pub.topic_name, exc)
+                return  # retried when the writer is announced again
+            self._types[(pub.topic_name, pub.type_name)] = data_type
+        assert self._endpoint is not None
+        dp = self._endpoint.participant
+        topic = self._topic_entities.get(pub.topic_name)
+        if topic is None:
+            topic = self._topic_entities[pub.topic_name] = Topic(dp, pub.topic_name, data_type)
+        sub_qos, reader_qos = _reader_qos(partition)
+        reader = DataReader(Subscriber(dp, qos=sub_qos), topic, qos=reader_qos)
+        self._served[key] = _Served(reader, pub.topic_name, partition)
+        self._waiter.watch(reader)
+        _log.info("durability: serving %r in partition %r", pub.topic_name, partition)
+
+    def _take(self, served: _Served, now: int) -> None:
+        while True:
+            rows = take_cdr(served.ref, ANY_STATE, _TAKE)
+            if isinstance(rows, int):
+                raise DcpsError(f"durability: take on {served.topic!r} failed ({rows})")
+            for data, row, status in rows:
+                key = served.key(row[5])
+                if data is None:
+                    if row[2] == int(InstanceState.NotAliveDisposed):
+                        self.history.dispose(served.topic, served.partition, key, now)
+                    continue
+                self.history.add(
+                    served.topic,
+                    served.partition,
+                    key,
+                    served.guid(row[6]),
+                    row[4],
+                    data,
+                    bool(status & STATUSINFO_DISPOSE),
+                    now,
+                )
+            if len(rows) < _TAKE:
+                return
+
+    # -- serving ---------------------------------------------------------------------
+    def _answer(self) -> None:
+        for sample in self._requests.take(N=256):
+            if not isinstance(sample, Request) or sample.client == self._client_id:
+                continue
+            try:
+                request = decode_request(sample)
+                if isinstance(request, HistoryFetchRequest) and request.service not in (
+                    "",
+                    self.incarnation,
+                ):
+                    continue  # a page of another service's history
+                if not isinstance(request, HistoryFetchRequest):
+                    raise BadParameterError(
+                        f"the durability service answers HISTORY_FETCH only, not op {sample.op}"
+                    )
+                samples, cursor, more = self.history.page(
+                    request.topic,
+                    request.partitions,
+                    request.after,
+                    request.count,
+                    MAX_HISTORY_PAGE_BYTES,
+                )
+                reply = HistoryPage(tuple(samples), cursor, more, self.incarnation).to_wire(
+                    sample.client, sample.request_id
+                )
+            except DcpsError as exc:
+                reply = error_reply(sample.client, sample.request_id, exc)
+            self._reply_writer(sample.client).write(reply)
+
+    def _reply_writer(self, client: str) -> Any:
+        writer = self._reply_writers.get(client)
+        if writer is None:
+            assert self._endpoint is not None
+            if len(self._reply_writers) >= 256:
+                drop_endpoint(self._reply_writers.pop(next(iter(self._reply_writers))))
+            writer = self._reply_writers[client] = self._endpoint.writer(
+                self._endpoint.reply_topic, reply_partition(self.namespace, client), REPLY_QOS
+            )
+        return writer
+
+    # -- alignment -------------------------------------------------------------------
+    def _align_step(self) -> None:
+        if self._ready.is_set():
+            return
+        if not self._align_sent:
+            self._align_sent = True
+            if self._align:
+                self._ask("", 0)
+        for reply in self._align_replies.take(N=64):
+            if not isinstance(reply, Reply) or reply.status:
+                continue
+            page = HistoryPage.from_wire(reply)
+            self.aligned += self.history.add_many(page.samples, time.time_ns())
+            if page.more:
+                self._aligning[page.service] = page.cursor
+                self._ask(page.service, page.cursor)
+            else:
+                self._aligning.pop(page.service, None)
+        if time.monotonic() >= self._align_until and not self._aligning:
+            self._ready.set()
+
+    def _ask(self, service: str, after: int) -> None:
+        request = HistoryFetchRequest("", (), after, MAX_HISTORY_PAGE, service)
+        self._align_writer.write(request.to_wire(self._client_id, 1))

@@ -1,0 +1,362 @@
+"""What a durability service keeps: per topic and partition, instances and their samples.
+
+The limits are the topic's ``DurabilityService`` QoS as its first writer
+announced it: history KEEP_LAST ``depth`` (the oldest sample of an instance
+goes) or KEEP_ALL, ``max_samples_per_instance``, ``max_instances`` and
+``max_samples`` (a sample beyond a limit is not kept, as a DDS reader
+rejects it), and ``service_cleanup_delay``: a disposed instance is forgotten
+that long after its dispose. TRANSIENT data lives in memory only;
+PERSISTENT data is also written to the store's SQLite file (tables
+``durability_*``, see docs/store-format.md) before the sample counts as
+kept, and read back when the service starts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sqlite3
+import threading
+from collections import deque
+from collections.abc import Iterable
+from datetime import timedelta
+
+import attrs
+
+import qos as q
+from dcps.wire._durability import (
+    FLAG_DISPOSED,
+    FLAG_DISPOSES,
+    FLAG_PERSISTENT,
+    SampleIdentity,
+    StoredSample,
+    payload_crc,
+)
+
+__all__ = ["HistoryStore", "Limits"]
+
+
+@attrs.frozen
+class Limits:
+    """The DurabilityService settings a service honours for one topic."""
+
+    depth: int | None = 1  # KEEP_LAST depth; None: KEEP_ALL
+    max_samples: int | None = None
+    max_instances: int | None = None
+    max_samples_per_instance: int | None = None
+    cleanup_delay_ns: int = 0
+
+    @classmethod
+    def of(cls, service: q.DurabilityService) -> Limits:
+        """The limits a ``DurabilityService`` policy sets."""
+        history = service.history
+        return cls(
+            history.depth if history.kind is q.HistoryKind.KEEP_LAST else None,
+            _limit(service.max_samples),
+            _limit(service.max_instances),
+            _limit(service.max_samples_per_instance),
+            _ns(service.service_cleanup_delay),
+        )
+
+    def to_text(self) -> str:
+        """The limits as stored in the file (five integers, -1 for none)."""
+        return ",".join(
+            str(-1 if v is None else v)
+            for v in (
+                self.depth,
+                self.max_samples,
+                self.max_instances,
+                self.max_samples_per_instance,
+                self.cleanup_delay_ns,
+            )
+        )
+
+    @classmethod
+    def from_text(cls, text: str) -> Limits:
+        """The limits :meth:`to_text` wrote."""
+        d, ms, mi, mspi, delay = (int(v) for v in text.split(","))
+        return cls(
+            None if d < 0 else d,
+            None if ms < 0 else ms,
+            None if mi < 0 else mi,
+            None if mspi < 0 else mspi,
+            max(delay, 0),
+        )
+
+
+def _limit(value: int) -> int | None:
+    return None if value < 0 else value
+
+
+def _ns(delay: timedelta) -> int:
+    if delay >= timedelta.max:
+        return 2**62
+    return int(delay.total_seconds() * 1e9)
+
+
+@attrs.define
+class _Instance:
+    samples: deque[StoredSample] = attrs.field(factory=deque)
+    disposed_ns: int | None = None
+
+
+@attrs.define
+class _Topic:
+    name: str
+    partition: str
+    limits: Limits
+    persistent: bool
+    instances: dict[bytes, _Instance] = attrs.field(factory=dict)
+    count: int = 0
+
+
+class HistoryStore:
+    """The kept samples of every served topic, in memory, PERSISTENT ones also in ``db``.
+
+    Thread-safe: the service's DDS thread adds, its request thread pages.
+    """
+
+    def __init__(self, db: sqlite3.Connection | None = None) -> None:
+        self._db = db
+        self._topics: dict[tuple[str, str], _Topic] = {}
+        self._seen: set[SampleIdentity] = set()
+        self._seq = 0
+        self._lock = threading.Lock()
+        #: samples not kept because a limit was reached (for operators and tests)
+        self.rejected = 0
+        if db is not None:
+            self._load(db)
+
+    # -- loading -------------------------------------------------------------------
+    def _load(self, db: sqlite3.Connection) -> None:
+        for name, partition, limits in db.execute(
+            "SELECT topic, partition, limits FROM durability_topics"
+        ):
+            self._topics[(name, partition)] = _Topic(
+                name, partition, Limits.from_text(limits), True
+            )
+        for name, partition, key, disposed in db.execute(
+            "SELECT topic, partition, key, disposed_ns FROM durability_instances"
+        ):
+            topic = self._topics.get((name, partition))
+            if topic is not None:
+                topic.instances.setdefault(bytes(key), _Instance()).disposed_ns = disposed
+        rows = db.execute(
+            "SELECT seq, topic, partition, key, writer, ts, flags, payload "
+            "FROM durability_samples ORDER BY seq"
+        )
+        for seq, name, partition, key, writer, ts, flags, payload in rows:
+            topic = self._topics.get((name, partition))
+            if topic is None:
+                continue
+            sample = StoredSample(
+                name, partition, bytes(key), bytes(writer), ts, seq, flags, bytes(payload)
+            )
+            topic.instances.setdefault(sample.key, _Instance()).samples.append(sample)
+            topic.count += 1
+            self._seen.add(sample.identity)
+            self._seq = max(self._seq, seq)
+
+    # -- topics ----------------------------------------------------------------------
+    def serve(self, topic: str, partition: str, limits: Limits, persistent: bool) -> None:
+        """Keep samples of ``topic`` in ``partition`` from now on, with ``limits`` (the
+        latest writer's: the limits of one topic are the same for all its writers)."""
+        with self._lock:
+            if (topic, partition) in self._topics:
+                found = self._topics[(topic, partition)]
+                if (persistent and not found.persistent) or limits != found.limits:
+                    found.persistent = found.persistent or persistent
+                    found.limits = limits
+                    if found.persistent:
+                        self._save_topic(found)
+                return
+            found = self._topics[(topic, partition)] = _Topic(topic, partition, limits, persistent)
+            if persistent:
+                self._save_topic(found)
+
+    def _save_topic(self, topic: _Topic) -> None:
+        if self._db is None:
+            return
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO durability_topics VALUES (?, ?, ?)",
+                (topic.name, topic.partition, topic.limits.to_text()),
+            )
+            for key, inst in topic.instances.items():
+                self._save_instance(topic, key, inst)
+            for inst in topic.instances.values():
+                for s in inst.samples:
+                    self._insert(s)
+
+    def topics(self) -> list[tuple[str, str]]:
+        """(topic, partition) of everything served."""
+        with self._lock:
+            return list(self._topics)
+
+    # -- adding ----------------------------------------------------------------------
+    def add(
+        self,
+        topic: str,
+        partition: str,
+        key: bytes,
+        writer: bytes,
+        timestamp: int,
+        payload: bytes,
+        disposes: bool,
+        now_ns: int,
+    ) -> StoredSample | None:
+        """Keep one sample (a no-op for one already kept); the kept record, or None."""
+        identity = (writer, timestamp, payload_crc(payload))
+        with self._lock:
+            t = self._topics.get((topic, partition))
+            if t is None or identity in self._seen:
+                return None
+            inst = t.instances.get(key)
+            limits = t.limits
+            if inst is None:
+                if limits.max_instances is not None and len(t.instances) >= limits.max_instances:
+                    self.rejected += 1
+                    return None
+                inst = t.instances[key] = _Instance()
+            elif limits.depth is None and (
+                limits.max_samples_per_instance is not None
+                and len(inst.samples) >= limits.max_samples_per_instance
+            ):
+                self.rejected += 1
+                return None
+            if limits.depth is not None and len(inst.samples) >= limits.depth:
+                self._drop(t, inst.samples.popleft())
+            elif limits.max_samples is not None and t.count >= limits.max_samples:
+                self.rejected += 1
+                if not inst.samples:
+                    del t.instances[key]
+                return None
+            self._seq += 1
+            flags = FLAG_DISPOSES if disposes else 0  # FLAG_DISPOSED/PERSISTENT: when served
+            sample = StoredSample(
+                topic, partition, key, writer, timestamp, self._seq, flags, payload
+            )
+            inst.samples.append(sample)
+            t.count += 1
+            self._seen.add(identity)
+            inst.disposed_ns = now_ns if disposes else None
+            if t.persistent and self._db is not None:
+                with self._db:
+                    self._insert(sample)
+                    self._save_instance(t, key, inst)
+            return sample
+
+    def add_many(self, records: Iterable[StoredSample], now_ns: int) -> int:
+        """Keep records another service served (alignment); how many were new."""
+        added = 0
+        for r in records:
+            if (r.topic, r.partition) not in self._topics:  # limits come with its writers
+                self.serve(r.topic, r.partition, Limits(depth=None), r.persistent)
+            kept = self.add(
+                r.topic, r.partition, r.key, r.writer, r.timestamp, r.payload, r.disposes, now_ns
+            )
+            if kept is not None:
+                added += 1
+                if r.disposed and not r.disposes:
+                    self.dispose(r.topic, r.partition, r.key, now_ns)
+        return added
+
+    def dispose(self, topic: str, partition: str, key: bytes, now_ns: int) -> None:
+        """Mark an instance disposed (a dispose without data)."""
+        with self._lock:
+            t = self._topics.get((topic, partition))
+            inst = None if t is None else t.instances.get(key)
+            if t is None or inst is None or inst.disposed_ns is not None:
+                return
+            inst.disposed_ns = now_ns
+            if t.persistent and self._db is not None:
+                with self._db:
+                    self._save_instance(t, key, inst)
+
+    def cleanup(self, now_ns: int) -> int:
+        """Forget instances disposed longer than their topic's cleanup delay ago; how many."""
+        gone = 0
+        with self._lock:
+            for t in self._topics.values():
+                delay = t.limits.cleanup_delay_ns
+                for key, inst in list(t.instances.items()):
+                    if inst.disposed_ns is not None and now_ns - inst.disposed_ns >= delay:
+                        for s in inst.samples:
+                            self._drop(t, s)
+                        del t.instances[key]
+                        gone += 1
+                        if t.persistent and self._db is not None:
+                            with self._db:
+                                self._db.execute(
+                                    "DELETE FROM durability_instances "
+                                    "WHERE topic = ? AND partition = ? AND key = ?",
+                                    (t.name, t.partition, key),
+                                )
+        return gone
+
+    def _drop(self, t: _Topic, sample: StoredSample) -> None:
+        t.count -= 1
+        self._seen.discard(sample.identity)
+        if t.persistent and self._db is not None:
+            with self._db:
+                self._db.execute("DELETE FROM durability_samples WHERE seq = ?", (sample.seq,))
+
+    def _insert(self, s: StoredSample) -> None:
+        assert self._db is not None
+        self._db.execute(
+            "INSERT OR REPLACE INTO durability_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (s.seq, s.topic, s.partition, s.key, s.writer, s.timestamp, s.flags, s.payload),
+        )
+
+    def _save_instance(self, t: _Topic, key: bytes, inst: _Instance) -> None:
+        assert self._db is not None
+        self._db.execute(
+            "INSERT OR REPLACE INTO durability_instances VALUES (?, ?, ?, ?)",
+            (t.name, t.partition, key, inst.disposed_ns),
+        )
+
+    # -- serving ---------------------------------------------------------------------
+    def page(
+        self, topic: str, partitions: tuple[str, ...], after: int, count: int, max_bytes: int
+    ) -> tuple[list[StoredSample], int, bool]:
+        """Samples of ``topic`` ("" every topic) in ``partitions`` (empty: all) with a cursor
+        above ``after``, oldest first: (samples, cursor to continue from, more remain)."""
+        with self._lock:
+            found: list[StoredSample] = []
+            for (name, partition), t in self._topics.items():
+                if topic and name != topic:
+                    continue
+                if partitions and not any(fnmatch.fnmatchcase(partition, p) for p in partitions):
+                    continue
+                extra = FLAG_PERSISTENT if t.persistent else 0
+                for inst in t.instances.values():
+                    flags = extra | (FLAG_DISPOSED if inst.disposed_ns is not None else 0)
+                    for s in inst.samples:
+                        if s.seq > after:
+                            found.append(attrs.evolve(s, flags=s.flags | flags) if flags else s)
+        found.sort(key=lambda s: s.seq)
+        out: list[StoredSample] = []
+        size = 0
+        for s in found:
+            if len(out) >= count or (out and size + len(s.payload) > max_bytes):
+                break
+            out.append(s)
+            size += len(s.payload) + 64
+        more = len(out) < len(found)
+        cursor = out[-1].seq if out else after
+        return out, cursor, more
+
+    def disposed(self, topic: str = "") -> int:
+        """How many kept instances are disposed (of ``topic``, or of all)."""
+        with self._lock:
+            return sum(
+                1
+                for (n, _), t in self._topics.items()
+                if not topic or n == topic
+                for inst in t.instances.values()
+                if inst.disposed_ns is not None
+            )
+
+    def count(self, topic: str = "") -> int:
+        """How many samples are kept (of ``topic``, or of all)."""
+        with self._lock:
+            return sum(t.count for (n, _), t in self._topics.items() if not topic or n == topic)
