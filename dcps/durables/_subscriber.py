@@ -544,8 +544,8 @@ class DurableSubscriber(Generic[T]):
         keep = self._keep
         if keep is not None and self.kind.acknowledged:
             # the filter runs on the values first: no element is made for what it drops
-            kept = keep.matches_many(values) if hasattr(keep, "matches_many") else None
-            flags = kept if kept is not None else [keep.matches(v) for v in values]
+            many = getattr(keep, "matches_many", None)
+            flags = many(values) if many is not None else [keep.matches(v) for v in values]
             unseen = [(c, o) for f, c, o in zip(flags, d.channels, d.offsets, strict=True) if not f]
             rows = (r for f, r in zip(flags, rows, strict=True) if f)  # type: ignore[assignment]
             if unseen:
