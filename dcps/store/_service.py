@@ -104,6 +104,7 @@ from ._metrics import LogSnapshot, StoreMetrics, take_snapshot
 from ._queues import QUEUE_HANDLERS, QueueTable, serve_queues
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
+from ._staging import on_abort_staged, on_commit_staged, on_stage
 
 if TYPE_CHECKING:
     from dcps._network import NetworkConfig
@@ -832,9 +833,7 @@ class Store:
                 self._push(call.request, (first, stamp))
                 self._tell_durables(call.request, first, stamp)
         for topic in {c.request.topic for c in good}:
-            info = self.log.topic(topic)
-            if not info.retain_consumed and not self.log.groups(topic):
-                self.log.trim(topic)
+            self.log.trim_unconsumed(topic)
 
     def _publish_keyed(self, call: _Call[PublishRequest]) -> None:
         """A publish carrying an idempotence key: a repeated key is not appended again."""
@@ -856,9 +855,7 @@ class Store:
         if placed and not duplicate:
             self._push(r, placed[0])
             self._tell_durables(r, *placed[0])
-            info = self.log.topic(r.topic)
-            if not info.retain_consumed and not self.log.groups(r.topic):
-                self.log.trim(r.topic)
+            self.log.trim_unconsumed(r.topic)
 
     def _tell_durables(self, r: PublishRequest, first: int, stamp: int) -> None:
         """Let the durables see a batch (last-value durables keep its last element)."""
@@ -1169,6 +1166,9 @@ class Store:
         **QUEUE_HANDLERS,
         **DURABLE_HANDLERS,
         **ADMIN_HANDLERS,
+        Op.STAGE: on_stage,
+        Op.COMMIT_STAGED: on_commit_staged,
+        Op.ABORT_STAGED: on_abort_staged,
     }
     # A store that does not coordinate groups (share index > 0).
     _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {

@@ -86,6 +86,10 @@ class Op(enum.IntEnum):
     DELETE_GROUP = 73
     STORE_STATUS = 74
     HISTORY_FETCH = 90  # the durability service (dcps/wire/_durability.py)
+    # 60-69: staged publishing (two-phase commit of the Spark sink, _staging.py)
+    STAGE = 60
+    COMMIT_STAGED = 61
+    ABORT_STAGED = 62
 
 
 class SeekMode(enum.IntEnum):

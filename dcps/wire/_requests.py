@@ -33,6 +33,7 @@ from ._limits import (
 from ._maps import MAP_REQUESTS, AnyMapRequest
 from ._messages import Request
 from ._queues import QUEUE_REQUESTS, AnyQueueRequest
+from ._staging import AbortStagedRequest, CommitStagedRequest, StageRequest
 
 __all__ = [
     "CommitRequest",
@@ -500,6 +501,9 @@ AnyRequest = (
     | HistoryFetchRequest
     | AnyMapRequest
     | AnyQueueRequest
+    | StageRequest
+    | CommitStagedRequest
+    | AbortStagedRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
@@ -521,6 +525,9 @@ _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
         HistoryFetchRequest,
         *MAP_REQUESTS,
         *QUEUE_REQUESTS,
+        StageRequest,
+        CommitStagedRequest,
+        AbortStagedRequest,
     )
 }
 

@@ -252,6 +252,7 @@ PUBLIC: dict[str, list[str]] = {
         "arrow_row_schema",
         "decode_batch",
         "local_session",
+        "offsets_behind_latest",
         "record",
         "recording_arrow_schema",
         "recording_spark_schema",

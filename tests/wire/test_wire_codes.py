@@ -79,6 +79,9 @@ class TestPinnedValues:
             "DELETE_GROUP": 73,
             "STORE_STATUS": 74,
             "HISTORY_FETCH": 90,
+            "STAGE": 60,
+            "COMMIT_STAGED": 61,
+            "ABORT_STAGED": 62,
         }
 
     def test_seek_modes(self) -> None:
