@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dcps._timeout import Timeout, timeout_seconds
 from dcps.channels._client import StoreClient
@@ -72,6 +72,12 @@ _MAX_BUFFERED = 4096
 ANONYMOUS_DURABLE_PREFIX = "~anonymous-durable/"
 
 
+class FilterLike(Protocol):
+    """What decides which elements a durable keeps: a ContentFilter, or a layer's own."""
+
+    def matches(self, sample: Any) -> bool: ...
+
+
 def _positive_seconds(value: Timeout, what: str) -> float:
     seconds = timeout_seconds(value, what)
     if seconds is None or seconds <= 0:
@@ -105,6 +111,11 @@ class DurableSubscriber(Generic[T]):
     subscribers get a :class:`FilterConflictError` (raised by their next
     ``receive``, or passed to ``on_error``).
 
+    ``filter_compiler`` (for layers on top, such as ``dcps.jms``) compiles the
+    filter text instead of :class:`~dcps.sql.ContentFilter` (anything with
+    ``matches(value)``). ``replace``: an idle durable of this name and kind
+    with another topic or filter is deleted and created anew (JMS's rule).
+
     ``ack``/``ack_timing``: see :class:`AckMode` and :class:`AckTiming`.
     ``on_element``: a callback run on the subscriber's thread for every
     element (instead of :meth:`receive`). ``timeout``: a subscriber silent
@@ -130,6 +141,8 @@ class DurableSubscriber(Generic[T]):
         ack: AckMode = AckMode.EXPLICIT,
         ack_timing: AckTiming = AckTiming.SYNC,
         ack_interval: Timeout = timedelta(milliseconds=20),
+        filter_compiler: Callable[[str], FilterLike] | None = None,
+        replace: bool = False,
         on_element: Callable[[DurableElement[T]], None] | None = None,
         on_error: Callable[[DcpsError], None] | None = None,
         ttl: Timeout | None = None,
@@ -167,6 +180,8 @@ class DurableSubscriber(Generic[T]):
         self.ack_timing = ack_timing
         self._ack_interval = _positive_seconds(ack_interval, "ack_interval")
         self._start = start_fields(start)
+        self._filter_compiler = filter_compiler
+        self._replace = bool(replace)
         self._filter_text = filter or ""
         self._filter_parameters = tuple(filter_parameters)
         self._keep = self._compile(self._filter_text)
@@ -218,9 +233,11 @@ class DurableSubscriber(Generic[T]):
 
     # -- subscribing --------------------------------------------------------------------
 
-    def _compile(self, text: str) -> ContentFilter | None:
+    def _compile(self, text: str) -> FilterLike | None:
         if not text:
             return None
+        if self._filter_compiler is not None:
+            return self._filter_compiler(text)
         return ContentFilter(text, self.topic.type, self._filter_parameters)
 
     def _subscribe(self) -> DurableSubscribed:
@@ -238,6 +255,7 @@ class DurableSubscriber(Generic[T]):
             starts,
             self._timeout_ms,
             self._ttl_ms,
+            self._replace,
         )
         subscribed: DurableSubscribed = self._request(request, DurableSubscribed.from_wire)
         if subscribed.filter != self._filter_text:  # an earlier subscriber's filter decides
@@ -522,19 +540,24 @@ class DurableSubscriber(Generic[T]):
 
     def _deliver(self, d: DurableDelivery) -> None:
         values = self._decode(d.data, list(d.sizes))
-        elements = [
-            DurableElement(v, c, o, ts, n, self.topic.name, self)
-            for v, c, o, ts, n in zip(
-                values, d.channels, d.offsets, d.stamps, d.redeliveries, strict=True
-            )
-        ]
+        rows = zip(values, d.channels, d.offsets, d.stamps, d.redeliveries, strict=True)
         keep = self._keep
         if keep is not None and self.kind.acknowledged:
-            unseen = [e for e in elements if not keep.matches(e.value)]
+            # the filter runs on the values first: no element is made for what it drops
+            many = getattr(keep, "matches_many", None)
+            flags = many(values) if many is not None else [keep.matches(v) for v in values]
+            unseen = [(c, o) for f, c, o in zip(flags, d.channels, d.offsets, strict=True) if not f]
+            rows = (r for f, r in zip(flags, rows, strict=True) if f)  # type: ignore[assignment]
             if unseen:
-                elements = [e for e in elements if keep.matches(e.value)]
                 self.filtered += len(unseen)
-                self._settle(DurableAckRequest, [(e.channel, e.offset) for e in unseen])
+                if self.ack_timing is AckTiming.ASYNC:  # sent with the next batch of acks
+                    with self._lock:
+                        self._pending_acks.extend(unseen)
+                else:
+                    self._settle(DurableAckRequest, unseen)
+        elements = [
+            DurableElement(v, c, o, ts, n, self.topic.name, self) for v, c, o, ts, n in rows
+        ]
         with self._lock:
             if self.kind.acknowledged:
                 for e in elements:

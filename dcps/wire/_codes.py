@@ -22,6 +22,8 @@ from idl._errors import (
     ImmutablePolicyError,
     IncompatibleQosError,
     InconsistentPolicyError,
+    InvalidDestinationError,
+    InvalidSelectorError,
     NotEnabledError,
     OutOfResourcesError,
     PreconditionNotMetError,
@@ -160,6 +162,8 @@ class ErrorCode(enum.IntEnum):
     IDL = 13
     IDL_SYNTAX = 14
     FILTER_SYNTAX = 15
+    INVALID_DESTINATION = 16
+    INVALID_SELECTOR = 17
 
 
 _ERROR_CLASSES: dict[ErrorCode, type[DcpsError]] = {
@@ -178,6 +182,8 @@ _ERROR_CLASSES: dict[ErrorCode, type[DcpsError]] = {
     ErrorCode.IDL: IdlError,
     ErrorCode.IDL_SYNTAX: IdlSyntaxError,
     ErrorCode.FILTER_SYNTAX: FilterSyntaxError,
+    ErrorCode.INVALID_DESTINATION: InvalidDestinationError,
+    ErrorCode.INVALID_SELECTOR: InvalidSelectorError,
 }
 _ERROR_CODES = {cls: code for code, cls in _ERROR_CLASSES.items()}
 

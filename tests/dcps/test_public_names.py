@@ -146,6 +146,8 @@ PUBLIC: dict[str, list[str]] = {
         "InconsistentPolicyError",
         "InconsistentTopicStatus",
         "InstanceState",
+        "InvalidDestinationError",
+        "InvalidSelectorError",
         "Listener",
         "LivelinessChangedStatus",
         "LivelinessLostStatus",
@@ -181,6 +183,7 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "dcps.sql": [
         "ContentFilter",
+        "MessageSelector",
         "QueryExpression",
     ],
     "dcps.channels": [
@@ -220,6 +223,18 @@ PUBLIC: dict[str, list[str]] = {
         "delete_queue",
         "durable_info",
         "unsubscribe",
+    ],
+    "dcps.jms": [
+        "AcknowledgeMode",
+        "Connection",
+        "InvalidDestinationError",
+        "InvalidSelectorError",
+        "Message",
+        "TemporaryTopic",
+        "Topic",
+        "TopicPublisher",
+        "TopicSession",
+        "TopicSubscriber",
     ],
     "dcps.store": [
         "DurabilityService",

@@ -123,6 +123,8 @@ class TestPinnedValues:
             "IDL": 13,
             "IDL_SYNTAX": 14,
             "FILTER_SYNTAX": 15,
+            "INVALID_DESTINATION": 16,
+            "INVALID_SELECTOR": 17,
         }
 
     def test_the_commit_status_clients_see_is_the_wire_one(self) -> None:
@@ -132,8 +134,8 @@ class TestPinnedValues:
 
 def make(cls: type[DcpsError], message: str) -> DcpsError:
     """An instance of ``cls`` (some take structured keyword arguments)."""
-    if cls is FilterSyntaxError:
-        return FilterSyntaxError(message, expression="a >", position=3)
+    if issubclass(cls, FilterSyntaxError):
+        return cls(message, expression="a >", position=3)
     if cls is IdlSyntaxError:
         return IdlSyntaxError(message, file="t.idl", line=1, column=2)
     return cls(message)
