@@ -264,7 +264,7 @@ PUBLIC: dict[str, list[str]] = {
 
 #: Packages whose private modules still name their public classes (their owners set
 #: ``__module__`` as idl, qos and dcps do; then they leave this set).
-NOT_YET_SHOWN = {"dcps.store"}
+NOT_YET_SHOWN: set[str] = set()
 
 
 def _ours(obj: object) -> bool:
