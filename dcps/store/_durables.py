@@ -299,6 +299,11 @@ class DurableService:
         info = self._log.topic(r.topic)
         now = self._clock()
         d = self._durables.get(r.name)
+        old = None if d is None else d.subs.get(r.subscriber)
+        if old is not None and old.client != client:  # refused before anything changes
+            raise PreconditionNotMetError(
+                f"subscriber {r.subscriber!r} of durable {r.name!r} belongs to another client"
+            )
         if (
             d is not None
             and r.replace
@@ -340,11 +345,6 @@ class DurableService:
                         "UPDATE durables SET filter = ? WHERE name = ?", (d.filter, d.name)
                     ),
                 )
-        old = d.subs.get(r.subscriber)
-        if old is not None and old.client != client:
-            raise PreconditionNotMetError(
-                f"subscriber {r.subscriber!r} of durable {r.name!r} belongs to another client"
-            )
         d.subs[r.subscriber] = sub
         d.closed.pop(r.subscriber, None)
         if d.kind.acknowledged:

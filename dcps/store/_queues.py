@@ -57,10 +57,11 @@ _DELETED_MEMORY: Final = 4096
 
 
 class _Consumer:
-    __slots__ = ("held", "last_seen", "name", "timeout")
+    __slots__ = ("client", "held", "last_seen", "name", "timeout")
 
-    def __init__(self, name: str, timeout: float, now: float) -> None:
+    def __init__(self, name: str, client: str, timeout: float, now: float) -> None:
         self.name = name
+        self.client = client  # the only client that acts for it (as a durable's subscriber)
         self.timeout = timeout
         self.last_seen = now
         self.held: set[int] = set()
@@ -149,7 +150,9 @@ class QueueTable:
         self._queues[name] = q
         return q
 
-    def _consumer(self, name: str, consumer: str, now: float) -> tuple[_Queue, _Consumer]:
+    def _consumer(
+        self, name: str, consumer: str, client: str, now: float
+    ) -> tuple[_Queue, _Consumer]:
         if (name, consumer) in self._deleted:
             raise AlreadyClosedError(
                 f"queue {name!r} was deleted by an administrator while {consumer!r} "
@@ -162,6 +165,7 @@ class QueueTable:
                 f"{consumer!r} is not a subscriber of queue {name!r} (it never subscribed, "
                 "left, timed out, or the store restarted): subscribe again"
             )
+        _check_client(name, c, client)
         c.last_seen = now
         return q, c
 
@@ -226,29 +230,36 @@ class QueueTable:
             heapq.heappush(q.pending, first + i)
         return QueuePublished(first, len(rows))
 
-    def subscribe(self, r: QueueSubscribeRequest, now: float) -> None:
-        """Add (or refresh) a consumer of the queue, creating the queue if needed."""
+    def subscribe(self, r: QueueSubscribeRequest, client: str, now: float) -> None:
+        """Add (or refresh) a consumer of the queue, creating the queue if needed.
+
+        A consumer belongs to the client that subscribed it: another client
+        naming it is refused until it leaves or times out.
+        """
+        existing = self._queues.get(r.queue)
+        c = None if existing is None else existing.consumers.get(r.consumer)
+        if c is not None:
+            _check_client(r.queue, c, client)
         self._deleted.pop((r.queue, r.consumer), None)
         q = self._queue(r.queue, r.type_identity)
-        c = q.consumers.get(r.consumer)
         if c is None:
-            q.consumers[r.consumer] = _Consumer(r.consumer, r.timeout_ms / 1000, now)
+            q.consumers[r.consumer] = _Consumer(r.consumer, client, r.timeout_ms / 1000, now)
         else:
             c.timeout, c.last_seen = r.timeout_ms / 1000, now
 
     def receive(self, call: Any, now: float) -> QueueDelivery | None:
         """Elements for the consumer; None when the call was parked to wait for some."""
         r: QueueReceiveRequest = call.request
-        q, c = self._consumer(r.queue, r.consumer, now)
+        q, c = self._consumer(r.queue, r.consumer, call.client, now)
         delivery = self._take(q, c, r.max_count)
         if delivery.seqs or not r.wait_ms:
             return delivery
         q.parked.append((call, now + r.wait_ms / 1000))
         return None
 
-    def ack(self, r: QueueAckRequest, now: float) -> QueueAcked:
+    def ack(self, r: QueueAckRequest, client: str, now: float) -> QueueAcked:
         """Acknowledge (delete) or roll back elements the consumer holds; all or none."""
-        q, c = self._consumer(r.queue, r.consumer, now)
+        q, c = self._consumer(r.queue, r.consumer, client, now)
         for seq in r.seqs:
             holder = q.held.get(seq)
             if holder == c.name:
@@ -288,15 +299,17 @@ class QueueTable:
             q.deliveries.pop(seq, None)
         return QueueAcked(len(seqs))
 
-    def heartbeat(self, r: QueueHeartbeatRequest, now: float) -> None:
-        self._consumer(r.queue, r.consumer, now)
+    def heartbeat(self, r: QueueHeartbeatRequest, client: str, now: float) -> None:
+        self._consumer(r.queue, r.consumer, client, now)
 
-    def leave(self, r: QueueLeaveRequest) -> list[Any]:
+    def leave(self, r: QueueLeaveRequest, client: str) -> list[Any]:
         """Remove the consumer, giving back its elements; its parked receives (to answer)."""
         q = self._queues.get(r.queue)
-        c = None if q is None else q.consumers.pop(r.consumer, None)
+        c = None if q is None else q.consumers.get(r.consumer)
         if q is None or c is None:
             return []
+        _check_client(r.queue, c, client)
+        del q.consumers[r.consumer]
         self._release(q, c)
         mine = [p for p in q.parked if p[0].request.consumer == r.consumer]
         q.parked = [p for p in q.parked if p[0].request.consumer != r.consumer]
@@ -365,6 +378,14 @@ class QueueTable:
         return out
 
 
+def _check_client(queue: str, c: _Consumer, client: str) -> None:
+    """Refuse a request naming consumer ``c`` that comes from another client than its own."""
+    if c.client != client:
+        raise PreconditionNotMetError(
+            f"consumer {c.name!r} of queue {queue!r} belongs to another client"
+        )
+
+
 # -- the store's handlers (registered in dcps/store/_service.py) --------------------------------
 
 
@@ -379,7 +400,7 @@ def _on_publish(store: Store, call: _Call[QueuePublishRequest]) -> None:
 
 
 def _on_subscribe(store: Store, call: _Call[QueueSubscribeRequest]) -> None:
-    store._queues.subscribe(call.request, time.monotonic())
+    store._queues.subscribe(call.request, call.client, time.monotonic())
     store._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
 
 
@@ -390,18 +411,18 @@ def _on_receive(store: Store, call: _Call[QueueReceiveRequest]) -> None:
 
 
 def _on_ack(store: Store, call: _Call[QueueAckRequest]) -> None:
-    store._reply(call, store._queues.ack(call.request, time.monotonic()))
+    store._reply(call, store._queues.ack(call.request, call.client, time.monotonic()))
     if call.request.rollback:
         _answer_all(store, store._queues.serve_parked(call.request.queue, time.monotonic()))
 
 
 def _on_heartbeat(store: Store, call: _Call[QueueHeartbeatRequest]) -> None:
-    store._queues.heartbeat(call.request, time.monotonic())
+    store._queues.heartbeat(call.request, call.client, time.monotonic())
     store._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
 
 
 def _on_leave(store: Store, call: _Call[QueueLeaveRequest]) -> None:
-    parked = store._queues.leave(call.request)
+    parked = store._queues.leave(call.request, call.client)
     store._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
     _answer_all(store, ((p, QueueDelivery((), (), (), b"")) for p in parked))
     _answer_all(store, store._queues.serve_parked(call.request.queue, time.monotonic()))

@@ -12,7 +12,12 @@ from dcps.channels._client import StoreClient
 from dcps.durables import DurableSubscriber
 from dcps.store import Store, SyncMode
 from dcps.wire._auth_keys import write_key_file
-from dcps.wire._durables import DurableAcked, DurableAckRequest, DurablePollRequest
+from dcps.wire._durables import (
+    DurableAcked,
+    DurableAckRequest,
+    DurablePollRequest,
+    DurableSubscribeRequest,
+)
 from dcps.wire._transport import Endpoint
 from tests.support.peers.channels_types import Msg
 
@@ -53,3 +58,29 @@ def test_subscriber_requests_are_accepted_only_from_its_client(
             element.ack()  # still its own
             assert sub.info().outstanding == 0
         assert sum(store.auth_drops().values()) >= 1
+
+
+def test_a_refused_subscribe_in_a_subscribers_name_changes_nothing(
+    tmp_path: Path, domain_id: int, namespace: str, topic_name: str
+) -> None:
+    """Another key holder subscribing under a live subscriber's name is refused before it
+    changes anything: the durable keeps its filter."""
+    key = write_key_file(tmp_path / "ns.key").source
+    kw = {"domain_id": domain_id, "namespace": namespace}
+    topic = ChannelledTopic(topic_name, Msg, channel_count=1)
+    with (
+        Store(tmp_path / "store", sync=SyncMode.NORMAL, key=key, admin_key=None, **kw),
+        DurableSubscriber(topic, "d", filter="seq > 0", key=key, **kw) as sub,
+    ):
+        before = sub.info()
+        other = StoreClient(Endpoint(domain_id, namespace), request_timeout=3.0, key=key)
+        try:
+            other.connect(TIMEOUT)
+            hijack = DurableSubscribeRequest(
+                topic.name, "d", sub.subscriber_id, before.kind, filter="seq > 1000"
+            )
+            with pytest.raises(PreconditionNotMetError, match="another client"):
+                other._wait(hijack.op, other._call(hijack, bool), None)
+        finally:
+            other.close()
+        assert sub.info().filter == before.filter == "seq > 0"
