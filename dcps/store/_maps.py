@@ -144,8 +144,16 @@ class MapTable:
     def _change(self, name: str, doing: str, body: Callable[[], Any]) -> Any:
         m = self._maps.get(name)
         before = None if m is None else (m.identity, m.revision, m.dropped, m.floor)
+
+        def attempt() -> Any:
+            # the log retries a transaction (e.g. after freeing its disk reserve): each try
+            # starts from the state before the first, so no revision is counted twice
+            if m is not None and before is not None:
+                m.identity, m.revision, m.dropped, m.floor = before
+            return body()
+
         try:
-            return self._log._write(doing, body)
+            return self._log._write(doing, attempt)
         except BaseException:
             self._forget_failed(name, m is not None, before)
             raise
