@@ -91,7 +91,14 @@ def publish(topic: ChannelledTopic, count: int, kw: dict[str, object]) -> None:
         pub.publish_many([Tick(seq=i, payload=payload) for i in range(count)]).result(120)
 
 
-def bench_durable(kind: DurableKind, subscribers: int, count: int, kw: dict[str, object]) -> float:
+def bench_durable(
+    kind: DurableKind,
+    subscribers: int,
+    count: int,
+    kw: dict[str, object],
+    *,
+    batch: bool = False,
+) -> float:
     topic = ChannelledTopic(f"d_{uuid.uuid4().hex[:8]}", Tick, channel_count=1)
     subs = [
         DurableSubscriber(
@@ -122,7 +129,19 @@ def bench_durable(kind: DurableKind, subscribers: int, count: int, kw: dict[str,
             with lock:
                 seen.append(e.value.seq)
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in subs]
+    def work_batches(sub: DurableSubscriber[Tick]) -> None:
+        while True:
+            try:
+                elements = sub.receive_many(64, timeout=2.0)
+            except (DcpsTimeoutError, AlreadyClosedError):
+                return
+            if not start[0]:
+                start[0] = time.perf_counter()
+            sub.ack(elements)  # each element acknowledged on its own (by position)
+            with lock:
+                seen.extend(e.value.seq for e in elements)
+
+    threads = [threading.Thread(target=work_batches if batch else work, args=(s,)) for s in subs]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 300

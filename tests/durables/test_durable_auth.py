@@ -40,10 +40,10 @@ def test_subscriber_requests_are_accepted_only_from_its_client(
             try:
                 other.connect(TIMEOUT)
                 ack = DurableAckRequest(topic.name, "d", sub.subscriber_id, ((0, 0),))
-                with pytest.raises(PreconditionNotMetError, match="another client"):
+                with pytest.raises(PreconditionNotMetError, match="member secret"):
                     other._wait(ack.op, other._call(ack, DurableAcked.from_wire), None)
                 poll = DurablePollRequest(topic.name, "d", sub.subscriber_id, 4)
-                with pytest.raises(PreconditionNotMetError, match="another client"):
+                with pytest.raises(PreconditionNotMetError, match="member secret"):
                     other._wait(poll.op, other._call(poll, bool), None)
                 with pytest.raises(DcpsTimeoutError):
                     stranger._wait(ack.op, stranger._call(ack, DurableAcked.from_wire), 2.0)
