@@ -607,7 +607,8 @@ class Store:
         live = secret is not None and (
             self._member_live(*ident)
             if sample.op == Op.JOIN
-            else sample.op == Op.DURABLE_SUBSCRIBE and self.durables.live(*ident[1:])
+            else sample.op == Op.DURABLE_SUBSCRIBE
+            and self.durables.live(sample.group, sample.member)
         )
         try:
             self._sealer.open_request(sample, self.incarnation, secret, proof_required=live)
