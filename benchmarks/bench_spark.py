@@ -1,8 +1,8 @@
 """Spark through dcps: rows/s through the source, through the sink, against a group subscriber.
 
 Run: ``python -m benchmarks.bench_spark [--quick] [--rows N] [--runs N]
-[--source-only] [--fetch-loop] [--fragment-size BYTES] [--json FILE]``. Traffic stays on
-loopback; Spark runs ``local[2]``; the store runs in its own process
+[--source-only] [--sink-only] [--fetch-loop] [--fragment-size BYTES] [--json FILE]``.
+Traffic stays on loopback; Spark runs ``local[2]``; the store runs in its own process
 (``python -m dcps.store``, synchronous=NORMAL).
 
 ``--rows 5000000 --source-only`` shows the source's end-to-end rate with the
@@ -246,6 +246,11 @@ def main() -> None:
         "--source-only", action="store_true", help="only fill, decode and the source cases"
     )
     parser.add_argument(
+        "--sink-only",
+        action="store_true",
+        help="only fill, decode and the sink (two-phase commit) case",
+    )
+    parser.add_argument(
         "--fetch-loop",
         action="store_true",
         help="instead of Spark: 2 processes reading the channels as read tasks do",
@@ -331,6 +336,8 @@ def main() -> None:
                 stream({})  # warm-up: workers, imports, DDS discovery in the workers
                 dds, local = "over DDS", "data_dir file"
                 stream_cases = {dds: {}, local: {"data_dir": f"{tmp}/store"}}
+                if args.sink_only:
+                    stream_cases = {}
                 for label, extra in stream_cases.items():
                     results[f"(d) source -> noop, {label}, end to end"] = median_rate(
                         rows, lambda _, e=extra, la=label: stream(e, la), runs
@@ -339,7 +346,7 @@ def main() -> None:
                     results[f"(c) source -> noop, {label}, per micro-batch"] = statistics.median(
                         steady[label]
                     )
-                if not args.source_only:  # the other cases take long with --rows in millions
+                if not args.source_only and not args.sink_only:
                     results["batch read -> noop (over DDS)"] = median_rate(
                         rows,
                         lambda _: (
@@ -352,6 +359,7 @@ def main() -> None:
                         ),
                         runs,
                     )
+                if not args.source_only:
                     df = (
                         spark.read.format("dcps")
                         .options(**base, data_dir=f"{tmp}/store")
@@ -370,16 +378,16 @@ def main() -> None:
                             "topic": f"bench64_out{run}",
                             "channels": str(channels),
                             "retainConsumed": "true",
-                            "batchRows": "4096",
                         }
                         df.write.format("dcps").options(**options).mode("append").save()
 
-                    results["sink (write.format dcps, keyed, confirmed)"] = median_rate(
+                    results["sink (write.format dcps, keyed, two-phase commit)"] = median_rate(
                         rows, sink, runs
                     )
-                    results["group subscriber (plain dcps receive)"] = statistics.median(
-                        subscriber_rate(domain, namespace, topic, rows) for _ in range(runs)
-                    )
+                    if not args.sink_only:
+                        results["group subscriber (plain dcps receive)"] = statistics.median(
+                            subscriber_rate(domain, namespace, topic, rows) for _ in range(runs)
+                        )
                 spark.stop()
         finally:
             store.close()

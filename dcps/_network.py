@@ -34,6 +34,8 @@ Environment variables read by :meth:`NetworkConfig.from_env`:
     seconds (float).
 ``DCPS_FRAGMENT_SIZE``
     bytes (integer).
+``DCPS_WHC_HIGH``, ``DCPS_SOCKET_RECEIVE_BUFFER``, ``DCPS_SOCKET_SEND_BUFFER``
+    bytes (integer).
 """
 
 from __future__ import annotations
@@ -308,8 +310,18 @@ class NetworkConfig:
     fetch replies, big arrays) travel in far fewer datagrams with e.g. 60000 on
     loopback or a clean LAN; above the MTU it relies on IP fragmentation, so
     keep the default on lossy links. Every participant of a domain should agree.
+    ``whc_high``: the writer history cache's high watermark in bytes (Cyclone's
+    ``Internal/Watermarks/WhcHigh``, default 500 kB): a reliable writer with
+    more unacknowledged bytes than this waits for acknowledgements, so a sample
+    larger than it is sent one acknowledgement round at a time; 4-8 MiB suits
+    64 KiB-1 MiB samples. ``socket_receive_buffer`` / ``socket_send_buffer``:
+    the least socket buffer sizes in bytes Cyclone must get from the kernel (a
+    size above ``net.core.rmem_max`` / ``wmem_max`` makes :meth:`apply` raise
+    ``BadParameterError``); a few MiB absorb bursts of large samples on a real
+    network. Measurements: ``docs/large-payloads.md``.
 
     .. versionadded:: 0.1
+    .. versionadded:: 0.2 ``whc_high``, ``socket_receive_buffer``, ``socket_send_buffer``
     """
 
     interfaces: tuple[NetworkInterface, ...] = attrs.field(default=(), converter=_to_interfaces)
@@ -325,6 +337,9 @@ class NetworkConfig:
         default=None, converter=_to_spdp_interval
     )
     fragment_size: int | None = None
+    whc_high: int | None = None
+    socket_receive_buffer: int | None = None
+    socket_send_buffer: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.multicast, bool):
@@ -352,6 +367,17 @@ class NetworkConfig:
                 f"fragment_size: {size!r} is not a byte count in "
                 f"{MIN_FRAGMENT_SIZE}..{MAX_FRAGMENT_SIZE}"
             )
+        for setting in _BUFFER_SETTINGS:
+            size = getattr(self, setting)
+            if size is not None and (
+                isinstance(size, bool)
+                or not isinstance(size, int)
+                or not MIN_BUFFER_BYTES <= size <= MAX_BUFFER_BYTES
+            ):
+                raise BadParameterError(
+                    f"{setting}: {size!r} is not a byte count in "
+                    f"{MIN_BUFFER_BYTES}..{MAX_BUFFER_BYTES}"
+                )
         for setting in ("lease_duration", "spdp_interval"):
             duration = getattr(self, setting)
             if duration is not None and duration <= datetime.timedelta(0):
@@ -432,6 +458,13 @@ class NetworkConfig:
             if not text.strip().isdigit():
                 raise BadParameterError(f"DCPS_FRAGMENT_SIZE: {text!r} is not a byte count")
             changes["fragment_size"] = int(text)
+        for setting in _BUFFER_SETTINGS:
+            var = f"DCPS_{setting.upper()}"
+            if env.get(var):
+                text = env[var]
+                if not text.strip().isdigit():
+                    raise BadParameterError(f"{var}: {text!r} is not a byte count")
+                changes[setting] = int(text)
         if env.get("DCPS_MAX_PARTICIPANT_INDEX"):
             text = env["DCPS_MAX_PARTICIPANT_INDEX"]
             if not text.strip().isdigit():
@@ -522,9 +555,18 @@ class NetworkConfig:
             discovery.append(f"<LeaseDuration>{_seconds(self.lease_duration)}</LeaseDuration>")
         if self.spdp_interval is not None:
             discovery.append(f"<SPDPInterval>{_seconds(self.spdp_interval)}</SPDPInterval>")
+        internal: list[str] = []
+        if self.whc_high is not None:
+            internal.append(f"<Watermarks><WhcHigh>{self.whc_high}B</WhcHigh></Watermarks>")
+        if self.socket_receive_buffer is not None:
+            internal.append(f'<SocketReceiveBufferSize min="{self.socket_receive_buffer}B"/>')
+        if self.socket_send_buffer is not None:
+            internal.append(f'<SocketSendBufferSize min="{self.socket_send_buffer}B"/>')
         body = f"<General>{''.join(general)}</General>"
         if discovery:
             body += f"<Discovery>{''.join(discovery)}</Discovery>"
+        if internal:
+            body += f"<Internal>{''.join(internal)}</Internal>"
         return (
             '<CycloneDDS xmlns="https://cdds.io/config">'
             f'<Domain id="{domain_id}">{body}</Domain></CycloneDDS>'
@@ -569,6 +611,13 @@ class NetworkConfig:
                 f"Cyclone DDS rejected the network configuration of domain {domain_id} "
                 f"({exc}); configuration: {xml}"
             ) from exc
+
+
+#: The byte-count settings of Internal (validated alike; ``DCPS_<NAME>`` in the environment).
+_BUFFER_SETTINGS = ("whc_high", "socket_receive_buffer", "socket_send_buffer")
+#: Bounds of those byte counts (Cyclone takes 32-bit byte counts).
+MIN_BUFFER_BYTES = 1024
+MAX_BUFFER_BYTES = (1 << 31) - 1
 
 
 def _check_domain_id(domain_id: int) -> None:

@@ -10,7 +10,11 @@ and docs) under the public package that exports it: ``dcps.BadParameterError``,
     ├── BadParameterError (ValueError)
     │   ├── IdlError               a topic type or sample that does not fit its type
     │   │   └── IdlSyntaxError     a malformed IDL file (file, line, column)
-    │   └── FilterSyntaxError      a malformed filter/query expression (position)
+    │   ├── FilterSyntaxError      a malformed filter/query expression (position)
+    │   │   └── InvalidSelectorError   a malformed JMS message selector (JMS
+    │   │                              InvalidSelectorException)
+    │   └── InvalidDestinationError    an unknown or unusable topic/subscription (JMS
+    │                                  InvalidDestinationException)
     ├── PreconditionNotMetError (RuntimeError)
     ├── InconsistentPolicyError (ValueError)
     ├── ImmutablePolicyError (ValueError)
@@ -37,6 +41,8 @@ __all__ = [
     "ImmutablePolicyError",
     "IncompatibleQosError",
     "InconsistentPolicyError",
+    "InvalidDestinationError",
+    "InvalidSelectorError",
     "NotEnabledError",
     "OutOfResourcesError",
     "PreconditionNotMetError",
@@ -80,6 +86,22 @@ class FilterSyntaxError(BadParameterError):
         super().__init__(f"{message} at position {position}:\n  {expression}\n  {pointer}")
         self.expression = expression
         self.position = position
+
+
+class InvalidSelectorError(FilterSyntaxError):
+    """A JMS message selector is malformed or does not fit the message type (JMS's
+    ``InvalidSelectorException``); ``position`` locates the problem.
+
+    .. versionadded:: 0.3
+    """
+
+
+class InvalidDestinationError(BadParameterError):
+    """A topic or durable subscription the operation cannot use: unknown, deleted, or
+    owned by another connection (JMS's ``InvalidDestinationException``).
+
+    .. versionadded:: 0.3
+    """
 
 
 class PreconditionNotMetError(DcpsError, RuntimeError):

@@ -109,6 +109,20 @@ _RESENDABLE = frozenset(
         Op.JOIN,
         Op.HEARTBEAT,
         Op.LEAVE,
+        # reads, and hand-outs whose holders the new store does not know (it delivers
+        # every unacknowledged element again): asking the new store is asking once
+        Op.DURABLE_POLL,
+        Op.DURABLE_INFO,
+        Op.MAP_GET,
+        Op.MAP_LIST,
+        Op.MAP_CHANGES,
+        Op.QUEUE_RECEIVE,
+        Op.QUEUE_STATE,
+        Op.QUEUE_HEARTBEAT,
+        Op.DESCRIBE_TOPICS,
+        Op.DESCRIBE_GROUPS,
+        Op.STORE_STATUS,
+        Op.HISTORY_FETCH,
     }
 )
 #: Longest wait (s) for a restarted store's request reader to match before re-sending anyway.

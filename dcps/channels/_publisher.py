@@ -343,8 +343,10 @@ class ChannelPublisher(Generic[T]):
 
     def _linger_loop(self) -> None:
         """Send each batch ``linger`` after its first sample unless it filled up before."""
-        while self._state is not ClientState.CLOSED:
+        while True:
             with self._lock:
+                if self._state is ClientState.CLOSED:
+                    return
                 oldest = min((b.started for b in self._pending.values()), default=None)
                 self._wake.clear()
             if oldest is None:
@@ -452,8 +454,9 @@ class ChannelPublisher(Generic[T]):
         try:
             self.flush()
         finally:
-            self._state = ClientState.CLOSED
-            self._wake.set()
+            with self._lock:  # the linger loop reads the state and clears the wake-up under it
+                self._state = ClientState.CLOSED
+                self._wake.set()
             self._linger_thread.join()
             self._connection.close()
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dcps._timeout import Timeout, timeout_seconds
 from dcps.channels._connect import connect_topic
@@ -81,6 +81,12 @@ _MAX_BUFFERED = 4096
 ANONYMOUS_DURABLE_PREFIX = "~anonymous-durable/"
 
 
+class FilterLike(Protocol):
+    """What decides which elements a durable keeps: a ContentFilter, or a layer's own."""
+
+    def matches(self, sample: Any) -> bool: ...
+
+
 def _positive_seconds(value: Timeout, what: str) -> float:
     seconds = timeout_seconds(value, what)
     if seconds is None or seconds <= 0:
@@ -114,6 +120,11 @@ class DurableSubscriber(Generic[T]):
     subscribers get a :class:`FilterConflictError` (raised by their next
     ``receive``, or passed to ``on_error``).
 
+    ``filter_compiler`` (for layers on top, such as ``dcps.jms``) compiles the
+    filter text instead of :class:`~dcps.sql.ContentFilter` (anything with
+    ``matches(value)``). ``replace``: an idle durable of this name and kind
+    with another topic or filter is deleted and created anew (JMS's rule).
+
     ``ack``/``ack_timing``: see :class:`AckMode` and :class:`AckTiming`.
     ``on_element``: a callback run on the subscriber's thread for every
     element (instead of :meth:`receive`). ``timeout``: a subscriber silent
@@ -139,6 +150,8 @@ class DurableSubscriber(Generic[T]):
         ack: AckMode = AckMode.EXPLICIT,
         ack_timing: AckTiming = AckTiming.SYNC,
         ack_interval: Timeout = timedelta(milliseconds=20),
+        filter_compiler: Callable[[str], FilterLike] | None = None,
+        replace: bool = False,
         on_element: Callable[[DurableElement[T]], None] | None = None,
         on_error: Callable[[DcpsError], None] | None = None,
         ttl: Timeout | None = None,
@@ -176,6 +189,8 @@ class DurableSubscriber(Generic[T]):
         self.ack_timing = ack_timing
         self._ack_interval = _positive_seconds(ack_interval, "ack_interval")
         self._start = start_fields(start)
+        self._filter_compiler = filter_compiler
+        self._replace = bool(replace)
         self._filter_text = filter or ""
         self._filter_parameters = tuple(filter_parameters)
         self._keep = self._compile(self._filter_text)
@@ -235,9 +250,11 @@ class DurableSubscriber(Generic[T]):
 
     # -- subscribing --------------------------------------------------------------------
 
-    def _compile(self, text: str) -> ContentFilter | None:
+    def _compile(self, text: str) -> FilterLike | None:
         if not text:
             return None
+        if self._filter_compiler is not None:
+            return self._filter_compiler(text)
         return ContentFilter(text, self.topic.type, self._filter_parameters)
 
     def _subscribe(self) -> DurableSubscribed:
@@ -255,6 +272,7 @@ class DurableSubscriber(Generic[T]):
             starts,
             self._timeout_ms,
             self._ttl_ms,
+            self._replace,
             self._client.offer(),
         )
         subscribed: DurableSubscribed = self._request(request, DurableSubscribed.from_wire)
@@ -617,21 +635,18 @@ class DurableSubscriber(Generic[T]):
 
     def _deliver(self, d: DurableDelivery) -> None:
         values = self._decode(d.data, list(d.sizes))
-        topic = self.topic.name
-        elements = [
-            DurableElement(v, c, o, ts, n, topic, self)
-            for v, c, o, ts, n in zip(
-                values, d.channels, d.offsets, d.stamps, d.redeliveries, strict=True
-            )
-        ]
+        rows = zip(values, d.channels, d.offsets, d.stamps, d.redeliveries, strict=True)
         keep = self._keep
         unseen: list[tuple[int, int]] = []
         if keep is not None and self.kind.acknowledged:
-            kept = [e for e in elements if keep.matches(e.value)]
-            if len(kept) != len(elements):
-                unseen = [(e.channel, e.offset) for e in elements if not keep.matches(e.value)]
-                elements = kept
-                self.filtered += len(unseen)
+            # the filter runs on the values first: no element is made for what it drops
+            many = getattr(keep, "matches_many", None)
+            flags = many(values) if many is not None else [keep.matches(v) for v in values]
+            unseen = [(c, o) for f, c, o in zip(flags, d.channels, d.offsets, strict=True) if not f]
+            rows = (r for f, r in zip(flags, rows, strict=True) if f)  # type: ignore[assignment]
+            self.filtered += len(unseen)
+        topic = self.topic.name
+        elements = [DurableElement(v, c, o, ts, n, topic, self) for v, c, o, ts, n in rows]
         with self._lock:
             # elements the durable's filter does not keep: acknowledged unseen, with the next poll
             self._pending_acks.extend(unseen)

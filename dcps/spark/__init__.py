@@ -15,6 +15,7 @@ from __future__ import annotations
 from idl._public import show_as
 
 from ._decode import decode_batch, row_to_sample
+from ._metrics import offsets_behind_latest
 from ._record import Recorder, record, recording_arrow_schema, recording_spark_schema
 from ._schema import ENVELOPE, arrow_row_schema, spark_schema
 from ._session import local_session, register
@@ -25,6 +26,7 @@ __all__ = [
     "arrow_row_schema",
     "decode_batch",
     "local_session",
+    "offsets_behind_latest",
     "record",
     "recording_arrow_schema",
     "recording_spark_schema",
@@ -39,6 +41,7 @@ show_as(
     arrow_row_schema,
     decode_batch,
     local_session,
+    offsets_behind_latest,
     record,
     recording_arrow_schema,
     recording_spark_schema,

@@ -19,7 +19,7 @@ import zlib
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from dcps.store._log_reader import LogReader
 from dcps.wire._batches import ElementRun
@@ -33,9 +33,12 @@ from idl._errors import (
 if TYPE_CHECKING:
     from dcps.channels._client import StoreClient
     from dcps.wire._replies import Fetched, Published
+    from dcps.wire._staging import Staged, StagedAborted, StagedCommitted
     from dcps.wire._transport import Endpoint
 
 __all__ = ["StoreAccess", "connect_store"]
+
+_R = TypeVar("_R")
 
 #: Elements per FETCH request: a reply of 64-byte elements is then ~1.4 MB (the
 #: store's reply writer keeps its last 64 replies per client).
@@ -232,13 +235,13 @@ class StoreAccess:
     def _request_fetch(self, topic: str, channel: int, offset: int, count: int) -> Future[Fetched]:
         return self._dds().fetch_async(topic, channel, offset, count)
 
-    def _result(self, fut: Future[Fetched]) -> Fetched:
+    def _result(self, fut: Future[_R]) -> _R:
         try:
             return fut.result(timeout=self._dds().request_timeout + 1)
         except TimeoutError as exc:
             if isinstance(exc, DcpsTimeoutError):
                 raise
-            raise DcpsTimeoutError("the store did not answer FETCH in time") from exc
+            raise DcpsTimeoutError("the store did not answer in time") from exc
 
     def _dds(self, doing: str = "reading") -> StoreClient:
         if self._client is None:
@@ -268,6 +271,44 @@ class StoreAccess:
         """Send one idempotent publish batch; returns the reply future."""
         sizes = [len(p) for p in payloads]
         return self._dds("publishing").publish_async(topic, channel, sizes, b"".join(payloads), key)
+
+    # -- staged publishing (the sink's two-phase commit, see _sink.py) -------------
+
+    def stage_async(
+        self,
+        topic: str,
+        txn: tuple[str, int],
+        partition: int,
+        stage: str,
+        seq: int,
+        channel: int,
+        sizes: list[int],
+        blob: bytes,
+    ) -> Future[Staged]:
+        """Stage chunk ``seq`` of ``stage`` for ``channel`` in transaction ``(query, epoch)``."""
+        from dcps.wire._staging import Staged, StageRequest  # with the DDS transport (above)
+
+        request = StageRequest(topic, txn[0], txn[1], partition, stage, seq, channel, sizes, blob)
+        # StoreClient has no public call for request kinds it does not know (yet): its
+        # _call sends any typed request and decodes the reply.
+        return self._dds("publishing")._call(request, Staged.from_wire)
+
+    def commit_staged(
+        self, topic: str, txn: tuple[str, int], stages: Sequence[tuple[str, int]]
+    ) -> StagedCommitted:
+        """Make ``stages`` (stage id, chunk count) of ``(query, epoch)`` visible at once."""
+        from dcps.wire._staging import CommitStagedRequest, StagedCommitted
+
+        request = CommitStagedRequest(topic, txn[0], txn[1], tuple(stages))
+        fut = self._dds("committing")._call(request, StagedCommitted.from_wire)
+        return self._result(fut)
+
+    def abort_staged(self, topic: str, txn: tuple[str, int]) -> StagedAborted:
+        """Drop the staged chunks of ``(query, epoch)``."""
+        from dcps.wire._staging import AbortStagedRequest, StagedAborted
+
+        fut = self._dds("aborting")._call(AbortStagedRequest(topic, *txn), StagedAborted.from_wire)
+        return self._result(fut)
 
     # -- subscriber groups (the streaming source's commits) -------------------------
 

@@ -35,6 +35,7 @@ __all__ = [
     "decode_packed",
     "decode_run",
     "encode_batch",
+    "encode_matrix",
     "encode_rows",
     "row_to_sample",
 ]
@@ -449,17 +450,16 @@ def _fill(target: np.ndarray, col: Any, f: FieldInfo, path: str) -> None:
     target[...] = values
 
 
-def encode_batch(t: type, batch: Any) -> list[bytes]:
-    """Serialised samples of ``t``, one per row of an Arrow record batch.
+def encode_matrix(t: type, batch: Any) -> np.ndarray | None:
+    """Serialised samples of ``t`` as one ``(rows, size)`` uint8 matrix, or None.
 
-    Fixed-size final types are encoded in bulk through the CDR dtype (a value
-    that does not fit raises ``BadParameterError`` naming its column); other
-    types go row by row through :func:`row_to_sample`.
+    Only fixed-size final types are encoded this way (in bulk through the CDR
+    dtype; a value that does not fit raises ``BadParameterError`` naming its
+    column), and only when the binding encodes the first row to the same
+    bytes. None: use :func:`encode_batch` (row by row).
     """
     info = describe(t)
     n = batch.num_rows
-    if n == 0:
-        return []
     names = set(batch.schema.names)
     for f in info.fields:
         if f.name not in names:
@@ -467,17 +467,33 @@ def encode_batch(t: type, batch: Any) -> list[bytes]:
                 f"column {f.name!r} of {info.typename} is missing from the rows"
             )
     dtype = cdr_dtype(t) if _bulk_ok(info.fields) else None
-    if dtype is not None:
-        records = np.zeros(n, dtype=dtype)
-        raw = records.view(np.uint8).reshape(n, dtype.itemsize)
-        body = records["_body"]
-        for f in info.fields:
-            _fill(body[f.name], batch.column(f.name), f, f.name)
-        raw[:, 1] = 1  # encapsulation header 00 01 00 00: XCDR1 little-endian
-        data = records.tobytes()
-        size = dtype.itemsize
-        out = [data[i * size : (i + 1) * size] for i in range(n)]
-        first = row_to_sample(batch.slice(0, 1).to_pylist()[0], t).serialize()
-        if first == out[0]:  # the binding agrees byte for byte: use the bulk encoding
-            return out
+    if dtype is None or n == 0:
+        return None
+    records = np.zeros(n, dtype=dtype)
+    raw = records.view(np.uint8).reshape(n, dtype.itemsize)
+    body = records["_body"]
+    for f in info.fields:
+        _fill(body[f.name], batch.column(f.name), f, f.name)
+    raw[:, 1] = 1  # encapsulation header 00 01 00 00: XCDR1 little-endian
+    first = row_to_sample(batch.slice(0, 1).to_pylist()[0], t).serialize()
+    if first != raw[0].tobytes():  # the binding disagrees: encode row by row
+        return None
+    matrix: np.ndarray = raw
+    return matrix
+
+
+def encode_batch(t: type, batch: Any) -> list[bytes]:
+    """Serialised samples of ``t``, one per row of an Arrow record batch.
+
+    Fixed-size final types are encoded in bulk through the CDR dtype (a value
+    that does not fit raises ``BadParameterError`` naming its column); other
+    types go row by row through :func:`row_to_sample`.
+    """
+    if batch.num_rows == 0:
+        return []
+    matrix = encode_matrix(t, batch)
+    if matrix is not None:
+        data = matrix.tobytes()
+        size = matrix.shape[1]
+        return [data[i * size : (i + 1) * size] for i in range(len(matrix))]
     return [row_to_sample(r, t).serialize() for r in batch.to_pylist()]

@@ -14,18 +14,33 @@ and raises :class:`InjectedFaultError`. Removing is atomic, so exactly one task
 fails per marker, and a test proves the fault fired by the marker being gone
 (and by Spark's count of failed tasks). Without the variable the hook costs
 one environment lookup per task.
+
+:func:`maybe_stall` is the driver's hook (``"commit"``: before the sink's
+commit reaches the store, ``"committed"``: right after): it consumes its
+marker the same way, then creates ``<marker>.reached`` and waits there, so
+that a test can kill the driver at exactly that point.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from urllib.parse import quote
 
-__all__ = ["FAULTS_ENV", "InjectedFaultError", "marker", "maybe_fail"]
+__all__ = [
+    "FAULTS_ENV",
+    "STALL_SECONDS",
+    "InjectedFaultError",
+    "marker",
+    "maybe_fail",
+    "maybe_stall",
+]
 
 #: The environment variable naming the marker directory (tests only).
 FAULTS_ENV = "DCPS_SPARK_TEST_FAULTS"
+#: How long :func:`maybe_stall` waits to be killed before it fails instead.
+STALL_SECONDS = 300.0
 
 
 class InjectedFaultError(RuntimeError):
@@ -47,3 +62,18 @@ def maybe_fail(topic: str, where: str) -> None:
     except FileNotFoundError:
         return
     raise InjectedFaultError(f"dcps: injected test failure in a {where} task of topic {topic!r}")
+
+
+def maybe_stall(topic: str, where: str) -> None:
+    """Wait to be killed (up to :data:`STALL_SECONDS`) once if a test armed ``where``."""
+    directory = os.environ.get(FAULTS_ENV)
+    if not directory:
+        return
+    path = marker(directory, topic, where)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    path.with_name(path.name + ".reached").touch()
+    time.sleep(STALL_SECONDS)  # the test kills this process meanwhile: nothing to wait on
+    raise InjectedFaultError(f"dcps: injected stall in the {where} of topic {topic!r} timed out")

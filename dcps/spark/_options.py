@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -13,14 +15,99 @@ import attrs
 import idl
 from idl._errors import BadParameterError, IdlError
 
-__all__ = ["SourceOptions", "load_type", "parse_positions"]
+__all__ = ["KAFKA_ALIASES", "OPTIONS", "SourceOptions", "load_type", "parse_positions"]
+
+#: Every option of the ``dcps`` data source: its name and what it means (docs/spark.md
+#: holds the same table; tests/spark/test_options.py checks that they agree).
+OPTIONS: dict[str, str] = {
+    "topic": "the channelled topic (required)",
+    "type": "the topic type as `package.module:Class` (or `idl`/`idl_file` + `type_name`)",
+    "idl": "the topic type's IDL source text (travels to the executors in the options)",
+    "idl_file": "an IDL file on the driver; its text travels to the executors",
+    "type_name": "the type in `idl`/`idl_file` (e.g. `demo::Reading`)",
+    "domain": "the store's DDS domain (0)",
+    "namespace": "the store's namespace (`dcps`)",
+    "data_dir": "read the store's file in this directory directly (store's host only)",
+    "startingPositions": "`earliest` (default), `latest` or JSON next offset per channel",
+    "endingPositions": "batch reads: `latest` (default) or JSON",
+    "startTimestamp": "batch reads: store accept time from (ISO 8601 or ns), inclusive",
+    "endTimestamp": "batch reads: store accept time to (ISO 8601 or ns), exclusive",
+    "maxElementsPerTrigger": "at most this many elements per micro-batch (no limit)",
+    "maxElementsPerPartition": "split a channel's range into input partitions of this size "
+    "(1 000 000)",
+    "group": "commit the query's positions as this subscriber group",
+    "channels": "sink: channel count of a topic the sink creates (the store's default)",
+    "retainConsumed": "sink: retention of a topic the sink creates",
+    "batchRows": "sink: most rows per staged chunk (16384)",
+    "timeout": "seconds for store requests (10)",
+}
+#: The Kafka source's names for the same options (accepted as aliases).
+KAFKA_ALIASES: dict[str, str] = {
+    "subscribe": "topic",
+    "startingOffsets": "startingPositions",
+    "endingOffsets": "endingPositions",
+    "startingTimestamp": "startTimestamp",
+    "endingTimestamp": "endTimestamp",
+    "maxOffsetsPerTrigger": "maxElementsPerTrigger",
+    "maxRecordsPerPartition": "maxElementsPerPartition",
+}
+#: Options Spark itself passes to a data source (not ours to refuse).
+_SPARK_OPTIONS = frozenset({"path", "checkpointlocation", "queryname", "paths"})
+_CANONICAL = {name.lower(): name for name in OPTIONS}
+_ALIASES = {alias.lower(): target for alias, target in KAFKA_ALIASES.items()}
+#: Names a user may write, for the did-you-mean of an unknown option.
+_KNOWN = {**_CANONICAL, **{a.lower(): a for a in KAFKA_ALIASES}}
+
+
+def canonical_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options keyed by their lower-cased canonical names (aliases resolved).
+
+    An unknown option raises ``BadParameterError`` naming the closest valid
+    one; an option given twice (under its name and an alias) too.
+    """
+    out: dict[str, str] = {}
+    given: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low in _SPARK_OPTIONS:
+            if low == "path" and value:
+                low = "topic"  # .load("topic") / .save("topic")
+            else:
+                continue
+        name = _ALIASES.get(low, _CANONICAL.get(low))
+        if name is None:
+            close = difflib.get_close_matches(low, list(_KNOWN), n=1, cutoff=0.5)
+            hint = f"; did you mean {_KNOWN[close[0]]!r}?" if close else ""
+            raise BadParameterError(
+                f"unknown option {key!r} of the dcps data source{hint} "
+                f"(valid: {', '.join(sorted(OPTIONS))}; Kafka's names: "
+                f"{', '.join(sorted(KAFKA_ALIASES))})"
+            )
+        target = name.lower()
+        if target in out and out[target] != value:
+            raise BadParameterError(
+                f"option {name!r} is given twice (as {given[target]!r} and {key!r}) "
+                "with different values"
+            )
+        out[target] = value
+        given[target] = key
+    return out
+
 
 _types: dict[tuple[str, str, str], type] = {}
 
 
-def load_type(type_path: str | None, idl_file: str | None, type_name: str | None) -> type:
-    """The topic type named by ``type`` (``pkg.mod:Class``) or ``idl_file`` + ``type_name``."""
-    key = (type_path or "", idl_file or "", type_name or "")
+def load_type(
+    type_path: str | None,
+    idl_text: str | None,
+    type_name: str | None,
+    filename: str = "<option idl>",
+) -> type:
+    """The topic type named by ``type`` (``pkg.mod:Class``) or IDL text + ``type_name``.
+
+    ``filename`` names the IDL text in errors and anchors its ``#include`` s.
+    """
+    key = (type_path or "", idl_text or "", type_name or "")
     cached = _types.get(key)
     if cached is not None:
         return cached
@@ -42,19 +129,17 @@ def load_type(type_path: str | None, idl_file: str | None, type_name: str | None
             t = getattr(t, part, None)
             if t is None:
                 raise BadParameterError(f"option type {type_path!r}: {mod_name} has no {attr!r}")
-    elif idl_file:
+    elif idl_text:
         if not type_name:
-            raise BadParameterError("option idl_file needs option type_name too")
+            raise BadParameterError("option idl (or idl_file) needs option type_name too")
         try:
-            t = idl.load(idl_file)[type_name]
+            t = idl.loads(idl_text, filename)[type_name]
         except KeyError as exc:
             raise BadParameterError(f"option type_name: {exc.args[0]}") from exc
-        except OSError as exc:
-            raise BadParameterError(f"option idl_file {idl_file!r}: {exc}") from exc
     else:
         raise BadParameterError(
             "the dcps data source needs option type ('package.module:Class') "
-            "or options idl_file and type_name"
+            "or options idl (or idl_file) and type_name"
         )
     if not idl.is_topic_type(t):
         raise BadParameterError(f"{type_path or type_name!r} is not a topic type (idl.Struct)")
@@ -67,11 +152,12 @@ def load_type(type_path: str | None, idl_file: str | None, type_name: str | None
     return topic_type
 
 
-def parse_positions(text: str, option: str) -> str | dict[int, int]:
+def parse_positions(text: str, option: str, topic: str = "") -> str | dict[int, int]:
     """``"earliest"``, ``"latest"`` or ``{channel: offset}`` from an option's JSON.
 
     JSON form: ``{"0": 12, "3": 0}`` (next offset to read per channel; -2
-    earliest, -1 latest). Channels left out start at the earliest.
+    earliest, -1 latest). Channels left out start at the earliest. Kafka's
+    form ``{"<topic>": {"0": 12}}`` is accepted too (the entry of ``topic``).
     """
     text = text.strip()
     if text.lower() in ("earliest", "latest"):
@@ -85,6 +171,12 @@ def parse_positions(text: str, option: str) -> str | dict[int, int]:
         ) from exc
     if not isinstance(value, dict):
         raise BadParameterError(f"option {option}: expected a JSON object, got {text!r}")
+    if value and all(isinstance(v, dict) for v in value.values()):  # Kafka: per topic
+        if topic not in value:
+            raise BadParameterError(
+                f"option {option}: the JSON names topics {sorted(value)}, not {topic!r}"
+            )
+        value = value[topic]
     out: dict[int, int] = {}
     for k, v in value.items():
         try:
@@ -146,7 +238,7 @@ class SourceOptions:
 
     topic: str
     type_path: str | None
-    idl_file: str | None
+    idl_text: str | None
     type_name: str | None
     domain_id: int
     namespace: str
@@ -165,30 +257,41 @@ class SourceOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
-        """Validate the options Spark passes (case-insensitive keys)."""
-        opts = {k.lower(): v for k, v in options.items()}
-        topic = opts.get("topic") or opts.get("path")
+        """Validate the options Spark passes (case-insensitive keys; Kafka's names too).
+
+        An ``idl_file`` is read here, on the driver: its text travels to the
+        executors with the options, so they need neither the file nor the
+        type's Python module.
+        """
+        opts = canonical_options(options)
+        topic = opts.get("topic")
         if not topic:
             raise BadParameterError("the dcps data source needs option topic")
+        idl_text = opts.get("idl")
+        if not idl_text and opts.get("idl_file"):
+            try:
+                idl_text = Path(opts["idl_file"]).read_text()
+            except OSError as exc:
+                raise BadParameterError(f"option idl_file {opts['idl_file']!r}: {exc}") from exc
         parsed = cls(
             topic=topic,
             type_path=opts.get("type"),
-            idl_file=opts.get("idl_file"),
+            idl_text=idl_text or None,
             type_name=opts.get("type_name"),
             domain_id=_int(opts, "domain", 0),
             namespace=opts.get("namespace") or "dcps",
             data_dir=opts.get("data_dir") or None,
             starting=parse_positions(
-                opts.get("startingpositions", "earliest"), "startingPositions"
+                opts.get("startingpositions", "earliest"), "startingPositions", topic
             ),
-            ending=parse_positions(opts.get("endingpositions", "latest"), "endingPositions"),
+            ending=parse_positions(opts.get("endingpositions", "latest"), "endingPositions", topic),
             start_ns=_timestamp_ns(opts.get("starttimestamp"), "startTimestamp"),
             end_ns=_timestamp_ns(opts.get("endtimestamp"), "endTimestamp"),
             max_per_trigger=_int(opts, "maxelementspertrigger", 0),
             max_per_partition=_int(opts, "maxelementsperpartition", 1_000_000, 1),
             group=opts.get("group") or None,
             timeout=float(_int(opts, "timeout", 10, 1)),
-            batch_rows=_int(opts, "batchrows", 1024, 1),
+            batch_rows=_int(opts, "batchrows", 16384, 1),
             channels=_int(opts, "channels", 0),
             retain_consumed=_bool(opts.get("retainconsumed"), "retainConsumed"),
         )
@@ -197,4 +300,4 @@ class SourceOptions:
 
     def type(self) -> type:
         """The topic type (loaded once per process)."""
-        return load_type(self.type_path, self.idl_file, self.type_name)
+        return load_type(self.type_path, self.idl_text, self.type_name)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib as _importlib
 import typing as _typing
 
+from idl._public import show_as as _show_as
+
 if _typing.TYPE_CHECKING:
     from ._assignment import assign_channels
     from ._durability import DurabilityService
@@ -49,6 +51,7 @@ def __getattr__(name: str) -> _typing.Any:
     if module is None:
         raise AttributeError(f"module 'dcps.store' has no attribute {name!r}")
     value = getattr(_importlib.import_module(module), name)
+    _show_as("dcps.store", value)  # tracebacks and reprs name dcps.store.Store, not _service
     globals()[name] = value
     return value
 

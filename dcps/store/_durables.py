@@ -332,7 +332,9 @@ class DurableService:
         elif isinstance(r, DurableInfoRequest):
             self._reply(call, self._info(r))
         elif isinstance(r, DurableUnsubscribeRequest):
-            self._reply(call, DurableUnsubscribed(self._unsubscribe(r.topic, r.name)))
+            existing = self._durables.get(r.name)
+            topic = existing.topic if existing is not None and r.any_topic else r.topic
+            self._reply(call, DurableUnsubscribed(self._unsubscribe(topic, r.name)))
         else:  # pragma: no cover - the decoder hands out only the kinds above
             raise BadParameterError(f"not a durable request: {r!r}")
 
@@ -353,6 +355,18 @@ class DurableService:
         info = self._log.topic(r.topic)
         now = self._clock()
         d = self._durables.get(r.name)
+        if (
+            d is not None
+            and r.replace
+            and d.kind is r.kind
+            and (d.topic, d.filter)
+            != (
+                r.topic,
+                r.filter,
+            )
+        ):
+            self._replace(d, r)
+            d = None
         created = d is None
         if d is None:
             d = self._create(r, info.channel_count)
@@ -422,6 +436,16 @@ class DurableService:
     def _forget(self, sub: _Sub, durable: str) -> None:
         if self._keep_secret is not None:
             self._keep_secret(secret_ident(sub.topic, durable, sub.name), None)
+
+    def _replace(self, d: _Durable, r: DurableSubscribeRequest) -> None:
+        """Delete durable ``d`` to create it anew with another topic or filter (JMS)."""
+        if d.subs:
+            raise PreconditionNotMetError(
+                f"durable {r.name!r} has an active subscriber: it cannot be replaced by one "
+                f"of topic {r.topic!r} with another selector until it closes"
+            )
+        _log.info("durable %r: replaced (topic or filter changed)", d.name)
+        self._destroy(d)
 
     def _check_same(self, d: _Durable, r: DurableSubscribeRequest) -> None:
         if d.kind is not r.kind:
@@ -629,7 +653,7 @@ class DurableService:
 
     def _info(self, r: DurableInfoRequest) -> DurableInfo:
         d = self._durables.get(r.name)
-        if d is None or d.topic != r.topic:
+        if d is None or (d.topic != r.topic and not r.any_topic):
             raise PreconditionNotMetError(f"no durable {r.name!r} of topic {r.topic!r}")
         outstanding = d.state.outstanding(self._tails(d)) if d.kind.acknowledged else -1
         return DurableInfo(

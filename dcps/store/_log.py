@@ -1,11 +1,15 @@
 """The store's on-disk log: SQLite in WAL mode, one file per store.
 
-Every (topic, channel) holds elements at dense offsets from 0, each with the
-accept timestamp of the store's clock (nanoseconds since the Unix epoch, never
-decreasing within a channel). Each accepted batch is stored as one row (its
-elements share the batch's timestamp); each channel keeps its head (first
-offset still available) explicitly, since retention can release part of a
-batch. Subscriber groups keep one committed offset per channel. The file
+Every (topic, channel) holds elements at dense offsets from 0, each with its
+own accept timestamp from the store's clock (nanoseconds since the Unix epoch,
+whole microseconds, strictly increasing within a channel: a batch's first
+element gets the clock rounded up, at least one microsecond after the
+channel's previous element, and each next element of the batch one
+microsecond more). Each accepted batch is stored as one row; the body of a
+large one (``INLINE_MAX`` bytes or more) goes to a segment file
+(``_log_segments``) and its row keeps where. Each channel keeps its head
+(first offset still available) explicitly, since retention can release part
+of a batch. Subscriber groups keep one committed offset per channel. The file
 layout is documented in ``docs/store-format.md``.
 
 The log is used by one thread at a time (the store's); it does no locking of
@@ -15,7 +19,8 @@ SQLite snapshot, so it never sees half of a transaction.
 
 The log's parts live beside it: the file's format, checks and migrations in
 ``_log_format``, reading in ``_log_reader``, the values it returns in
-``_log_records`` and the disk space reserve in ``_log_reserve``. Every SQLite
+``_log_records``, the segment files in ``_log_segments`` and the disk space
+reserve in ``_log_reserve``. Every SQLite
 failure surfaces as a typed :class:`~dcps.DcpsError` naming the path (a full
 disk as :class:`~dcps.OutOfResourcesError`).
 """
@@ -33,7 +38,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from dcps.wire._batches import ElementRun, PackedPayloads
+import numpy as np
+
+from dcps.wire._batches import ELEMENT_STEP_NS, ElementRun, PackedPayloads
 from dcps.wire._codes import CommitStatus
 from idl._errors import (
     AlreadyClosedError,
@@ -48,6 +55,7 @@ from ._log_format import (
     STORE_FILE,
     check_writable,
     create_schema,
+    first_stamp,
     inspect_file,
     migrate,
     os_error,
@@ -57,12 +65,14 @@ from ._log_format import (
 from ._log_reader import LogReader, find_timestamp, read_run
 from ._log_records import ChannelState, Element, TopicInfo
 from ._log_reserve import DEFAULT_RESERVE_BYTES, SpaceReserve
+from ._log_segments import INLINE_MAX, SEGMENT_BYTES, SegmentFiles, crc_of
 
 __all__ = [
     "DEFAULT_PARTITION_COUNT",
     "DEFAULT_RESERVE_BYTES",
     "FORMAT_MAGIC",
     "FORMAT_VERSION",
+    "INLINE_MAX",
     "STORE_FILE",
     "ChannelLog",
     "ChannelState",
@@ -77,6 +87,12 @@ _T = TypeVar("_T")
 _log = logging.getLogger("dcps.store")
 
 DEFAULT_PARTITION_COUNT = 257
+#: A topic without groups releases what was pushed at most this often (seconds) ...
+_UNCONSUMED_TRIM_INTERVAL = 0.05
+#: ... or once this many bytes were appended to it since its last release.
+_UNCONSUMED_TRIM_BYTES = 16 << 20
+#: A released segment file is deleted at the first commit this many seconds later.
+_SEGMENT_GRACE = 2.0
 
 
 def default_channel_count(partition_count: int = DEFAULT_PARTITION_COUNT) -> int:
@@ -112,6 +128,10 @@ class ChannelLog:
     ``reserve_bytes`` of disk are kept in a reserve file (see
     ``_log_reserve``) so that commits, seeks, joins and group changes keep
     working on a full disk, where appends raise ``OutOfResourcesError``.
+
+    Batch bodies of ``inline_max`` bytes or more are written to segment
+    files (``<path>-segments/``, rolled at ``segment_bytes``) instead of
+    their SQLite row.
     """
 
     def __init__(
@@ -122,9 +142,18 @@ class ChannelLog:
         clock: Callable[[], int] = time.time_ns,
         verify: bool = True,
         reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+        inline_max: int = INLINE_MAX,
+        segment_bytes: int = SEGMENT_BYTES,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
+        self._inline_max = inline_max
+        self._full_sync = SyncMode(sync) is SyncMode.FULL
+        self._segments = SegmentFiles(self.path, roll_bytes=segment_bytes, durable=self._full_sync)
+        self._released: list[tuple[int, int]] = []  # segments to delete after the commit
+        self._doomed: list[tuple[float, int, int]] = []  # (released at, tid, seq), committed
+        self._grouped: dict[int, int] = {}  # topic id -> number of groups
+        self._unconsumed: dict[int, tuple[float, int]] = {}  # tid -> (last trim, bytes since)
         self._db: sqlite3.Connection | None = None
         self._topics: dict[str, tuple[int, TopicInfo]] = {}
         self._channels: dict[tuple[int, int], list[int]] = {}  # [head, next, last_ts]
@@ -150,6 +179,9 @@ class ChannelLog:
         except sqlite3.Error as exc:
             self.close()
             raise sql_error(exc, self.path, "loading the store file") from exc
+        except OSError as exc:
+            self.close()
+            raise os_error(exc, self.path, "tidying the store's segment files") from exc
 
     @classmethod
     def in_dir(cls, data_dir: str | os.PathLike[str], **options: object) -> ChannelLog:
@@ -205,6 +237,16 @@ class ChannelLog:
             db.execute("SELECT 1 FROM sqlite_master WHERE name = 'publish_keys'").fetchone()
             is not None
         )
+        for tid, n in db.execute("SELECT topic_id, count(*) FROM groups GROUP BY topic_id"):
+            self._grouped[int(tid)] = int(n)
+        # segment files: drop the bodies of transactions that never committed
+        ends: dict[tuple[int, int], int] = {}
+        for tid, seq, pos, sizes in db.execute(
+            "SELECT topic_id, segment, max(pos), sizes FROM batches"
+            " WHERE segment IS NOT NULL GROUP BY topic_id, segment"
+        ):
+            ends[(int(tid), int(seq))] = int(pos) + _body_size(sizes)
+        self._segments.tidy(ends)
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -217,6 +259,7 @@ class ChannelLog:
         if self._db is not None:
             self._db.close()
             self._db = None
+        self._segments.close()
 
     def __enter__(self) -> ChannelLog:
         return self
@@ -342,6 +385,8 @@ class ChannelLog:
                 if self.commit_observer is not None:
                     self.commit_observer(time.perf_counter() - started)
             except BaseException as exc:
+                self._released.clear()
+                self._segments.forget_unsynced()
                 self._roll_back()
                 if not isinstance(exc, sqlite3.Error):
                     raise
@@ -354,6 +399,8 @@ class ChannelLog:
                 ):
                     continue
                 raise error from exc
+            if self._released or self._doomed:
+                self._delete_released()
             if not self._reserve.held:
                 self._checkpoint()
             return result
@@ -371,6 +418,29 @@ class ChannelLog:
     def read(self, doing: str) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         """The connection for a read of the store's own tables (typed errors name ``doing``)."""
         return self._reading(doing)
+
+    def _delete_released(self) -> None:
+        """Delete segment files no committed row has referred to for ``_SEGMENT_GRACE`` s.
+
+        The grace lets a reader whose snapshot began before the release (a
+        fetch thread, Spark) still read them; a file left behind by a crash or
+        a close is deleted by the next open.
+        """
+        now = time.monotonic()
+        self._doomed += [(now, tid, seq) for tid, seq in self._released]
+        self._released.clear()
+        due = [d for d in self._doomed if now - d[0] >= _SEGMENT_GRACE]
+        if not due:
+            return
+        self._doomed = [d for d in self._doomed if now - d[0] < _SEGMENT_GRACE]
+        by_topic: dict[int, list[int]] = {}
+        for _, tid, seq in due:
+            by_topic.setdefault(tid, []).append(seq)
+        for tid, seqs in by_topic.items():
+            try:
+                self._segments.delete(tid, seqs)
+            except OSError as exc:  # harmless: the next open deletes it
+                _log.warning("dcps store: could not delete a released segment: %s", exc)
 
     def _roll_back(self) -> None:
         db = self._conn
@@ -408,7 +478,10 @@ class ChannelLog:
         Returns, per batch, the ``(offset, timestamp_ns)`` of each element.
         """
         placed = self.append_packed((t, c, PackedPayloads.of(p)) for t, c, p in batches)
-        return [[(first + i, ts) for i in range(count)] for first, count, ts in placed]
+        return [
+            [(first + i, ts + i * ELEMENT_STEP_NS) for i in range(count)]
+            for first, count, ts in placed
+        ]
 
     def append_packed(
         self, batches: Iterable[tuple[str, int, PackedPayloads]]
@@ -416,26 +489,33 @@ class ChannelLog:
         """Persist several packed batches in one transaction (all or none).
 
         Each batch becomes one stored row. Returns ``(first_offset, count,
-        timestamp_ns)`` per batch (an empty batch stores nothing).
+        timestamp_ns)`` per batch, the timestamp being the first element's
+        (element ``i`` has it plus ``i * ELEMENT_STEP_NS``; an empty batch
+        stores nothing).
         """
         db = self._conn
         results: list[tuple[int, int, int]] = []
-        rows: list[tuple[int, int, int, int, int, bytes, bytes]] = []
+        rows: list[tuple[int, int, int, int, int, bytes, PackedPayloads]] = []
         touched: dict[tuple[int, int], list[int]] = {}
         plan = [(self._state(t, c), c, p, p.check(), t) for t, c, p in batches]
         now = self._clock()
         for (tid, state), channel, packed, sizes, _ in plan:
             st = touched.setdefault((tid, channel), list(state))
-            ts = max(now, st[2])
+            ts = first_stamp(now, st[2])
             count = len(sizes) // 4
             if count:
-                rows.append((tid, channel, st[1], count, ts, sizes, bytes(packed.blob)))
+                rows.append((tid, channel, st[1], count, ts, sizes, packed))
+                st[2] = ts + (count - 1) * ELEMENT_STEP_NS
             results.append((st[1], count, ts))
             st[1] += count
-            st[2] = ts
 
         def insert() -> None:
-            db.executemany("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            db.executemany(
+                "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(*row[:6], *self._body(row[0], row[6])) for row in rows],
+            )
+            if self._full_sync:
+                self._sync_segments()
             db.executemany(
                 "UPDATE channels SET next_offset = ?, last_ts = ?"
                 " WHERE topic_id = ? AND channel = ?",
@@ -446,7 +526,26 @@ class ChannelLog:
         self._write(f"appending to topic {topics}", insert, small=False)
         for key, st in touched.items():
             self._channels[key][:] = st
+        for tid, *_, packed in rows:
+            self._note_unconsumed(tid, len(packed.blob))
         return results
+
+    def _body(self, tid: int, packed: PackedPayloads) -> tuple[bytes, int | None, int, int]:
+        """``(data, segment, pos, crc)`` of a new row: large bodies go to a segment file."""
+        blob = packed.blob
+        if len(blob) < self._inline_max:
+            return bytes(blob), None, 0, 0
+        try:
+            seq, pos = self._segments.append(tid, blob)
+        except OSError as exc:
+            raise os_error(exc, self._segments.root, "writing a batch to a segment file") from exc
+        return b"", seq, pos, crc_of(blob)
+
+    def _sync_segments(self) -> None:
+        try:
+            self._segments.sync()
+        except OSError as exc:
+            raise os_error(exc, self._segments.root, "syncing segment files") from exc
 
     def append_keyed(
         self, topic: str, channel: int, payloads: Sequence[bytes] | PackedPayloads, key: str
@@ -472,13 +571,14 @@ class ChannelLog:
             except sqlite3.Error as exc:
                 raise sql_error(exc, self.path, f"looking up publish key {key!r}") from exc
             if row is not None:
-                return [(row[1] + i, row[3]) for i in range(row[2])], True
+                return [(row[1] + i, row[3] + i * ELEMENT_STEP_NS) for i in range(row[2])], True
         st = list(state)
-        ts = max(self._clock(), st[2])
+        ts = first_stamp(self._clock(), st[2])
         first = st[1]
         count = len(sizes) // 4
         st[1] += count
-        st[2] = ts
+        if count:
+            st[2] = ts + (count - 1) * ELEMENT_STEP_NS
 
         def insert() -> None:
             db.execute(
@@ -489,9 +589,11 @@ class ChannelLog:
             )
             if count:
                 db.execute(
-                    "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (tid, channel, first, count, ts, sizes, bytes(packed.blob)),
+                    "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (tid, channel, first, count, ts, sizes, *self._body(tid, packed)),
                 )
+                if self._full_sync:
+                    self._sync_segments()
             db.execute(
                 "UPDATE channels SET next_offset = ?, last_ts = ?"
                 " WHERE topic_id = ? AND channel = ?",
@@ -505,7 +607,8 @@ class ChannelLog:
         self._write(f"appending to topic {topic!r} channel {channel}", insert, small=False)
         self._has_publish_keys = True
         state[:] = st
-        return [(first + i, ts) for i in range(count)], False
+        self._note_unconsumed(tid, len(packed.blob))
+        return [(first + i, ts + i * ELEMENT_STEP_NS) for i in range(count)], False
 
     def fetch(self, topic: str, channel: int, offset: int, max_count: int) -> list[Element]:
         """Up to ``max_count`` elements from ``offset`` on (or from the head if later)."""
@@ -516,15 +619,18 @@ class ChannelLog:
     def fetch_run(self, topic: str, channel: int, offset: int, max_count: int) -> ElementRun:
         """Up to ``max_count`` elements from ``offset`` on (or from the head if later), in bulk.
 
-        The result keeps the stored batches' form (sizes and data blobs, one
-        timestamp per batch); no Python object is built per element.
+        The result keeps the stored batches' form (sizes and data blobs, the
+        first element's timestamp per batch); no Python object is built per
+        element.
         """
         tid, st = self._state(topic, channel)
         if max_count < 1:
             raise BadParameterError(f"max_count must be >= 1, got {max_count}")
         start = max(offset, st[0])
         with self._reading(f"reading topic {topic!r} channel {channel} at offset {start}") as db:
-            return read_run(db, self.path, topic, tid, channel, start, st[1], max_count)
+            return read_run(
+                db, self.path, topic, tid, channel, start, st[1], max_count, self._segments
+            )
 
     def reader(self) -> LogReader:
         """A read-only connection to this log for one other thread (close it when done)."""
@@ -607,6 +713,7 @@ class ChannelLog:
             )
 
         self._write(f"creating group {group!r} of topic {topic!r}", create)
+        self._grouped[tid] = self._grouped.get(tid, 0) + 1
         return True
 
     def destroy_group(self, topic: str, group: str) -> bool:
@@ -622,7 +729,10 @@ class ChannelLog:
                 self._trim(tid)
             return existed
 
-        return self._write(f"destroying group {group!r} of topic {topic!r}", destroy)
+        existed = self._write(f"destroying group {group!r} of topic {topic!r}", destroy)
+        if existed:
+            self._grouped[tid] = max(0, self._grouped.get(tid, 0) - 1)
+        return existed
 
     def committed(self, topic: str, group: str, channel: int) -> tuple[int, bool]:
         """``(offset, explicit)``: the group's commit point in a channel.
@@ -682,7 +792,9 @@ class ChannelLog:
         """Clamp a seek of ``group`` in ``channel`` and apply its commit rules.
 
         Exactly one of ``offset`` (the position after which reading resumes),
-        ``timestamp_ns`` (resume at the first element accepted at or after it)
+        ``timestamp_ns`` (resume at the first element accepted strictly after
+        it, as seed 000 says: seeking to an element's own timestamp resumes
+        after that element)
         or ``to`` (``"head"`` / ``"tail"``) is given. Returns the position
         seeked to: reading resumes at its offset + 1. The result is clamped to
         ``[head - 1, tail]`` (and to the last commit when the topic does not
@@ -699,7 +811,7 @@ class ChannelLog:
         elif to == "tail":
             target = tail
         elif timestamp_ns is not None:
-            target = self.find_timestamp(topic, channel, timestamp_ns) - 1
+            target = self.find_timestamp(topic, channel, timestamp_ns + 1) - 1
         elif offset is not None:
             target = offset
         else:
@@ -744,11 +856,26 @@ class ChannelLog:
                 ).fetchone()[0]
             if floor is None or floor < st[0]:
                 continue
+            segments = db.execute(
+                "SELECT DISTINCT segment FROM batches WHERE topic_id = ? AND channel = ?"
+                " AND first_offset + count - 1 <= ? AND segment IS NOT NULL",
+                (tid, c, floor),
+            ).fetchall()
             db.execute(
                 "DELETE FROM batches WHERE topic_id = ? AND channel = ? AND first_offset <= ?"
                 " AND first_offset + count - 1 <= ?",
                 (tid, c, floor, floor),
             )
+            for (seq,) in segments:
+                if (
+                    db.execute(
+                        "SELECT 1 FROM batches WHERE topic_id = ? AND segment = ? LIMIT 1",
+                        (tid, seq),
+                    ).fetchone()
+                    is None
+                ):
+                    self._released.append((tid, int(seq)))
+                    self._segments.retire(tid, int(seq))
             deleted += floor + 1 - st[0]
             db.execute(
                 "UPDATE channels SET head = ? WHERE topic_id = ? AND channel = ?",
@@ -756,3 +883,30 @@ class ChannelLog:
             )
             st[0] = floor + 1
         return deleted
+
+    def trim_unconsumed(self, topic: str) -> int:
+        """After a publish: release what a topic without groups (nor retention) holds.
+
+        Such a topic keeps nothing once its live tail was pushed, but releasing
+        after every publish is a second transaction per publish; so it runs
+        at most every 50 ms, or once 16 MiB were appended since the last one
+        (``docs/large-payloads.md``). Returns how many elements were released.
+        """
+        tid, info = self._topic(topic)
+        if info.retain_consumed or self._grouped.get(tid):
+            return 0
+        last, pending = self._unconsumed.get(tid, (0.0, 0))
+        now = time.monotonic()
+        if now - last < _UNCONSUMED_TRIM_INTERVAL and pending < _UNCONSUMED_TRIM_BYTES:
+            return 0
+        self._unconsumed[tid] = (now, 0)
+        return self.trim(topic)
+
+    def _note_unconsumed(self, tid: int, size: int) -> None:
+        last, pending = self._unconsumed.get(tid, (0.0, 0))
+        self._unconsumed[tid] = (last, pending + size)
+
+
+def _body_size(sizes: bytes) -> int:
+    """Total payload bytes of a stored batch (its sizes: one int32 LE each)."""
+    return int(np.frombuffer(sizes, dtype="<i4").sum(dtype=np.int64))

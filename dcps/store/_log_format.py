@@ -14,7 +14,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from dcps.wire._batches import PackedPayloads
+from dcps.wire._batches import ELEMENT_STEP_NS, PackedPayloads
 from idl._errors import (
     BadParameterError,
     DcpsError,
@@ -27,9 +27,11 @@ __all__ = [
     "FORMAT_MAGIC",
     "FORMAT_VERSION",
     "OLDEST_READABLE_VERSION",
+    "SEGMENTS_VERSION",
     "STORE_FILE",
     "check_writable",
     "create_schema",
+    "first_stamp",
     "inspect_file",
     "migrate",
     "os_error",
@@ -40,15 +42,21 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 5 added the durability service's tables; 4 the durables'; 3
+#: Version 8 keeps large batch bodies in segment files and gives every element its own
+#: timestamp; 7 added the staging tables (two-phase commit); 6 key-value maps and
+#: queues; 5 the durability service's tables; 4 the durables'; 3
 #: ``topics.type_identity``; 2 stored batches as rows.
-FORMAT_VERSION = 5
+FORMAT_VERSION = 8
+#: The first version whose elements each have their own timestamp (a batch's
+#: ``ts`` plus ``ELEMENT_STEP_NS`` per element) and whose bodies may be in segments.
+SEGMENTS_VERSION = 8
 #: The oldest version a read-only reader (:class:`LogReader`) reads as it is.
 OLDEST_READABLE_VERSION = 2
 #: Largest batch a version-1 file's elements are regrouped into when it is migrated.
 _MIGRATED_BATCH_MAX = 65536
 
-# One row per stored batch (a rowid table: rows are large, see docs/store-format.md).
+# One row per stored batch (a rowid table: rows are large, see docs/store-format.md),
+# as version 2 created it; version 4 adds the columns of _SEGMENT_COLUMNS.
 _BATCHES = """
 CREATE TABLE batches (
     topic_id INTEGER NOT NULL,
@@ -118,6 +126,77 @@ CREATE TABLE durability_samples (
     payload BLOB NOT NULL
 );
 """
+
+# Key-value maps and queues (format version 6; docs/store-format.md).
+_MAPS_AND_QUEUES = """
+CREATE TABLE maps (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    type_name TEXT NOT NULL DEFAULT '',
+    type_identity TEXT NOT NULL DEFAULT '',
+    revision INTEGER NOT NULL,
+    dropped_revision INTEGER NOT NULL DEFAULT 0,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE map_entries (
+    map_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    value BLOB,
+    PRIMARY KEY (map_id, key)
+) WITHOUT ROWID;
+CREATE INDEX map_entries_revision ON map_entries (map_id, revision);
+CREATE TABLE map_changes (
+    map_id INTEGER NOT NULL,
+    revision INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB,
+    PRIMARY KEY (map_id, revision)
+) WITHOUT ROWID;
+CREATE TABLE queues (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    type_identity TEXT NOT NULL DEFAULT '',
+    next_seq INTEGER NOT NULL,
+    created_ns INTEGER NOT NULL
+);
+CREATE TABLE queue_elements (
+    queue_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (queue_id, seq)
+);
+"""
+
+# Staged publishing (format version 7; the two-phase commit of _staging.py): chunks staged
+# by task attempts (invisible until committed) and the transactions committed (for
+# idempotent commits).
+_STAGING = """
+CREATE TABLE IF NOT EXISTS staged (
+    topic_id INTEGER NOT NULL,
+    query TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    partition INTEGER NOT NULL,
+    channel INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    staged_ns INTEGER NOT NULL,
+    sizes BLOB NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (topic_id, query, epoch, stage, seq)
+);
+CREATE INDEX IF NOT EXISTS staged_age ON staged (staged_ns);
+CREATE TABLE IF NOT EXISTS staged_commits (
+    topic_id INTEGER NOT NULL,
+    query TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    elements INTEGER NOT NULL,
+    chunks INTEGER NOT NULL,
+    committed_ns INTEGER NOT NULL,
+    PRIMARY KEY (topic_id, query, epoch)
+) WITHOUT ROWID;
+"""
 _SCHEMA = (
     """
 CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -156,7 +235,24 @@ CREATE TABLE commits (
     + _BATCHES
     + _DURABLES
     + _DURABILITY
+    + _MAPS_AND_QUEUES
+    + _STAGING
 )
+
+# Version 4: where a batch's body is when it is not inline in ``data`` (then empty).
+_SEGMENT_COLUMNS = (
+    "ALTER TABLE batches ADD COLUMN segment INTEGER",  # NULL: the body is inline in ``data``
+    "ALTER TABLE batches ADD COLUMN pos INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE batches ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX batches_segment ON batches (topic_id, segment) WHERE segment IS NOT NULL",
+)
+
+
+def first_stamp(now_ns: int, last_ns: int) -> int:
+    """The timestamp of a batch's first element: the clock rounded up to a whole
+    step (microsecond), and at least one step after the channel's last element."""
+    return max(-(-now_ns // ELEMENT_STEP_NS) * ELEMENT_STEP_NS, last_ns + ELEMENT_STEP_NS)
+
 
 # SQLite primary result codes (the low byte of an extended code).
 _SQLITE_PERM = 3
@@ -248,6 +344,7 @@ def create_schema(db: sqlite3.Connection) -> None:
     db.executescript(
         "BEGIN IMMEDIATE;"
         + _SCHEMA
+        + "".join(f"{statement};" for statement in _SEGMENT_COLUMNS)
         + f"INSERT INTO dcps_format VALUES ('magic', '{FORMAT_MAGIC}');"
         + f"INSERT INTO dcps_format VALUES ('version', '{FORMAT_VERSION}');"
         + "COMMIT;"
@@ -320,8 +417,10 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     Version 1 -> 2 regroups elements into stored batches; 2 -> 3 adds
     ``topics.type_identity`` (empty: the identity is recorded by the next
     client that names one); 3 -> 4 adds the durables' tables (empty); 4 -> 5
-    the durability service's empty ``durability_*`` tables. On failure the file
-    keeps its old version.
+    the durability service's empty ``durability_*`` tables; 5 -> 6 the (empty)
+    tables of maps and queues; 6 -> 7 the (empty) staging tables; 7 -> 8 adds the segment
+    columns and gives every element its own timestamp (:func:`_migrate_v4`). On
+    failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -337,6 +436,20 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             for statement in _DURABILITY.split(";"):
                 if statement.strip():  # IF NOT EXISTS: a file may have been downgraded by hand
                     db.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+        if version < 6:
+            for statement in _MAPS_AND_QUEUES.split(";"):
+                if statement.strip():  # IF NOT EXISTS: a file may have been downgraded by hand
+                    db.execute(
+                        statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS").replace(
+                            "CREATE INDEX", "CREATE INDEX IF NOT EXISTS"
+                        )
+                    )
+        if version < 7:
+            for statement in _STAGING.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+        if version < SEGMENTS_VERSION:
+            _migrate_v4(db)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:
@@ -384,3 +497,49 @@ def _migrate_v1(db: sqlite3.Connection) -> None:
         batch.append(row)
     flush()
     db.execute("DROP TABLE elements")
+
+
+def _migrate_v4(db: sqlite3.Connection) -> None:
+    """Version 3 -> 4: segment columns, and one timestamp per element.
+
+    Stored bodies stay inline (the reader reads both forms; retention
+    releases them as usual), so the step writes nothing outside this
+    transaction. Each batch's ``ts`` becomes :func:`first_stamp` of its old
+    value and its channel's previous element, so timestamps are whole
+    microseconds and strictly increasing along the offsets; ``last_ts`` and
+    the ``publish_keys`` rows follow. A batch whose ``ts`` is already right
+    is not rewritten.
+    """
+    for statement in _SEGMENT_COLUMNS:
+        db.execute(statement)
+    has_keys = (
+        db.execute("SELECT 1 FROM sqlite_master WHERE name = 'publish_keys'").fetchone() is not None
+    )
+    channels = db.execute("SELECT topic_id, channel, last_ts FROM channels").fetchall()
+    for tid, channel, last_ts in channels:
+        last = 0
+        moved: list[tuple[int, int, int, int]] = []
+        for first, count, ts in db.execute(
+            "SELECT first_offset, count, ts FROM batches WHERE topic_id = ? AND channel = ?"
+            " ORDER BY first_offset",
+            (tid, channel),
+        ):
+            new = first_stamp(int(ts), last)
+            last = new + (int(count) - 1) * ELEMENT_STEP_NS
+            if new != ts:
+                moved.append((new, tid, channel, first))
+        db.executemany(
+            "UPDATE batches SET ts = ? WHERE topic_id = ? AND channel = ? AND first_offset = ?",
+            moved,
+        )
+        if has_keys:
+            db.executemany(
+                "UPDATE publish_keys SET ts = ? WHERE topic_id = ? AND channel = ? AND first = ?",
+                moved,
+            )
+        if last_ts:  # the last element may have been released: keep its time, rounded up
+            last = max(last, first_stamp(int(last_ts), 0))
+        db.execute(
+            "UPDATE channels SET last_ts = ? WHERE topic_id = ? AND channel = ?",
+            (last, tid, channel),
+        )

@@ -8,8 +8,13 @@ snapshot, so it sees a committed batch whole or not at all, together with the
 channel head and tail of that moment (WAL mode lets it read while the store
 writes).
 
-Nothing read is skipped silently: a stored batch whose sizes do not add up, or
-an element missing between a channel's head and tail, raises
+Large batch bodies live in segment files (``_log_segments``); a reader reads
+them with ``pread`` and checks their CRC. Files older than format 4 are read
+as they are: their elements share their batch's timestamp.
+
+Nothing read is skipped silently: a stored batch whose sizes do not add up, a
+segment body missing or not matching its CRC, or an element missing between a
+channel's head and tail, raises
 :class:`~dcps.PreconditionNotMetError` naming the topic, channel and offset
 (and is logged at ERROR on the ``dcps.store`` logger), as does a damaged page.
 """
@@ -20,13 +25,13 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dcps.wire._batches import ElementRun
+from dcps.wire._batches import ELEMENT_STEP_NS, ElementRun
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -35,10 +40,17 @@ from idl._errors import (
     UnsupportedError,
 )
 
-from ._log_format import OLDEST_READABLE_VERSION, STORE_FILE, inspect_file, sql_error
+from ._log_format import (
+    OLDEST_READABLE_VERSION,
+    SEGMENTS_VERSION,
+    STORE_FILE,
+    inspect_file,
+    sql_error,
+)
 from ._log_records import ChannelState, TopicInfo
+from ._log_segments import SegmentFiles, crc_of
 
-__all__ = ["LogReader", "read_run"]
+__all__ = ["LogReader", "find_timestamp", "read_run"]
 
 _log = logging.getLogger("dcps.store")
 
@@ -84,6 +96,7 @@ class LogReader:
             db.close()
             raise
         self._version = version
+        self._segments = SegmentFiles(self.path)
         self._db: sqlite3.Connection | None = db
 
     @classmethod
@@ -105,6 +118,7 @@ class LogReader:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+                self._segments.close()
 
     def __enter__(self) -> LogReader:
         return self
@@ -155,13 +169,14 @@ class LogReader:
             if head >= nxt:
                 return None
             row = db.execute(
-                "SELECT ts FROM batches WHERE topic_id = ? AND channel = ? AND first_offset <= ?"
-                " ORDER BY first_offset DESC LIMIT 1",
+                "SELECT ts, first_offset FROM batches WHERE topic_id = ? AND channel = ?"
+                " AND first_offset <= ? ORDER BY first_offset DESC LIMIT 1",
                 (tid, channel, head),
             ).fetchone()
         if row is None:
             raise self._damaged(topic, channel, head, "the element at the head is missing")
-        return int(row[0]), last_ts
+        step = ELEMENT_STEP_NS if self._version >= SEGMENTS_VERSION else 0
+        return int(row[0]) + (head - int(row[1])) * step, last_ts
 
     def find_timestamp(self, topic: str, channel: int, timestamp_ns: int) -> int:
         """Offset of the first available element accepted at or after ``timestamp_ns``.
@@ -171,6 +186,8 @@ class LogReader:
         with self._snapshot(f"searching topic {topic!r} channel {channel} by time") as db:
             tid = self._channel(db, topic, channel)
             head, nxt, _ = _channel_row(db, tid, channel)
+            if self._version < SEGMENTS_VERSION:
+                return _find_timestamp_shared(db, tid, channel, head, nxt, timestamp_ns)
             return find_timestamp(db, tid, channel, head, nxt, timestamp_ns)
 
     # -- elements -------------------------------------------------------------------
@@ -188,7 +205,17 @@ class LogReader:
         with self._snapshot(f"reading topic {topic!r} channel {channel} at offset {offset}") as db:
             tid = self._channel(db, topic, channel)
             head, nxt, _ = _channel_row(db, tid, channel)
-            run = read_run(db, self.path, topic, tid, channel, max(offset, head), nxt, max_count)
+            run = read_run(
+                db,
+                self.path,
+                topic,
+                tid,
+                channel,
+                max(offset, head),
+                nxt,
+                max_count,
+                self._segments if self._version >= SEGMENTS_VERSION else None,
+            )
         return run, ChannelState(head, nxt - 1)
 
     def read_range(self, topic: str, channel: int, start: int, end: int) -> ElementRun:
@@ -321,7 +348,35 @@ def _channel_row(db: sqlite3.Connection, tid: int, channel: int) -> tuple[int, i
 def find_timestamp(
     db: sqlite3.Connection, tid: int, channel: int, head: int, nxt: int, timestamp_ns: int
 ) -> int:
-    """Offset of the first element at or after ``timestamp_ns`` (``nxt`` if none)."""
+    """Offset of the first element accepted at or after ``timestamp_ns`` (``nxt`` if none).
+
+    Element ``i`` of a stored batch was accepted at its ``ts`` plus ``i``
+    steps, and timestamps increase strictly with the offset: the batch with
+    the last ``ts`` at or before the time holds the answer, or the next
+    batch does.
+    """
+    row = db.execute(
+        "SELECT first_offset, count, ts FROM batches WHERE topic_id = ? AND channel = ?"
+        " AND ts <= ? ORDER BY ts DESC, first_offset DESC LIMIT 1",
+        (tid, channel, timestamp_ns),
+    ).fetchone()
+    if row is not None:
+        first, count, ts = (int(v) for v in row)
+        index = -(-(timestamp_ns - ts) // ELEMENT_STEP_NS)  # first element at or after
+        if index < count:
+            return max(first + index, head)
+    later = db.execute(
+        "SELECT first_offset FROM batches WHERE topic_id = ? AND channel = ? AND ts > ?"
+        " ORDER BY ts, first_offset LIMIT 1",
+        (tid, channel, timestamp_ns),
+    ).fetchone()
+    return nxt if later is None else max(int(later[0]), head)
+
+
+def _find_timestamp_shared(
+    db: sqlite3.Connection, tid: int, channel: int, head: int, nxt: int, timestamp_ns: int
+) -> int:
+    """:func:`find_timestamp` in a file older than format 4 (a batch's elements share its ts)."""
     row = db.execute(
         "SELECT first_offset FROM batches WHERE topic_id = ? AND channel = ? AND ts >= ?"
         " ORDER BY ts, first_offset LIMIT 1",
@@ -339,19 +394,25 @@ def read_run(
     start: int,
     end: int,
     max_count: int,
+    segments: SegmentFiles | None,
 ) -> ElementRun:
     """Up to ``max_count`` stored elements of a channel from ``start`` (``end``: next offset).
 
     ``start`` is at or above the channel's head. Every available element in
     range must be there and every row consistent: otherwise the file is
     damaged, and ``PreconditionNotMetError`` names topic, channel and offset
-    (logged at ERROR).
+    (logged at ERROR). ``segments`` reads the bodies kept in segment files;
+    None for a file older than format 4 (no segments; its elements share
+    their batch's timestamp, so the run has one count per element).
     """
     if start >= end:
         return ElementRun(end)
     # Bounded above: every row the cursor steps over has its whole blob read.
+    columns = "first_offset, count, ts, sizes, data" + (
+        ", segment, pos, crc" if segments is not None else ""
+    )
     cur = db.execute(
-        "SELECT first_offset, count, ts, sizes, data FROM batches"
+        f"SELECT {columns} FROM batches"
         " WHERE topic_id = ?1 AND channel = ?2 AND first_offset < ?4"
         " AND first_offset >= coalesce((SELECT max(first_offset) FROM batches"
         " WHERE topic_id = ?1 AND channel = ?2 AND first_offset <= ?3), ?3)"
@@ -359,7 +420,11 @@ def read_run(
         (tid, channel, start, start + max_count),
     )
     try:
-        run = ElementRun.from_rows(cur, start, max_count)
+        if segments is None:
+            run = _shared_stamps(ElementRun.from_rows(cur, start, max_count, step=0))
+        else:
+            bodies = _with_bodies(cur, segments, path, topic, tid, channel)
+            run = ElementRun.from_rows(bodies, start, max_count)
     finally:
         cur.close()
     want = min(max_count, end - start)
@@ -379,6 +444,52 @@ def read_run(
             path, topic, channel, bad, "the stored batch's element sizes do not match its data"
         )
     return run
+
+
+def _with_bodies(
+    rows: Iterable[Any],
+    segments: SegmentFiles,
+    path: Path,
+    topic: str,
+    tid: int,
+    channel: int,
+) -> Iterator[tuple[int, int, int, bytes, bytes]]:
+    """Stored rows with each segment body read in (and checked against its CRC)."""
+    for first, count, ts, sizes, data, segment, pos, crc in rows:
+        if segment is not None:
+            length = _total(sizes) if isinstance(sizes, bytes) else -1
+            if length < 0 or len(sizes) != 4 * count:
+                raise _damaged_run(
+                    path, topic, channel, first, "the stored batch's element sizes are damaged"
+                )
+            try:
+                data = segments.read(tid, segment, pos, length)
+            except OSError as exc:
+                raise _damaged_run(
+                    path,
+                    topic,
+                    channel,
+                    first,
+                    f"its segment {segments.path(tid, segment)} cannot be read ({exc})",
+                ) from exc
+            if len(data) != length or crc_of(data) != crc:
+                raise _damaged_run(
+                    path,
+                    topic,
+                    channel,
+                    first,
+                    f"its body in segment {segments.path(tid, segment)} at {pos} is "
+                    + ("cut short" if len(data) != length else "damaged (CRC mismatch)"),
+                )
+        yield first, count, ts, sizes, data
+
+
+def _shared_stamps(run: ElementRun) -> ElementRun:
+    """A run of a file older than format 4: one count per element, sharing its batch's ts."""
+    if all(c == 1 for c in run.counts):
+        return run
+    stamps = tuple(int(t) for t in np.repeat(np.asarray(run.stamps, np.int64), run.counts))
+    return ElementRun(run.first, (1,) * run.count, stamps, run.sizes, run.data)
 
 
 def _total(sizes: bytes) -> int:

@@ -99,9 +99,12 @@ from ._log import (
     SyncMode,
     default_channel_count,
 )
+from ._maps import MAP_HANDLERS, MapTable
 from ._metrics import LogSnapshot, StoreMetrics, take_snapshot
+from ._queues import QUEUE_HANDLERS, QueueTable, serve_queues
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
+from ._staging import on_abort_staged, on_commit_staged, on_stage
 
 if TYPE_CHECKING:
     from dcps._network import NetworkConfig
@@ -298,6 +301,8 @@ class Store:
                     topic.retain_consumed,
                     *_identity_of(topic),
                 )
+            self._maps = MapTable(self.log)
+            self._queues = QueueTable(self.log)
             #: The durable subscriptions (``_durables.py``).
             self.durables = DurableService(
                 self.log,
@@ -550,6 +555,7 @@ class Store:
             self._handle(call)
         if self.share.coordinates:
             self._groups.expire()
+            serve_queues(self)
         self.durables.tick()
         self._retry_replies()
         if self.metrics.wanted:  # a scrape waits for groups and lag
@@ -844,9 +850,7 @@ class Store:
                 self._push(call.request, (first, stamp))
                 self._tell_durables(call.request, first, stamp)
         for topic in {c.request.topic for c in good}:
-            info = self.log.topic(topic)
-            if not info.retain_consumed and not self.log.groups(topic):
-                self.log.trim(topic)
+            self.log.trim_unconsumed(topic)
 
     def _publish_keyed(self, call: _Call[PublishRequest]) -> None:
         """A publish carrying an idempotence key: a repeated key is not appended again."""
@@ -868,9 +872,7 @@ class Store:
         if placed and not duplicate:
             self._push(r, placed[0])
             self._tell_durables(r, *placed[0])
-            info = self.log.topic(r.topic)
-            if not info.retain_consumed and not self.log.groups(r.topic):
-                self.log.trim(r.topic)
+            self.log.trim_unconsumed(r.topic)
 
     def _tell_durables(self, r: PublishRequest, first: int, stamp: int) -> None:
         """Let the durables see a batch (last-value durables keep its last element)."""
@@ -1177,8 +1179,13 @@ class Store:
         DestroyGroupRequest.op: _on_destroy_group,
         CommitRequest.op: _on_commit,
         SeekRequest.op: _on_seek,
+        **MAP_HANDLERS,
+        **QUEUE_HANDLERS,
         **DURABLE_HANDLERS,
         **ADMIN_HANDLERS,
+        Op.STAGE: on_stage,
+        Op.COMMIT_STAGED: on_commit_staged,
+        Op.ABORT_STAGED: on_abort_staged,
     }
     # A store that does not coordinate groups (share index > 0).
     _SHARE_HANDLERS: ClassVar[dict[int, Callable[[Store, Any], None]]] = {

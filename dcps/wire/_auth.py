@@ -84,7 +84,12 @@ _U64 = 2**64
 
 #: Kinds that need the admin key.
 DEFAULT_ADMIN_KINDS = frozenset(
-    {"request/destroy_group", "request/reset_group", "request/delete_group"}
+    {
+        "request/destroy_group",
+        "request/reset_group",
+        "request/delete_group",
+        "request/queue_delete",
+    }
 )
 #: Kinds accepted only with the proof of the member that joined.
 DEFAULT_MEMBER_KINDS = frozenset(

@@ -1,7 +1,8 @@
 """Stored elements in bulk: runs of consecutive elements as the log keeps them.
 
 The log stores each accepted batch as one row: its first offset, element
-count, accept timestamp, the element sizes (little-endian int32 each) and the
+count, the accept timestamp of its first element (element ``i`` was accepted
+at that plus ``i`` * :data:`ELEMENT_STEP_NS`), the element sizes (little-endian int32 each) and the
 payloads concatenated. An :class:`ElementRun` is a contiguous range of one
 channel cut out of such rows without building a Python object per element;
 it travels in a FETCH reply in bulk form (see :meth:`ElementRun.reply_fields`)
@@ -19,9 +20,13 @@ import numpy as np
 
 from idl._errors import BadParameterError
 
-__all__ = ["ElementRun", "PackedPayloads", "pack_sizes"]
+__all__ = ["ELEMENT_STEP_NS", "ElementRun", "PackedPayloads", "pack_sizes"]
 
 _SIZE = np.dtype("<i4")
+#: Accept timestamps of consecutive elements of a stored batch are this far apart
+#: (one microsecond: the resolution of a ``datetime``, so every element's
+#: timestamp is distinct and exact where users see it).
+ELEMENT_STEP_NS = 1000
 
 
 def pack_sizes(sizes: Sequence[int]) -> bytes:
@@ -58,8 +63,11 @@ class PackedPayloads:
 class ElementRun:
     """Elements ``first .. first + count - 1`` of one channel, as stored.
 
-    ``counts[i]`` elements share the accept timestamp ``stamps[i]`` (one entry
-    per stored batch the run touches, clipped at both ends); ``sizes`` holds
+    ``counts[i]`` elements come from one stored batch (one entry per stored
+    batch the run touches, clipped at both ends); the first of them was
+    accepted at ``stamps[i]`` and each next one :data:`ELEMENT_STEP_NS` later.
+    (A run read from a store file older than format 4, whose elements share
+    their batch's timestamp, has a count of 1 per element.) ``sizes`` holds
     the element sizes (little-endian int32 each) and ``data`` the payloads
     concatenated.
     """
@@ -90,7 +98,11 @@ class ElementRun:
 
     def timestamps(self) -> np.ndarray[Any, np.dtype[np.int64]]:
         """Accept timestamp (ns) of each element."""
-        return np.repeat(np.asarray(self.stamps, dtype=np.int64), self.counts)
+        counts = np.asarray(self.counts, dtype=np.int64)
+        stamps = np.asarray(self.stamps, dtype=np.int64)
+        starts = np.cumsum(counts) - counts  # index of each group's first element
+        index = np.arange(int(counts.sum()), dtype=np.int64)
+        return np.repeat(stamps - starts * ELEMENT_STEP_NS, counts) + index * ELEMENT_STEP_NS
 
     def payloads(self) -> list[bytes]:
         """Each element's payload (one bytes object per element)."""
@@ -106,13 +118,19 @@ class ElementRun:
 
     @classmethod
     def from_rows(
-        cls, rows: Iterable[tuple[int, int, int, bytes, bytes]], start: int, max_count: int
+        cls,
+        rows: Iterable[tuple[int, int, int, bytes, bytes]],
+        start: int,
+        max_count: int,
+        step: int = ELEMENT_STEP_NS,
     ) -> ElementRun:
         """The run of up to ``max_count`` elements from ``start`` on, out of stored batch rows.
 
         ``rows`` are ``(first_offset, count, ts, sizes, data)`` in offset order,
         the first one containing ``start`` or starting after it; reading stops
-        at the first gap or once ``max_count`` elements were taken.
+        at the first gap or once ``max_count`` elements were taken. ``step``
+        is the time between a batch's elements (0 for a file older than
+        format 4, whose elements share their batch's ``ts``).
         """
         counts: list[int] = []
         stamps: list[int] = []
@@ -139,7 +157,7 @@ class ElementRun:
                 sizes.append(bytes(raw_sizes[4 * skip : 4 * (skip + take)]))
                 data.append(bytes(raw_data[lo:hi]))
             counts.append(take)
-            stamps.append(int(ts))
+            stamps.append(int(ts) + skip * step)
             pos += take
             left -= take
             if left <= 0:

@@ -22,6 +22,8 @@ from idl._errors import (
     ImmutablePolicyError,
     IncompatibleQosError,
     InconsistentPolicyError,
+    InvalidDestinationError,
+    InvalidSelectorError,
     NotEnabledError,
     OutOfResourcesError,
     PreconditionNotMetError,
@@ -60,6 +62,23 @@ class Op(enum.IntEnum):
     DURABLE_CLOSE = 24
     DURABLE_UNSUBSCRIBE = 25
     DURABLE_INFO = 26
+    # key-value maps (dcps/wire/_maps.py): 40-49
+    MAP_OPEN = 40
+    MAP_PUT = 41
+    MAP_GET = 42
+    MAP_DELETE = 43
+    MAP_LIST = 44
+    MAP_DROP = 45
+    MAP_CHANGES = 46
+    # queues (dcps/wire/_queues.py): 50-59
+    QUEUE_PUBLISH = 50
+    QUEUE_SUBSCRIBE = 51
+    QUEUE_RECEIVE = 52
+    QUEUE_ACK = 53
+    QUEUE_LEAVE = 54
+    QUEUE_DELETE = 55
+    QUEUE_STATE = 56
+    QUEUE_HEARTBEAT = 57
     # store administration (dcps/wire/_admin.py): 70-89
     DESCRIBE_TOPICS = 70
     DESCRIBE_GROUPS = 71
@@ -67,6 +86,10 @@ class Op(enum.IntEnum):
     DELETE_GROUP = 73
     STORE_STATUS = 74
     HISTORY_FETCH = 90  # the durability service (dcps/wire/_durability.py)
+    # 60-69: staged publishing (two-phase commit of the Spark sink, _staging.py)
+    STAGE = 60
+    COMMIT_STAGED = 61
+    ABORT_STAGED = 62
 
 
 class SeekMode(enum.IntEnum):
@@ -139,6 +162,8 @@ class ErrorCode(enum.IntEnum):
     IDL = 13
     IDL_SYNTAX = 14
     FILTER_SYNTAX = 15
+    INVALID_DESTINATION = 16
+    INVALID_SELECTOR = 17
 
 
 _ERROR_CLASSES: dict[ErrorCode, type[DcpsError]] = {
@@ -157,6 +182,8 @@ _ERROR_CLASSES: dict[ErrorCode, type[DcpsError]] = {
     ErrorCode.IDL: IdlError,
     ErrorCode.IDL_SYNTAX: IdlSyntaxError,
     ErrorCode.FILTER_SYNTAX: FilterSyntaxError,
+    ErrorCode.INVALID_DESTINATION: InvalidDestinationError,
+    ErrorCode.INVALID_SELECTOR: InvalidSelectorError,
 }
 _ERROR_CODES = {cls: code for code, cls in _ERROR_CLASSES.items()}
 

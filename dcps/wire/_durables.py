@@ -17,7 +17,7 @@ request (Op)             fields of :class:`~dcps.wire._messages.Request`
 =======================  =====================================================
 DURABLE_SUBSCRIBE (20)   topic, group = durable name, member = subscriber id,
                          number = window (0: unlimited), flag = persistent | 2 *
-                         anonymous, text = filter, sizes = [kind, start mode,
+                         anonymous | 4 * replace, text = filter, sizes = [kind, start mode,
                          timeout ms], offsets = [ttl ms, start offsets...],
                          channels = the start offsets' channels, blob = the
                          subscriber's key-exchange offer (with a namespace key)
@@ -29,7 +29,7 @@ DURABLE_ACK (22)         topic, group, member, runs: channels[i], offsets[i]
                          (first offset), sizes[i] (run length)
 DURABLE_ROLLBACK (23)    the same as DURABLE_ACK
 DURABLE_CLOSE (24)       topic, group, member
-DURABLE_UNSUBSCRIBE (25) topic, group
+DURABLE_UNSUBSCRIBE (25) topic, group, flag = 1: whatever its topic (topic may be empty)
 DURABLE_INFO (26)        topic, group
 =======================  =====================================================
 """
@@ -253,6 +253,9 @@ class DurableSubscribeRequest:
     starts: tuple[tuple[int, int], ...] = ()
     timeout_ms: int = 10_000
     ttl_ms: int = -1
+    replace: bool = False
+    """An idle durable of this name and kind with another topic or filter is deleted and
+    created anew (JMS's rule for unshared durable subscriptions)."""
     #: The subscriber's key-exchange offer (with a namespace key; see ``_auth_member.py``).
     offer: bytes = b""
 
@@ -266,7 +269,7 @@ class DurableSubscribeRequest:
             group=self.name,
             member=self.subscriber,
             number=self.window,
-            flag=int(self.persistent) | 2 * int(self.anonymous),
+            flag=int(self.persistent) | 2 * int(self.anonymous) | 4 * int(self.replace),
             text=self.filter,
             sizes=[self.kind.code, int(self.start), self.timeout_ms],
             offsets=[self.ttl_ms, *(o for _, o in self.starts)],
@@ -287,8 +290,10 @@ class DurableSubscribeRequest:
             ) from None
         timeout_ms = _bounded(int(r.sizes[2]), "sizes (timeout_ms)", 1, _MAX_TIMEOUT_MS)
         window = _bounded(int(r.number), "number (window)", 0, MAX_DURABLE_WINDOW)
-        if r.flag not in (0, 1, 2, 3):
-            raise BadParameterError(f"request field 'flag' (persistent, anonymous) is {r.flag}")
+        if not 0 <= r.flag <= 7:
+            raise BadParameterError(
+                f"request field 'flag' (persistent, anonymous, replace) is {r.flag}"
+            )
         if not r.offsets:
             raise BadParameterError("request field 'offsets' must start with the durable's TTL")
         ttl_ms = int(r.offsets[0])
@@ -316,6 +321,7 @@ class DurableSubscribeRequest:
             tuple(zip((int(c) for c in r.channels), (int(o) for o in r.offsets[1:]), strict=True)),
             timeout_ms,
             ttl_ms,
+            bool(r.flag & 4),
             bytes(r.blob),
         )
 
@@ -434,15 +440,26 @@ class DurableUnsubscribeRequest:
     op: ClassVar[Op] = Op.DURABLE_UNSUBSCRIBE
     topic: str
     name: str
+    any_topic: bool = False
+    """Whatever the durable's topic (``topic`` may be empty): JMS unsubscribes by name."""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
-            client=client, request_id=request_id, op=self.op, topic=self.topic, group=self.name
+            client=client,
+            request_id=request_id,
+            op=self.op,
+            topic=self.topic,
+            group=self.name,
+            flag=int(self.any_topic),
         )
 
     @classmethod
     def from_wire(cls, r: Request) -> Self:
-        return cls(*_durable_fields(r, member=False)[:2])
+        if r.flag not in (0, 1):
+            raise BadParameterError(f"request field 'flag' (any topic) is {r.flag}")
+        any_topic = bool(r.flag)
+        topic = check_wire_name("topic", r.topic, required=not any_topic)
+        return cls(topic, check_wire_name("group (durable name)", r.group), any_topic)
 
 
 @attrs.frozen

@@ -30,7 +30,10 @@ from ._limits import (
     check_client_id,
     check_wire_name,
 )
+from ._maps import MAP_REQUESTS, AnyMapRequest
 from ._messages import Request
+from ._queues import QUEUE_REQUESTS, AnyQueueRequest
+from ._staging import AbortStagedRequest, CommitStagedRequest, StageRequest
 
 __all__ = [
     "CommitRequest",
@@ -496,6 +499,11 @@ AnyRequest = (
     | DestroyGroupRequest
     | AdminRequest
     | HistoryFetchRequest
+    | AnyMapRequest
+    | AnyQueueRequest
+    | StageRequest
+    | CommitStagedRequest
+    | AbortStagedRequest
 )
 
 _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
@@ -515,6 +523,11 @@ _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
         DestroyGroupRequest,
         *admin_requests(),
         HistoryFetchRequest,
+        *MAP_REQUESTS,
+        *QUEUE_REQUESTS,
+        StageRequest,
+        CommitStagedRequest,
+        AbortStagedRequest,
     )
 }
 

@@ -556,7 +556,8 @@ class TestCommitAndSeek:
         assert sub.last_committed(0) == Position(0, 2)
 
     def test_seek_by_timestamp(self, dds: Entities, retained: ChannelledTopic) -> None:
-        """Seeking to a time resumes at the first element accepted at or after it."""
+        """Seeking to a time resumes at the first element accepted strictly after it (seed
+        000): seeking to a received element's own timestamp resumes after that element."""
         sub = dds.sub(retained, group="g")
         pub = dds.pub(retained, order_by=OrderBy.fixed(0))
         publish_all(pub, [Msg(0, i) for i in range(3)])
@@ -564,8 +565,11 @@ class TestCommitAndSeek:
         wait_until(lambda: datetime.now(UTC) > first[-1].timestamp + timedelta(milliseconds=5))
         publish_all(pub, [Msg(0, i) for i in range(3, 6)])
         later = receive_n(sub, 3)
-        assert sub.seek(0, later[0].timestamp) == Position(0, 2)
+        before = later[0].timestamp - timedelta(microseconds=1)
+        assert sub.seek(0, before) == Position(0, 2)
         assert [e.value.seq for e in receive_n(sub, 3)] == [3, 4, 5]
+        assert sub.seek(0, later[0].timestamp) == Position(0, 3)
+        assert [e.value.seq for e in receive_n(sub, 2)] == [4, 5]
         assert sub.seek(0, datetime(2000, 1, 1, tzinfo=UTC)) == Position(0, -1)
         with pytest.raises(BadParameterError, match="timezone-aware"):
             sub.seek(0, datetime(2000, 1, 1))

@@ -291,16 +291,29 @@ class TestPublisherFlowControl:
         wait_until(lambda: flow.backlog == 0, TIMEOUT)
 
     def test_flush_sends_queued_batches_without_waiting_for_linger(
-        self, store: Store, kw: dict[str, object], topic: ChannelledTopic, opened: list
+        self,
+        tmp_path: Path,
+        kw: dict[str, object],
+        topic: ChannelledTopic,
+        opened: list,
+        stores: list[StoreProcess],
     ) -> None:
-        """A batch lingering for an hour is sent by ``flow_control.flush()`` and confirmed."""
-        pub = open_pub(opened, topic, linger=timedelta(hours=1), **kw)
-        future = pub.publish(Msg(3, 0))
-        assert not future.done()
-        assert pub.flow_control.backlog == 0  # queued, not in flight yet
-        pub.flow_control.flush()
-        position = future.result(TIMEOUT)
-        assert position == Position(position.channel, 0)  # type: ignore[union-attr]
+        """A batch lingering for an hour (another is in flight) is sent by ``flush()``."""
+        store = start_store(stores, tmp_path / "data", kw)
+        pub = open_pub(opened, topic, order_by=OrderBy.fixed(0), linger=timedelta(hours=1), **kw)
+        store.signal(signal.SIGSTOP)
+        try:
+            first = pub.publish(Msg(0, 0))  # the link is idle: sent at once
+            assert pub.flow_control.backlog == 1
+            second = pub.publish(Msg(0, 1))  # one in flight: it lingers
+            assert pub.flow_control.backlog == 1  # queued, not in flight yet
+            pub.flow_control.flush()
+            assert pub.flow_control.backlog == 2  # sent without waiting for linger
+            assert not second.done()
+        finally:
+            store.signal(signal.SIGCONT)
+        assert first.result(TIMEOUT) == Position(0, 0)
+        assert second.result(TIMEOUT) == Position(0, 1)
 
     def test_flush_never_blocks_on_a_full_window(
         self,

@@ -98,7 +98,8 @@ class TestStoreRestart:
     def test_seek_by_timestamp_across_restart(
         self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str, peers: list[Peer]
     ) -> None:
-        """Accept timestamps survive a store restart and still drive seeks."""
+        """Accept timestamps survive a store restart and still drive seeks (seeking to an
+        element's own timestamp resumes after it)."""
         data = tmp_path / "data"
         topic = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
         kw = {"domain_id": domain_id, "namespace": namespace}
@@ -111,7 +112,11 @@ class TestStoreRestart:
         store.kill()
         start_store(peers, data, domain_id, namespace)
         with ChannelSubscriber(topic, group="g", **kw) as sub:  # type: ignore[arg-type]
-            assert sub.seek(0, stamps[1]) == Position(0, 0)
+            assert sub.seek(0, stamps[1]) == Position(0, 1)
+            again = receive_n(sub, 1)
+            assert [e.value.seq for e in again] == [2]
+            assert [e.timestamp for e in again] == stamps[2:]
+            assert sub.seek(0, stamps[0]) == Position(0, 0)
             again = receive_n(sub, 2)
             assert [e.value.seq for e in again] == [1, 2]
             assert [e.timestamp for e in again] == stamps[1:]

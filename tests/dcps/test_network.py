@@ -209,6 +209,32 @@ class TestCycloneXml:
         with pytest.raises(dcps.BadParameterError, match="fragment_size"):
             NetworkConfig(fragment_size=size)
 
+    def test_large_sample_settings(self) -> None:
+        """whc_high and the socket buffer sizes set Cyclone's Internal elements; unset, none."""
+        xml = NetworkConfig(
+            whc_high=8 << 20, socket_receive_buffer=4 << 20, socket_send_buffer=2 << 20
+        ).to_cyclone_xml(0)
+        assert _text(xml, "Internal/Watermarks/WhcHigh") == "8388608B"
+        (receive,) = _find(xml, "Internal/SocketReceiveBufferSize")
+        (send,) = _find(xml, "Internal/SocketSendBufferSize")
+        assert (receive.get("min"), send.get("min")) == ("4194304B", "2097152B")
+        assert _find(NetworkConfig().to_cyclone_xml(0), "Internal") == []
+
+    @pytest.mark.parametrize("setting", ["whc_high", "socket_receive_buffer", "socket_send_buffer"])
+    @pytest.mark.parametrize("size", [0, 100, 1 << 31, 1.5, True, "4096"])
+    def test_bad_buffer_size_is_named(self, setting: str, size: Any) -> None:
+        """A buffer size that is not a byte count in range is refused, naming the setting."""
+        with pytest.raises(dcps.BadParameterError, match=setting):
+            NetworkConfig(**{setting: size})
+
+    def test_buffer_sizes_from_env(self) -> None:
+        """DCPS_WHC_HIGH and DCPS_SOCKET_*_BUFFER are byte counts; anything else is named."""
+        env = {"DCPS_WHC_HIGH": "4194304", "DCPS_SOCKET_RECEIVE_BUFFER": "1048576"}
+        config = NetworkConfig.from_env(env)
+        assert (config.whc_high, config.socket_receive_buffer) == (4 << 20, 1 << 20)
+        with pytest.raises(dcps.BadParameterError, match="DCPS_SOCKET_SEND_BUFFER"):
+            NetworkConfig.from_env({"DCPS_SOCKET_SEND_BUFFER": "4 MiB"})
+
 
 class TestFromFileAndEnv:
     def test_load_toml(self, tmp_path: Path) -> None:
@@ -315,6 +341,20 @@ class TestApply:
             assert "net-test-node" in names
         finally:
             _release(handle)
+
+    def test_large_sample_settings_are_taken_by_cyclone(self, own_domain: int) -> None:
+        """Cyclone starts with the large-sample settings; a socket buffer above what the
+        kernel allows is refused with BadParameterError naming the configuration."""
+        handle = NetworkConfig(
+            interfaces=["lo"], fragment_size=60000, whc_high=8 << 20, socket_receive_buffer=1 << 20
+        ).apply(own_domain)
+        try:
+            DomainParticipant(own_domain)
+        finally:
+            _release(handle)
+        too_big = NetworkConfig(interfaces=["lo"], socket_receive_buffer=(1 << 31) - 1)
+        with pytest.raises(dcps.BadParameterError, match="SocketReceiveBufferSize"):
+            too_big.apply(own_domain)
 
     def test_second_apply_for_the_same_domain_is_refused(self, own_domain: int) -> None:
         """A process cannot reconfigure a domain it already has: PreconditionNotMetError."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,25 @@ class TestReadersQuick:
                 "dcps content-filtered*",
             ], result.stdout
             assert all(float(row.split()[-3].replace(",", "")) > 0 for row in rows), result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+class TestMapsQuick:
+    def test_quick_run_reports_maps_queues_and_the_raw_reference(self, domain_id: int) -> None:
+        """A --quick maps run reports get/put latency, put and queue rates, and the raw
+        binding's round trip, each positive."""
+        result = run_benchmarks("maps", "--quick", "--", "--domain", str(domain_id), timeout=240)
+        assert result.returncode == 0, result.stdout + result.stderr
+        out = result.stdout
+        for label in ("map get", "map put", "raw binding request/reply"):
+            line = next(x for x in out.splitlines() if x.startswith(label))
+            assert float(line.split("p50")[1].split()[0].replace(",", "")) > 0, line
+        for label in ("map pipelined puts", "queue, 4 consumers"):
+            line = next(x for x in out.splitlines() if x.startswith(label))
+            rate = re.search(r"([\d,]+) (puts|elements)/s", line)
+            assert rate is not None, line
+            assert int(rate.group(1).replace(",", "")) > 0, line
 
 
 @pytest.mark.slow

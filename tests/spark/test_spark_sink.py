@@ -69,19 +69,34 @@ def read_back(spark: Any, env: dict[str, Any], topic: str) -> list[Any]:
     return spark.read.format("dcps").options(**opts(env, topic, "Stats")).load().collect()
 
 
-def publish_keys(env: dict[str, Any], topic: str) -> list[str]:
-    """The idempotence keys the store remembers for ``topic`` (documented SQLite file)."""
+def file_rows(env: dict[str, Any], sql: str, *args: object) -> list[tuple[Any, ...]]:
+    """Rows of a query on the store's file (documented in docs/store-format.md), read-only."""
     db = sqlite3.connect(f"file:{env['store'].data / 'channels.db'}?mode=ro", uri=True)
     try:
-        return [
-            k
-            for (k,) in db.execute(
-                "SELECT key FROM publish_keys JOIN topics ON topics.id = topic_id WHERE name = ?",
-                (topic,),
-            )
-        ]
+        return db.execute(sql, args).fetchall()
     finally:
         db.close()
+
+
+def committed_batches(env: dict[str, Any], topic: str) -> list[tuple[str, int, int]]:
+    """(query, epoch, elements) of every transaction the sink committed to ``topic``."""
+    return file_rows(
+        env,
+        "SELECT query, epoch, elements FROM staged_commits JOIN topics ON topics.id = topic_id"
+        " WHERE name = ? ORDER BY epoch",
+        topic,
+    )
+
+
+def staged_chunks(env: dict[str, Any], topic: str) -> int:
+    """Chunks staged for ``topic`` and not (yet) committed."""
+    return int(
+        file_rows(
+            env,
+            "SELECT count(*) FROM staged JOIN topics ON topics.id = topic_id WHERE name = ?",
+            topic,
+        )[0][0]
+    )
 
 
 class TestStoreIdempotence:
@@ -118,9 +133,11 @@ class TestStreamingSink:
         rows = read_back(spark, env, dst)
         assert sorted(r["count"] for r in rows) == list(range(120))
         assert all(r["mean"] == r["count"] / 4 and r["sensor"] == r["count"] % 7 for r in rows)
-        keys = publish_keys(env, dst)
-        assert keys
-        assert all(k.startswith(str(q.id)) for k in keys)
+        commits = committed_batches(env, dst)
+        assert commits
+        assert all(query == str(q.id) for query, _, _ in commits)
+        assert sum(n for _, _, n in commits) == 120
+        assert staged_chunks(env, dst) == 0  # the failed attempt's chunks were dropped
 
     def test_rerun_of_a_batch_after_restart_adds_nothing(
         self, spark: Any, env: dict[str, Any], unique: str, tmp_path: Path

@@ -11,6 +11,8 @@ import pytest
 from dcps.channels import CommitStatus
 from dcps.store._log import ChannelLog
 
+US = 1000  # one microsecond in ns: the store's timestamps are whole µs, one per element
+
 
 class Clock:
     """A settable store clock (nanoseconds)."""
@@ -138,34 +140,43 @@ class TestSeekBoundaries:
 
 class TestTimestampBoundaries:
     def stamped(self, log: ChannelLog, clock: Clock) -> None:
-        """Topic ``t``: batch [a, b] at 10, [c] at 20, [d] at 30; group ``g``."""
+        """Topic ``t``: batch [a, b] at 10 µs (b at 11 µs), [c] at 20, [d] at 30; group ``g``."""
         log.ensure_topic("t", 1, retain_consumed=True)
         log.create_group("t", "g")
         for now, batch in ((10, [b"a", b"b"]), (20, [b"c"]), (30, [b"d"])):
-            clock.now = now
+            clock.now = now * US
             log.append("t", 0, batch)
 
     def test_timestamp_equal_to_an_element_finds_that_element(
         self, log: ChannelLog, clock: Clock
     ) -> None:
-        """A timestamp equal to an element's accept time finds it; one more finds the next."""
-        self.stamped(log, clock)
-        assert log.find_timestamp("t", 0, 10) == 0
-        assert log.find_timestamp("t", 0, 11) == 2
-        assert log.find_timestamp("t", 0, 20) == 2
-        assert log.find_timestamp("t", 0, 29) == 3
-        assert log.find_timestamp("t", 0, 30) == 3
-        assert log.find_timestamp("t", 0, 31) == 4
+        """A timestamp equal to an element's accept time finds it; one more finds the next.
 
-    def test_seek_to_a_timestamp_equal_to_an_element_resumes_at_it(
+        The elements of one batch have their own times too (1 µs apart).
+        """
+        self.stamped(log, clock)
+        assert log.find_timestamp("t", 0, 10 * US) == 0
+        assert log.find_timestamp("t", 0, 10 * US + 1) == 1
+        assert log.find_timestamp("t", 0, 11 * US) == 1
+        assert log.find_timestamp("t", 0, 11 * US + 1) == 2
+        assert log.find_timestamp("t", 0, 20 * US) == 2
+        assert log.find_timestamp("t", 0, 29 * US) == 3
+        assert log.find_timestamp("t", 0, 30 * US) == 3
+        assert log.find_timestamp("t", 0, 30 * US + 1) == 4
+
+    def test_seek_to_a_timestamp_equal_to_an_element_resumes_after_it(
         self, log: ChannelLog, clock: Clock
     ) -> None:
-        """Seeking to an element's own timestamp resumes at that element (position - 1)."""
+        """Seeking to an element's own timestamp resumes after it (seed 000: the next
+        element is the first accepted strictly after the time), even inside a batch."""
         self.stamped(log, clock)
-        assert log.seek("t", "g", 0, timestamp_ns=20) == 1
-        assert log.seek("t", "g", 0, timestamp_ns=30) == 2
-        assert log.seek("t", "g", 0, timestamp_ns=31) == 3
-        assert log.seek("t", "g", 0, timestamp_ns=10) == -1
+        assert log.seek("t", "g", 0, timestamp_ns=20 * US) == 2
+        assert log.seek("t", "g", 0, timestamp_ns=20 * US - 1) == 1
+        assert log.seek("t", "g", 0, timestamp_ns=30 * US) == 3
+        assert log.seek("t", "g", 0, timestamp_ns=31 * US) == 3
+        assert log.seek("t", "g", 0, timestamp_ns=10 * US) == 0  # a's time: b is next
+        assert log.seek("t", "g", 0, timestamp_ns=11 * US) == 1
+        assert log.seek("t", "g", 0, timestamp_ns=10 * US - 1) == -1
 
     def test_timestamp_of_a_released_element_finds_the_head(
         self, log: ChannelLog, clock: Clock

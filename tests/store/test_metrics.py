@@ -193,7 +193,7 @@ class TestEmbedded:
                 endpoint, key=write_key_file(tmp_path / "other.key"), request_timeout=0.5
             )
             try:
-                stranger._incarnations = [store.incarnation]  # as if it knew the store
+                stranger._incarnations = {0: (store.incarnation, 0)}  # as if it knew the store
                 for _ in range(3):
                     with pytest.raises(DcpsTimeoutError):  # dropped: never answered
                         stranger.ping(timeout=1.0)

@@ -26,6 +26,10 @@ from tests.support.peers import PEERS_DIR
 PEERS = PEERS_DIR
 
 
+#: One microsecond in ns: the store's timestamps are whole microseconds, one per element.
+US = 1000
+
+
 class Clock:
     """A settable store clock (nanoseconds)."""
 
@@ -104,16 +108,23 @@ class TestAppendFetch:
         assert [e.offset for e in log.fetch("t", 0, 0, 2)] == [0, 1]
 
     def test_timestamps_never_go_back(self, tmp_path: Path) -> None:
-        """Accept timestamps come from the store clock and never decrease in a channel."""
+        """Accept timestamps come from the store clock and strictly increase in a channel.
+
+        Each element has its own: the clock rounded up to a microsecond, and 1 µs
+        after the channel's previous element when the clock is not ahead of it.
+        """
         clock = Clock()
         with ChannelLog(tmp_path / "s.db", clock=clock) as log:
             log.ensure_topic("t", 1)
-            clock.now = 100
+            clock.now = 100 * US
             a = log.append("t", 0, [b"a"])
-            clock.now = 50
-            b = log.append("t", 0, [b"b"])
-        assert a[0][1] == 100
-        assert b[0][1] == 100
+            clock.now = 50 * US
+            b = log.append("t", 0, [b"b", b"c"])
+            clock.now = 200 * US + 1
+            c = log.append("t", 0, [b"d"])
+        assert a[0][1] == 100 * US
+        assert [t for _, t in b] == [101 * US, 102 * US]
+        assert c[0][1] == 201 * US
 
     def test_append_many_is_one_transaction(self, log: ChannelLog) -> None:
         """A failing batch in append_many leaves nothing of the others behind."""
@@ -138,12 +149,12 @@ class TestAppendFetch:
         with ChannelLog(tmp_path / "s.db", clock=clock) as log:
             log.ensure_topic("t", 1, retain_consumed=True)
             for now, data in ((10, b"a"), (20, b"b"), (30, b"c")):
-                clock.now = now
+                clock.now = now * US
                 log.append("t", 0, [data])
-            assert log.find_timestamp("t", 0, 20) == 1
-            assert log.find_timestamp("t", 0, 21) == 2
-            assert log.find_timestamp("t", 0, 5) == 0
-            assert log.find_timestamp("t", 0, 99) == 3
+            assert log.find_timestamp("t", 0, 20 * US) == 1
+            assert log.find_timestamp("t", 0, 20 * US + 1) == 2
+            assert log.find_timestamp("t", 0, 5 * US) == 0
+            assert log.find_timestamp("t", 0, 99 * US) == 3
 
 
 def stored_batches(path: Path) -> list[tuple[int, int, int]]:
@@ -373,16 +384,17 @@ class TestSeek:
         assert log.seek("t", "g", 0, offset=-1) == 1
 
     def test_seek_by_timestamp(self, tmp_path: Path) -> None:
-        """Seeking by time resumes at the first element accepted at or after it."""
+        """Seeking by time resumes at the first element accepted strictly after it (seed 000)."""
         clock = Clock()
         with ChannelLog(tmp_path / "s.db", clock=clock) as log:
             log.ensure_topic("t", 1, retain_consumed=True)
             log.create_group("t", "g")
             for now, data in ((10, b"a"), (20, b"b"), (30, b"c")):
-                clock.now = now
+                clock.now = now * US
                 log.append("t", 0, [data])
-            assert log.seek("t", "g", 0, timestamp_ns=15) == 0
-            assert log.seek("t", "g", 0, timestamp_ns=99) == 2
+            assert log.seek("t", "g", 0, timestamp_ns=15 * US) == 0
+            assert log.seek("t", "g", 0, timestamp_ns=20 * US) == 1  # b's own time: after b
+            assert log.seek("t", "g", 0, timestamp_ns=99 * US) == 2
 
 
 class TestFileSafety:
@@ -499,21 +511,24 @@ class TestFormatVersions:
         with ChannelLog(path, clock=Clock()) as log:
             assert [(s.head, s.tail) for s in log.channel_states("old")] == [(2, 6), (0, 0)]
             got = log.fetch("old", 0, 0, 10)
+            # version 4 gives each element its own timestamp, in whole µs, in offset order
             assert [(e.offset, e.timestamp_ns, e.data) for e in got] == [
-                (o, ts, b"e0/%d" % o) for c, o, ts in V1_ELEMENTS if c == 0
+                (o, (i + 1) * US, b"e0/%d" % o)
+                for i, (o, _) in enumerate((o, ts) for c, o, ts in V1_ELEMENTS if c == 0)
             ]
-            assert log.find_timestamp("old", 0, 15) == 4
+            assert log.find_timestamp("old", 0, 2 * US + 1) == 4
             assert log.committed("old", "g", 0) == (1, True)
-            assert log.append("old", 0, [b"new"]) == [(7, 30)]
+            assert log.append("old", 0, [b"new"]) == [(7, 6 * US)]
         assert stored_batches(path)[:3] == [(0, 2, 2), (0, 4, 1), (0, 5, 2)]
         db = sqlite3.connect(path)
         try:
             assert db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone() == (
-                # migrated through 2 (batches), 3 (type identities), 4 (durables), 5 (durability)
+                # migrated through every version since 1 (batches, type identities, ...)
                 str(FORMAT_VERSION),
             )
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
             assert "elements" not in tables
+            assert {"staged", "staged_commits"} <= tables
         finally:
             db.close()
 

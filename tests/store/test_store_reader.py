@@ -15,7 +15,7 @@ from dcps import (
     UnsupportedError,
 )
 from dcps.store._log import STORE_FILE, ChannelLog, ChannelState, LogReader
-from tests.store.test_store_log import Clock, make_v1_store
+from tests.store.test_store_log import US, Clock, make_v1_store
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def data_dir(tmp_path: Path) -> Path:
         log.ensure_topic("b", 1)
         log.create_group("b", "g")
         for ts, (channel, n) in enumerate([(0, 3), (0, 2), (1, 1), (0, 4)], start=1):
-            clock.now = ts * 10
+            clock.now = ts * 10 * US  # batch first elements at 10, 20, 30, 40 µs
             log.append("a", channel, [b"a%d-%d" % (ts, i) for i in range(n)])
         log.append("b", 0, [b"%d" % i for i in range(6)])
         log.commit("b", "g", 0, 2)
@@ -67,16 +67,21 @@ class TestLogReader:
             assert reader.channel_states("a") == [ChannelState(0, 8), ChannelState(0, 0)]
             assert reader.channel_states("b") == [ChannelState(3, 5)]
             assert reader.channel_state("b", 0).count == 3
-            assert reader.time_range("a", 0) == (10, 40)
-            assert reader.time_range("a", 1) == (30, 30)
+            assert reader.time_range("a", 0) == (10 * US, 43 * US)  # 4 elements from 40 µs
+            assert reader.time_range("a", 1) == (30 * US, 30 * US)
 
     def test_offset_at_or_after_a_timestamp(self, data_dir: Path) -> None:
-        """find_timestamp: first offset accepted at or after; tail + 1 when all are older."""
+        """find_timestamp: first offset accepted at or after; tail + 1 when all are older.
+
+        Each element has its own timestamp: a batch's ``ts`` plus 1 µs per element.
+        """
         with LogReader.open(data_dir) as reader:
             assert reader.find_timestamp("a", 0, 0) == 0
-            assert reader.find_timestamp("a", 0, 11) == 3
-            assert reader.find_timestamp("a", 0, 40) == 5
-            assert reader.find_timestamp("a", 0, 41) == 9
+            assert reader.find_timestamp("a", 0, 10 * US + 1) == 1
+            assert reader.find_timestamp("a", 0, 12 * US + 1) == 3
+            assert reader.find_timestamp("a", 0, 40 * US) == 5
+            assert reader.find_timestamp("a", 0, 41 * US) == 6
+            assert reader.find_timestamp("a", 0, 43 * US + 1) == 9
 
     def test_exact_ranges_or_an_error(self, data_dir: Path) -> None:
         """read_range returns exactly the range, or fails: released or not yet stored."""
@@ -84,7 +89,7 @@ class TestLogReader:
             run = reader.read_range("a", 0, 2, 7)
             assert run.offsets().tolist() == [2, 3, 4, 5, 6]
             assert run.payloads()[:2] == [b"a1-2", b"a2-0"]
-            assert run.timestamps().tolist() == [10, 20, 20, 40, 40]
+            assert run.timestamps().tolist() == [12 * US, 20 * US, 21 * US, 40 * US, 41 * US]
             with pytest.raises(PreconditionNotMetError, match="released"):
                 reader.read_range("b", 0, 1, 5)
             with pytest.raises(PreconditionNotMetError, match="tail is 8"):

@@ -9,6 +9,7 @@ import pytest
 
 from dcps import PreconditionNotMetError
 from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog, LogReader
+from tests.support.store_files import downgrade_to_v3
 
 JOB = "demo::Job#1f2e3d"
 OTHER = "demo::Other#9a8b7c"
@@ -28,6 +29,7 @@ def make_v2_store(path: Path) -> None:
     with ChannelLog(path) as log:
         log.ensure_topic("jobs", 2, type_name="demo::Job")
         log.append("jobs", 0, [b"a", b"b"])
+    downgrade_to_v3(path)
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE topics DROP COLUMN type_identity")
     db.execute("UPDATE dcps_format SET value = '2' WHERE key = 'version'")

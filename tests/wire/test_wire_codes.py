@@ -58,12 +58,30 @@ class TestPinnedValues:
             "DURABLE_CLOSE": 24,
             "DURABLE_UNSUBSCRIBE": 25,
             "DURABLE_INFO": 26,
+            "MAP_OPEN": 40,
+            "MAP_PUT": 41,
+            "MAP_GET": 42,
+            "MAP_DELETE": 43,
+            "MAP_LIST": 44,
+            "MAP_DROP": 45,
+            "MAP_CHANGES": 46,
+            "QUEUE_PUBLISH": 50,
+            "QUEUE_SUBSCRIBE": 51,
+            "QUEUE_RECEIVE": 52,
+            "QUEUE_ACK": 53,
+            "QUEUE_LEAVE": 54,
+            "QUEUE_DELETE": 55,
+            "QUEUE_STATE": 56,
+            "QUEUE_HEARTBEAT": 57,
             "DESCRIBE_TOPICS": 70,
             "DESCRIBE_GROUPS": 71,
             "RESET_GROUP": 72,
             "DELETE_GROUP": 73,
             "STORE_STATUS": 74,
             "HISTORY_FETCH": 90,
+            "STAGE": 60,
+            "COMMIT_STAGED": 61,
+            "ABORT_STAGED": 62,
         }
 
     def test_seek_modes(self) -> None:
@@ -105,6 +123,8 @@ class TestPinnedValues:
             "IDL": 13,
             "IDL_SYNTAX": 14,
             "FILTER_SYNTAX": 15,
+            "INVALID_DESTINATION": 16,
+            "INVALID_SELECTOR": 17,
         }
 
     def test_the_commit_status_clients_see_is_the_wire_one(self) -> None:
@@ -114,8 +134,8 @@ class TestPinnedValues:
 
 def make(cls: type[DcpsError], message: str) -> DcpsError:
     """An instance of ``cls`` (some take structured keyword arguments)."""
-    if cls is FilterSyntaxError:
-        return FilterSyntaxError(message, expression="a >", position=3)
+    if issubclass(cls, FilterSyntaxError):
+        return cls(message, expression="a >", position=3)
     if cls is IdlSyntaxError:
         return IdlSyntaxError(message, file="t.idl", line=1, column=2)
     return cls(message)

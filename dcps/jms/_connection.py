@@ -1,0 +1,281 @@
+"""A JMS-style connection: the client identifier, sessions, and temporary topics."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from dcps._timeout import Timeout, timeout_seconds
+from dcps.channels._client import StoreClient
+from dcps.wire._names import check_name
+from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
+from dcps.wire._transport import Endpoint
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    IllegalOperationError,
+    InvalidDestinationError,
+    PreconditionNotMetError,
+)
+from idl._public import show_as
+
+from ._destination import TemporaryTopic, Topic
+from ._session import AcknowledgeMode, TopicSession
+
+if TYPE_CHECKING:
+    from dcps._network import NetworkConfig
+
+    from ._subscriber import TopicSubscriber
+
+__all__ = ["Connection"]
+
+#: Temporary topics are named so: the owning connection's id is part of the name.
+TEMPORARY_PREFIX = "jms.temporary."
+
+
+class Connection:
+    """A JMS ``TopicConnection`` to the store of ``namespace`` on DDS domain ``domain_id``.
+
+    ``client_id`` identifies the client for durable subscriptions (it may also be
+    set once with :meth:`set_client_id` before anything else uses the
+    connection). The connection owns its sessions and temporary topics; it
+    delivers messages once :meth:`start` is called (JMS: a connection starts
+    stopped), and :meth:`close` ends everything it made.
+
+    ``consumer_timeout``: how long the store waits for a silent consumer (a
+    crashed process) before it redelivers what that consumer held and frees its
+    durable subscription. ``channel_count``: the channels of topics the store
+    first sees through this connection (None: the store's default).
+
+    .. versionadded:: 0.3
+    """
+
+    def __init__(
+        self,
+        client_id: str | None = None,
+        *,
+        domain_id: int = 0,
+        namespace: str = "dcps",
+        network: NetworkConfig | None = None,
+        key: KeyOption = FROM_ENVIRONMENT,
+        channel_count: int | None = None,
+        consumer_timeout: Timeout = timedelta(seconds=10),
+        connect_timeout: Timeout = timedelta(seconds=10),
+    ) -> None:
+        self._client_id: str | None = None
+        if client_id is not None:
+            self._client_id = self._valid_client_id(client_id)
+        self.connection_id = uuid.uuid4().hex
+        self.channel_count = channel_count
+        seconds = timeout_seconds(consumer_timeout, "consumer_timeout")
+        if seconds is None or seconds <= 0:
+            raise BadParameterError("consumer_timeout must be a positive duration")
+        self.consumer_timeout = timedelta(seconds=seconds)
+        self._options: dict[str, Any] = {
+            "domain_id": domain_id,
+            "namespace": namespace,
+            "network": network,
+        }
+        self._key = key
+        self._connect_timeout = connect_timeout
+        self._lock = threading.Lock()
+        self._started = threading.Condition(self._lock)
+        self._running = False
+        self._used = False
+        self._closed = False
+        self._sessions: list[TopicSession] = []
+        self._temporaries: dict[str, TemporaryTopic] = {}
+        self._deleted: set[str] = set()
+        self._consumers: dict[str, int] = {}
+        self._temp_numbers = itertools.count(1)
+        self._endpoint: Endpoint | None = None
+        self._client: StoreClient | None = None
+
+    @staticmethod
+    def _valid_client_id(client_id: str) -> str:
+        if not isinstance(client_id, str) or not client_id or "/" in client_id:
+            raise BadParameterError(
+                f"a client id is a non-empty str without '/', not {client_id!r}"
+            )
+        return check_name("a client id", client_id)
+
+    # -- identity ------------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str | None:
+        """The client identifier (JMS ``getClientID``), None until set."""
+        return self._client_id
+
+    def set_client_id(self, client_id: str) -> None:
+        """Set the client identifier: once, before the connection is used (JMS rule)."""
+        with self._lock:
+            if self._client_id is not None or self._used:
+                raise IllegalOperationError(
+                    "the client id is set once, before the connection makes sessions"
+                )
+            self._client_id = self._valid_client_id(client_id)
+
+    # -- options for the store entities ----------------------------------------------
+
+    def _store_options(self) -> dict[str, Any]:
+        return {**self._options, "key": self._key, "connect_timeout": self._connect_timeout}
+
+    def _publisher_options(self) -> dict[str, Any]:
+        return {
+            **self._options,
+            "store_key": self._key,
+            "connect_timeout": timedelta(seconds=timeout_seconds(self._connect_timeout) or 10),
+        }
+
+    def _store_client(self) -> StoreClient:
+        """The connection's own store client (administrative requests), connected on first use."""
+        with self._lock:
+            if self._client is None:
+                self._endpoint = Endpoint(
+                    self._options["domain_id"], self._options["namespace"], self._options["network"]
+                )
+                client = StoreClient(self._endpoint, key=self._key)
+                try:
+                    client.connect(timeout_seconds(self._connect_timeout) or 10.0)
+                except BaseException:
+                    client.close()
+                    self._endpoint.close()
+                    self._endpoint = None
+                    raise
+                self._client = client
+            return self._client
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosedError("the connection is closed")
+
+    def create_topic_session(self, mode: AcknowledgeMode = AcknowledgeMode.AUTO) -> TopicSession:
+        """A new session with acknowledgement ``mode`` (JMS ``createTopicSession``;
+        :attr:`AcknowledgeMode.TRANSACTED` for a transacted session)."""
+        self._check_open()
+        session = TopicSession(self, mode)
+        with self._lock:
+            self._used = True
+            self._sessions.append(session)
+        return session
+
+    create_session = create_topic_session
+
+    def start(self) -> None:
+        """Start (or restart) delivering messages to receivers."""
+        self._check_open()
+        with self._started:
+            self._running = True
+            self._used = True
+            self._started.notify_all()
+
+    def stop(self) -> None:
+        """Pause delivery: ``receive`` waits until :meth:`start`."""
+        with self._started:
+            self._running = False
+
+    def _wait_started(self, timeout: float | None) -> bool:
+        with self._started:
+            return self._started.wait_for(lambda: self._running or self._closed, timeout)
+
+    def close(self) -> None:
+        """Close every session (their unacknowledged messages are redelivered, transactions
+        rolled back) and end the temporary topics (idempotent)."""
+        with self._started:
+            if self._closed:
+                return
+            self._closed = True
+            self._started.notify_all()
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close()
+        with self._lock:
+            self._deleted.update(self._temporaries)
+            self._temporaries.clear()
+            client, endpoint = self._client, self._endpoint
+            self._client = self._endpoint = None
+        if client is not None:
+            client.close()
+        if endpoint is not None:
+            endpoint.close()
+
+    def _session_closed(self, session: TopicSession) -> None:
+        with self._lock:
+            if session in self._sessions:
+                self._sessions.remove(session)
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- temporary topics --------------------------------------------------------------
+
+    def _new_temporary(self, message_type: type) -> TemporaryTopic:
+        with self._lock:
+            self._used = True
+            name = f"{TEMPORARY_PREFIX}{self.connection_id}.{next(self._temp_numbers)}"
+            topic = TemporaryTopic(name, message_type, self.connection_id, self)
+            self._temporaries[name] = topic
+        return topic
+
+    def _delete_temporary(self, topic: TemporaryTopic) -> None:
+        with self._lock:
+            if topic.connection_id != self.connection_id:
+                raise InvalidDestinationError(
+                    f"temporary topic {topic.name!r} belongs to another connection"
+                )
+            if topic.name not in self._temporaries:
+                raise InvalidDestinationError(f"temporary topic {topic.name!r} was deleted")
+            if self._consumers.get(topic.name, 0) > 0:
+                raise PreconditionNotMetError(
+                    f"temporary topic {topic.name!r} has {self._consumers[topic.name]} active "
+                    "consumer(s): close them before deleting it"
+                )
+            del self._temporaries[topic.name]
+            self._deleted.add(topic.name)
+
+    def _check_usable(self, topic: Topic) -> None:
+        """Publishing: a temporary topic of this connection must not be deleted."""
+        self._check_open()
+        if isinstance(topic, TemporaryTopic) or topic.name.startswith(TEMPORARY_PREFIX):
+            with self._lock:
+                if topic.name in self._deleted:
+                    raise InvalidDestinationError(f"temporary topic {topic.name!r} was deleted")
+
+    def _check_consumable(self, topic: Topic) -> None:
+        """Consuming: a temporary topic only by its own connection, and only while it lives."""
+        if not isinstance(topic, Topic):
+            raise InvalidDestinationError(f"not a topic: {topic!r}")
+        self._check_usable(topic)
+        if isinstance(topic, TemporaryTopic) or topic.name.startswith(TEMPORARY_PREFIX):
+            owner = topic.connection_id if isinstance(topic, TemporaryTopic) else ""
+            if owner != self.connection_id or topic.name not in self._temporaries:
+                raise InvalidDestinationError(
+                    f"temporary topic {topic.name!r} belongs to another connection: only the "
+                    "connection that created it may consume from it"
+                )
+
+    def _consumer_opened(self, sub: TopicSubscriber[Any]) -> None:
+        with self._lock:
+            self._consumers[sub.topic.name] = self._consumers.get(sub.topic.name, 0) + 1
+
+    def _consumer_closed(self, sub: TopicSubscriber[Any]) -> None:
+        with self._lock:
+            left = self._consumers.get(sub.topic.name, 0) - 1
+            if left > 0:
+                self._consumers[sub.topic.name] = left
+            else:
+                self._consumers.pop(sub.topic.name, None)
+
+    def __repr__(self) -> str:
+        return f"Connection(client_id={self._client_id!r}, connection_id={self.connection_id!r})"
+
+
+show_as("dcps.jms", Connection)

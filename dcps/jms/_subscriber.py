@@ -1,0 +1,249 @@
+"""Topic subscribers: non-durable, durable (unshared) and shared durable, on dcps durables.
+
+Every JMS subscriber is a :class:`~dcps.durables.DurableSubscriber` of the
+topic's channelled topic in the store:
+
+* non-durable: an anonymous, non-persistent durable starting at the tail (only
+  what is published while it is active; the store deletes it when it closes);
+* durable: an exclusive, persistent durable named ``jms/<client id>/<name>``
+  starting at the tail when created, subscribed with ``replace`` (the store
+  deletes an idle one of another topic or selector and creates it anew);
+* shared durable: a shared durable of the same name.
+
+The selector and noLocal travel as the durable's filter text (:func:`filter_text`)
+so the store keeps them with the durable; the subscriber compiles it into
+the predicate that decides which messages the durable keeps: the others are
+acknowledged unseen and, for the subscriber, never existed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from dcps.channels._position import Position
+from dcps.channels._topic import ChannelledTopic
+from dcps.durables._element import DurableElement
+from dcps.durables._options import AckTiming
+from dcps.durables._subscriber import DurableSubscriber
+from dcps.sql._selector import compile_selector
+from dcps.wire._durables import DurableKind
+from idl._errors import (
+    AlreadyClosedError,
+    DcpsTimeoutError,
+    InconsistentPolicyError,
+    InvalidSelectorError,
+    PreconditionNotMetError,
+)
+from idl._public import show_as
+
+from ._destination import TemporaryTopic, Topic
+from ._envelope import SELECTOR_HEADERS, envelope_of
+from ._message import Message, from_envelope
+
+if TYPE_CHECKING:
+    from ._session import TopicSession
+
+__all__ = ["TopicSubscriber", "durable_name", "filter_text"]
+
+T = TypeVar("T")
+
+_HEAD = "jms"
+
+
+def durable_name(client_id: str, name: str) -> str:
+    """The store's name of JMS durable subscription ``name`` of ``client_id``."""
+    return f"jms/{client_id}/{name}"
+
+
+def filter_text(selector: str, no_local: tuple[str, str] | None) -> str:
+    """The durable's filter text: ``jms[ no_local=<client|connection>:<id>]``, a newline,
+    the selector. Changing either changes the text (JMS: a new subscription)."""
+    head = _HEAD if no_local is None else f"{_HEAD} no_local={no_local[0]}:{no_local[1]}"
+    return f"{head}\n{selector}"
+
+
+class _Keep:
+    """The predicate a JMS subscription keeps messages by (selector and noLocal)."""
+
+    def __init__(self, text: str, body_type: type) -> None:
+        head, _, selector = text.partition("\n")
+        if not head.startswith(_HEAD):
+            raise InvalidSelectorError(
+                "the durable subscription was made with a DDS filter, not a JMS selector",
+                expression=text,
+                position=0,
+            )
+        match: Callable[[Any], bool] | None = None
+        if selector:
+            match = compile_selector(
+                selector, body_type, root="s.body", headers=SELECTOR_HEADERS
+            ).match
+        attr = ""
+        origin = ""
+        if " no_local=" in head:
+            kind, _, origin = head.partition(" no_local=")[2].partition(":")
+            attr = "client_id" if kind == "client" else "connection_id"
+        self.matches_many: Callable[[list[Any]], list[bool]] | None = None
+        if match is not None and not attr:
+            self.matches_many = compile_selector(
+                selector, body_type, root="s.body", headers=SELECTOR_HEADERS
+            ).match_many
+        if match is not None and attr:
+            self.matches: Callable[[Any], bool] = lambda s: getattr(s, attr) != origin and match(s)
+        elif attr:
+            self.matches = lambda s: getattr(s, attr) != origin
+        else:
+            self.matches = match or (lambda s: True)
+
+
+class TopicSubscriber(Generic[T]):
+    """Receives the messages of a topic (JMS ``TopicSubscriber``); made by a session.
+
+    :meth:`receive` returns the next :class:`Message` (``None`` when none
+    came in time, as JMS's ``receive(timeout)`` returns null). The session's
+    acknowledgement mode says when a message counts as acknowledged.
+
+    .. versionadded:: 0.3
+    """
+
+    def __init__(
+        self,
+        session: TopicSession,
+        topic: Topic,
+        *,
+        name: str | None,
+        selector: str | None,
+        no_local: bool,
+        shared: bool = False,
+    ) -> None:
+        self.session = session
+        self.topic = topic
+        self.name = name
+        self.message_selector = selector or None
+        self.no_local = bool(no_local)
+        connection = session.connection
+        durable = name is not None
+        if durable:
+            origin = ("client", connection.client_id or "")
+        else:
+            origin = ("connection", connection.connection_id)
+        text = filter_text(selector or "", origin if no_local else None)
+        body_type = topic.message_type
+        _Keep(text, body_type)  # an invalid selector raises here, before the store hears of it
+        self._closed = False
+        self._closing = False
+        self._lock = threading.Lock()
+        physical = ChannelledTopic(topic.name, envelope_of(body_type), connection.channel_count)
+        kind = DurableKind.SHARED if shared else DurableKind.EXCLUSIVE
+        store_name = durable_name(connection.client_id or "", name) if name is not None else None
+        try:
+            self._durable: DurableSubscriber[Any] = DurableSubscriber(
+                physical,
+                store_name,
+                kind=kind,
+                window=None,
+                persistent=durable,
+                start="tail",
+                filter=text,
+                filter_compiler=lambda t: _Keep(t, body_type),
+                replace=durable and not shared,
+                ack_timing=AckTiming.ASYNC if session._dups_ok else AckTiming.SYNC,
+                timeout=connection.consumer_timeout,
+                **connection._store_options(),
+            )
+        except InconsistentPolicyError as exc:
+            other = "an unshared" if shared else "a shared"
+            raise PreconditionNotMetError(
+                f"{other} durable subscription named {name!r} exists for client id "
+                f"{connection.client_id!r}: {exc}"
+            ) from None
+        except PreconditionNotMetError as exc:
+            if name is None:
+                raise
+            raise PreconditionNotMetError(
+                f"durable subscription {name!r} of client id {connection.client_id!r} has an "
+                f"active consumer (or messages not acknowledged yet): {exc}"
+            ) from None
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def receive(self, timeout: float | None = None) -> Message[T] | None:
+        """The next message, waiting up to ``timeout`` seconds (None: until one comes).
+
+        Returns None when none came in time; raises
+        :class:`~dcps.AlreadyClosedError` once closed.
+        """
+        if self._closed:
+            raise AlreadyClosedError(f"the subscriber of topic {self.topic.name!r} is closed")
+        connection = self.session.connection
+        if not connection._wait_started(timeout):
+            return None
+        try:
+            element: DurableElement[Any] = self._durable.receive(timeout)
+        except DcpsTimeoutError:
+            return None
+        except AlreadyClosedError:
+            raise AlreadyClosedError(
+                f"the subscriber of topic {self.topic.name!r} is closed"
+            ) from None
+        message: Message[T] = from_envelope(
+            element.value,
+            self.topic,
+            element.redelivery_count,
+            Position(element.channel, element.offset),
+            self.session,
+        )
+        self.session._consumed(self, element)
+        return message
+
+    def receive_no_wait(self) -> Message[T] | None:
+        """The next message if one is there now, else None (JMS ``receiveNoWait``)."""
+        return self.receive(timeout=0.0)
+
+    def _unreceived(self) -> list[DurableElement[Any]]:
+        """Take back what the durable subscriber fetched but ``receive`` has not returned
+        (recover and rollback redeliver from the oldest unacknowledged message)."""
+        durable = self._durable
+        with durable._lock:  # the subscriber's own buffer: same project, one lock
+            taken = list(durable._buffer)
+            durable._buffer.clear()
+        return taken
+
+    def _settled(self) -> None:
+        """The session acknowledged or recovered this subscriber's messages."""
+        if self._closing:
+            self._closing = False
+            self._durable.close()
+
+    def close(self) -> None:
+        """Close the subscriber (idempotent). Messages it delivered that the session has not
+        acknowledged stay the session's to acknowledge or recover; until then the durable
+        subscription counts as in use."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.session._forget(self)
+        if self.session._holds(self):
+            self._closing = True
+        else:
+            self._durable.close()
+
+    def __enter__(self) -> TopicSubscriber[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        what = f"durable {self.name!r}" if self.name else "non-durable"
+        temp = " (temporary)" if isinstance(self.topic, TemporaryTopic) else ""
+        return f"TopicSubscriber({what}, topic={self.topic.name!r}{temp})"
+
+
+show_as("dcps.jms", TopicSubscriber)

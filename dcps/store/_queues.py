@@ -1,0 +1,442 @@
+"""Queues in the store: the tables, delivery to consumers, acknowledgement and redelivery.
+
+Each queue is a row of ``queues`` (its value type's identity, its next
+sequence number) and one row of ``queue_elements`` per element not yet
+acknowledged; acknowledging an element deletes its row, in the transaction
+that answers the acknowledgement, so an acknowledged element is never
+delivered again, even after a kill -9 of the store. Which consumer holds
+which element, and how often an element was delivered, is kept in memory:
+after a store restart every stored element is pending again (it may be
+delivered a second time; it is never lost).
+
+Delivery: elements go out lowest sequence number first (an element given
+back comes before newer ones), each to one consumer at a time. A consumer
+that leaves, or is silent longer than its timeout, gives back every element
+it holds. A receive that finds nothing waits (parked) up to its ``wait_ms``
+for a publish. Only the service thread uses this module.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+from dcps.wire._queues import (
+    QueueAcked,
+    QueueAckRequest,
+    QueueDeleted,
+    QueueDeleteRequest,
+    QueueDelivery,
+    QueueHeartbeatRequest,
+    QueueLeaveRequest,
+    QueuePublished,
+    QueuePublishRequest,
+    QueueReceiveRequest,
+    QueueState,
+    QueueStateRequest,
+    QueueSubscribeRequest,
+)
+from dcps.wire._replies import ok_reply
+from idl._errors import AlreadyClosedError, IllegalOperationError, PreconditionNotMetError
+
+from ._log import ChannelLog
+from ._log_format import sql_error
+
+if TYPE_CHECKING:
+    from ._service import Store, _Call
+
+__all__ = ["QUEUE_HANDLERS", "QueueTable", "serve_queues"]
+
+#: SQLite host parameters per statement, kept well below its limit.
+_CHUNK: Final = 500
+#: Consumers of deleted queues remembered (to tell them why their queue is gone).
+_DELETED_MEMORY: Final = 4096
+
+
+class _Consumer:
+    __slots__ = ("held", "last_seen", "name", "timeout")
+
+    def __init__(self, name: str, timeout: float, now: float) -> None:
+        self.name = name
+        self.timeout = timeout
+        self.last_seen = now
+        self.held: set[int] = set()
+
+
+class _Queue:
+    __slots__ = (
+        "consumers",
+        "deliveries",
+        "held",
+        "id",
+        "identity",
+        "name",
+        "next_seq",
+        "parked",
+        "pending",
+    )
+
+    def __init__(self, queue_id: int, name: str, identity: str, next_seq: int) -> None:
+        self.id = queue_id
+        self.name = name
+        self.identity = identity
+        self.next_seq = next_seq
+        self.pending: list[int] = []  # a heap of sequence numbers nobody holds
+        self.held: dict[int, str] = {}  # sequence number -> consumer
+        self.deliveries: dict[int, int] = {}
+        self.consumers: dict[str, _Consumer] = {}
+        self.parked: list[tuple[Any, float]] = []  # (call, deadline) of waiting receives
+
+
+class QueueTable:
+    """The queues of one store file."""
+
+    def __init__(self, log: ChannelLog) -> None:
+        self._log = log
+        self._queues: dict[str, _Queue] = {}
+        self._deleted: dict[tuple[str, str], None] = {}
+        try:
+            db = log._conn
+            for qid, name, identity, next_seq in db.execute(
+                "SELECT id, name, type_identity, next_seq FROM queues"
+            ).fetchall():
+                q = _Queue(qid, name, identity, next_seq)
+                q.pending = [
+                    int(r[0])
+                    for r in db.execute(
+                        "SELECT seq FROM queue_elements WHERE queue_id = ? ORDER BY seq", (qid,)
+                    )
+                ]
+                self._queues[name] = q
+        except sqlite3.Error as exc:
+            raise sql_error(exc, log.path, "loading the queues") from exc
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _queue(self, name: str, identity: str) -> _Queue:
+        """The queue ``name``, created if new (its own transaction); its type checked."""
+        q = self._queues.get(name)
+        if q is not None:
+            if identity and q.identity and identity != q.identity:
+                raise PreconditionNotMetError(
+                    f"queue {name!r} holds elements of type {q.identity!r} in the store "
+                    f"({self._log.path}), not {identity!r}: a queue keeps the type it was "
+                    "created with"
+                )
+            if identity and not q.identity:
+                qid = q.id
+                self._log._write(
+                    f"recording the type of queue {name!r}",
+                    lambda: self._log._conn.execute(
+                        "UPDATE queues SET type_identity = ? WHERE id = ?", (identity, qid)
+                    ),
+                )
+                q.identity = identity
+            return q
+
+        def create() -> int:
+            cur = self._log._conn.execute(
+                "INSERT INTO queues (name, type_identity, next_seq, created_ns)"
+                " VALUES (?, ?, 1, ?)",
+                (name, identity, self._log._clock()),
+            )
+            return int(cur.lastrowid or 0)
+
+        q = _Queue(self._log._write(f"creating queue {name!r}", create), name, identity, 1)
+        self._queues[name] = q
+        return q
+
+    def _consumer(self, name: str, consumer: str, now: float) -> tuple[_Queue, _Consumer]:
+        if (name, consumer) in self._deleted:
+            raise AlreadyClosedError(
+                f"queue {name!r} was deleted by an administrator while {consumer!r} "
+                "was subscribed; its pending elements were discarded"
+            )
+        q = self._queues.get(name)
+        c = None if q is None else q.consumers.get(consumer)
+        if q is None or c is None:
+            raise PreconditionNotMetError(
+                f"{consumer!r} is not a subscriber of queue {name!r} (it never subscribed, "
+                "left, timed out, or the store restarted): subscribe again"
+            )
+        c.last_seen = now
+        return q, c
+
+    def _release(self, q: _Queue, c: _Consumer) -> None:
+        for seq in c.held:
+            q.held.pop(seq, None)
+            heapq.heappush(q.pending, seq)
+        c.held.clear()
+
+    def _take(self, q: _Queue, c: _Consumer, count: int) -> QueueDelivery:
+        seqs: list[int] = []
+        while q.pending and len(seqs) < count:
+            seqs.append(heapq.heappop(q.pending))
+        if not seqs:
+            return QueueDelivery((), (), (), b"")
+        data: dict[int, bytes] = {}
+        try:
+            for i in range(0, len(seqs), _CHUNK):
+                part = seqs[i : i + _CHUNK]
+                marks = ",".join("?" * len(part))
+                for seq, blob in self._log._conn.execute(
+                    f"SELECT seq, data FROM queue_elements WHERE queue_id = ? AND seq IN ({marks})",
+                    (q.id, *part),
+                ):
+                    data[int(seq)] = bytes(blob)
+        except sqlite3.Error as exc:
+            for seq in seqs:
+                heapq.heappush(q.pending, seq)
+            raise sql_error(exc, self._log.path, f"reading queue {q.name!r}") from exc
+        out = [s for s in seqs if s in data]  # (a missing row was acknowledged: never again)
+        for seq in out:
+            q.held[seq] = c.name
+            c.held.add(seq)
+            q.deliveries[seq] = q.deliveries.get(seq, 0) + 1
+        return QueueDelivery(
+            tuple(out),
+            tuple(q.deliveries[s] for s in out),
+            tuple(len(data[s]) for s in out),
+            b"".join(data[s] for s in out),
+        )
+
+    # -- requests ----------------------------------------------------------------------
+
+    def publish(self, r: QueuePublishRequest) -> QueuePublished:
+        """Store the elements (created queue if needed), in one transaction."""
+        q = self._queue(r.queue, r.type_identity)
+        first = q.next_seq
+        rows = []
+        pos = 0
+        for i, size in enumerate(r.sizes):
+            rows.append((q.id, first + i, r.blob[pos : pos + size]))
+            pos += size
+
+        def insert() -> None:
+            db = self._log._conn
+            db.executemany("INSERT INTO queue_elements VALUES (?, ?, ?)", rows)
+            db.execute("UPDATE queues SET next_seq = ? WHERE id = ?", (first + len(rows), q.id))
+
+        self._log._write(f"publishing to queue {r.queue!r}", insert, small=False)
+        q.next_seq = first + len(rows)
+        for i in range(len(rows)):
+            heapq.heappush(q.pending, first + i)
+        return QueuePublished(first, len(rows))
+
+    def subscribe(self, r: QueueSubscribeRequest, now: float) -> None:
+        """Add (or refresh) a consumer of the queue, creating the queue if needed."""
+        self._deleted.pop((r.queue, r.consumer), None)
+        q = self._queue(r.queue, r.type_identity)
+        c = q.consumers.get(r.consumer)
+        if c is None:
+            q.consumers[r.consumer] = _Consumer(r.consumer, r.timeout_ms / 1000, now)
+        else:
+            c.timeout, c.last_seen = r.timeout_ms / 1000, now
+
+    def receive(self, call: Any, now: float) -> QueueDelivery | None:
+        """Elements for the consumer; None when the call was parked to wait for some."""
+        r: QueueReceiveRequest = call.request
+        q, c = self._consumer(r.queue, r.consumer, now)
+        delivery = self._take(q, c, r.max_count)
+        if delivery.seqs or not r.wait_ms:
+            return delivery
+        q.parked.append((call, now + r.wait_ms / 1000))
+        return None
+
+    def ack(self, r: QueueAckRequest, now: float) -> QueueAcked:
+        """Acknowledge (delete) or roll back elements the consumer holds; all or none."""
+        q, c = self._consumer(r.queue, r.consumer, now)
+        for seq in r.seqs:
+            holder = q.held.get(seq)
+            if holder == c.name:
+                continue
+            verb = "roll back" if r.rollback else "acknowledge"
+            if holder is not None:
+                raise PreconditionNotMetError(
+                    f"{r.consumer!r} cannot {verb} element {seq} of queue {r.queue!r}: "
+                    "another subscriber holds it"
+                )
+            raise IllegalOperationError(
+                f"{r.consumer!r} cannot {verb} element {seq} of queue {r.queue!r}: it is not "
+                "out for acknowledgement (acknowledged already, given back, or never delivered)"
+            )
+        if r.rollback:
+            for seq in r.seqs:
+                del q.held[seq]
+                c.held.discard(seq)
+                heapq.heappush(q.pending, seq)
+            return QueueAcked(len(r.seqs))
+        seqs = list(r.seqs)
+
+        def delete() -> None:
+            db = self._log._conn
+            for i in range(0, len(seqs), _CHUNK):
+                part = seqs[i : i + _CHUNK]
+                marks = ",".join("?" * len(part))
+                db.execute(
+                    f"DELETE FROM queue_elements WHERE queue_id = ? AND seq IN ({marks})",
+                    (q.id, *part),
+                )
+
+        self._log._write(f"acknowledging {len(seqs)} elements of queue {r.queue!r}", delete)
+        for seq in seqs:
+            del q.held[seq]
+            c.held.discard(seq)
+            q.deliveries.pop(seq, None)
+        return QueueAcked(len(seqs))
+
+    def heartbeat(self, r: QueueHeartbeatRequest, now: float) -> None:
+        self._consumer(r.queue, r.consumer, now)
+
+    def leave(self, r: QueueLeaveRequest) -> list[Any]:
+        """Remove the consumer, giving back its elements; its parked receives (to answer)."""
+        q = self._queues.get(r.queue)
+        c = None if q is None else q.consumers.pop(r.consumer, None)
+        if q is None or c is None:
+            return []
+        self._release(q, c)
+        mine = [p for p in q.parked if p[0].request.consumer == r.consumer]
+        q.parked = [p for p in q.parked if p[0].request.consumer != r.consumer]
+        return [call for call, _ in mine]
+
+    def delete(self, r: QueueDeleteRequest) -> tuple[QueueDeleted, list[Any]]:
+        """Delete the queue and its elements; the parked receives (to refuse)."""
+        q = self._queues.get(r.queue)
+        if q is None:
+            return QueueDeleted(False, 0), []
+
+        def delete() -> int:
+            db = self._log._conn
+            n = db.execute("DELETE FROM queue_elements WHERE queue_id = ?", (q.id,)).rowcount
+            db.execute("DELETE FROM queues WHERE id = ?", (q.id,))
+            return int(n)
+
+        discarded = self._log._write(f"deleting queue {r.queue!r}", delete)
+        del self._queues[r.queue]
+        for consumer in q.consumers:
+            self._deleted[(r.queue, consumer)] = None
+        while len(self._deleted) > _DELETED_MEMORY:
+            del self._deleted[next(iter(self._deleted))]
+        return QueueDeleted(True, discarded), [call for call, _ in q.parked]
+
+    def state(self, r: QueueStateRequest) -> QueueState:
+        q = self._queues.get(r.queue)
+        if q is None:
+            return QueueState(0, 0, 0)
+        return QueueState(len(q.pending) + len(q.held), len(q.held), len(q.consumers))
+
+    def serve_parked(self, name: str, now: float) -> list[tuple[Any, QueueDelivery]]:
+        """Answer the queue's parked receives that elements are now available for."""
+        q = self._queues.get(name)
+        out: list[tuple[Any, QueueDelivery]] = []
+        if q is None:
+            return out
+        while q.parked and q.pending:
+            call, _ = q.parked.pop(0)
+            c = q.consumers.get(call.request.consumer)
+            if c is None:
+                continue
+            c.last_seen = now
+            out.append((call, self._take(q, c, call.request.max_count)))
+        return out
+
+    def expire(self, now: float) -> list[tuple[Any, QueueDelivery]]:
+        """Expel silent consumers (their elements go back) and answer receives that
+        waited long enough (empty)."""
+        out: list[tuple[Any, QueueDelivery]] = []
+        for q in self._queues.values():
+            waiting = {call.request.consumer for call, _ in q.parked}
+            for c in list(q.consumers.values()):
+                if c.name in waiting:
+                    c.last_seen = now
+                elif now - c.last_seen > c.timeout:
+                    del q.consumers[c.name]
+                    self._release(q, c)
+            if q.parked:
+                due = [p for p in q.parked if p[1] <= now]
+                if due:
+                    q.parked = [p for p in q.parked if p[1] > now]
+                    out.extend((call, QueueDelivery((), (), (), b"")) for call, _ in due)
+            if q.pending and q.parked:
+                out.extend(self.serve_parked(q.name, now))
+        return out
+
+
+# -- the store's handlers (registered in dcps/store/_service.py) --------------------------------
+
+
+def _answer_all(store: Store, answers: Iterable[tuple[Any, QueueDelivery]]) -> None:
+    for call, delivery in answers:
+        store._reply(call, delivery)
+
+
+def _on_publish(store: Store, call: _Call[QueuePublishRequest]) -> None:
+    store._reply(call, store._queues.publish(call.request))
+    _answer_all(store, store._queues.serve_parked(call.request.queue, time.monotonic()))
+
+
+def _on_subscribe(store: Store, call: _Call[QueueSubscribeRequest]) -> None:
+    store._queues.subscribe(call.request, time.monotonic())
+    store._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
+
+
+def _on_receive(store: Store, call: _Call[QueueReceiveRequest]) -> None:
+    delivery = store._queues.receive(call, time.monotonic())
+    if delivery is not None:
+        store._reply(call, delivery)
+
+
+def _on_ack(store: Store, call: _Call[QueueAckRequest]) -> None:
+    store._reply(call, store._queues.ack(call.request, time.monotonic()))
+    if call.request.rollback:
+        _answer_all(store, store._queues.serve_parked(call.request.queue, time.monotonic()))
+
+
+def _on_heartbeat(store: Store, call: _Call[QueueHeartbeatRequest]) -> None:
+    store._queues.heartbeat(call.request, time.monotonic())
+    store._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
+
+
+def _on_leave(store: Store, call: _Call[QueueLeaveRequest]) -> None:
+    parked = store._queues.leave(call.request)
+    store._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
+    _answer_all(store, ((p, QueueDelivery((), (), (), b"")) for p in parked))
+    _answer_all(store, store._queues.serve_parked(call.request.queue, time.monotonic()))
+
+
+def _on_delete(store: Store, call: _Call[QueueDeleteRequest]) -> None:
+    answer, parked = store._queues.delete(call.request)
+    store._reply(call, answer)
+    for p in parked:
+        store._fail(
+            p,
+            AlreadyClosedError(
+                f"queue {call.request.queue!r} was deleted by an administrator; "
+                "its pending elements were discarded"
+            ),
+        )
+
+
+def _on_state(store: Store, call: _Call[QueueStateRequest]) -> None:
+    store._reply(call, store._queues.state(call.request))
+
+
+def serve_queues(store: Store) -> None:
+    """Once per service round: expel silent consumers, answer receives that waited enough."""
+    _answer_all(store, store._queues.expire(time.monotonic()))
+
+
+#: Queue request kind -> handler, merged into ``Store._HANDLERS``.
+QUEUE_HANDLERS: Final[dict[int, Callable[[Any, Any], None]]] = {
+    QueuePublishRequest.op: _on_publish,
+    QueueSubscribeRequest.op: _on_subscribe,
+    QueueReceiveRequest.op: _on_receive,
+    QueueAckRequest.op: _on_ack,
+    QueueHeartbeatRequest.op: _on_heartbeat,
+    QueueLeaveRequest.op: _on_leave,
+    QueueDeleteRequest.op: _on_delete,
+    QueueStateRequest.op: _on_state,
+}

@@ -1,0 +1,325 @@
+"""Staged publishing in the store: the store's half of a two-phase commit.
+
+A transaction is ``(topic, query, epoch)`` (for Spark: the streaming query's
+id and the micro-batch id). Writers stage chunks of one channel each under a
+stage id of their own (one per task attempt) and a chunk number; staged
+chunks sit in table ``staged`` and are invisible to readers. A commit names
+the stages to keep and how many chunks each staged; in ONE SQLite
+transaction the store then appends exactly those chunks to their channels
+(offsets and the accept timestamp are assigned now, in the order partition,
+stage, chunk), records the transaction in ``staged_commits`` and deletes
+every staged chunk of the transaction, kept or not. After the commit the new
+batches are pushed live like published ones.
+
+* A commit of a transaction already committed appends nothing and answers
+  with the first commit's counts (``already``): a driver that restarts from
+  its checkpoint and commits the same micro-batch again adds nothing.
+* A commit naming a stage whose chunks are not all staged is refused
+  (``PreconditionNotMetError`` naming topic, query, epoch and stage) and
+  changes nothing.
+* Abort deletes the transaction's staged chunks.
+* Staged chunks never committed are cleaned up: at each commit of a query,
+  those of its earlier epochs (a micro-batch is committed before the next
+  starts, so they can never be committed), and at every commit those older
+  than :data:`STAGED_TTL_NS`. The record of committed transactions keeps the
+  last :data:`KEPT_EPOCHS` epochs of each query.
+
+Staging writes the chunk with ``synchronous=NORMAL`` whatever the log's sync
+mode: a staged chunk lost in a power failure makes the commit fail (chunks
+missing) and Spark run the micro-batch again, while the commit itself is as
+durable as any publish (and its fsync covers the staged pages before it).
+
+This module works on the :class:`~dcps.store._log.ChannelLog`'s connection,
+transactions and channel states (one package, one thread: the store's).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from dcps.wire._batches import ELEMENT_STEP_NS, PackedPayloads
+from dcps.wire._requests import PublishRequest
+from dcps.wire._staging import (
+    AbortStagedRequest,
+    CommitStagedRequest,
+    Staged,
+    StagedAborted,
+    StagedCommitted,
+    StageRequest,
+)
+from idl._errors import PreconditionNotMetError, UnsupportedError
+
+from ._log import ChannelLog
+from ._log_format import first_stamp, sql_error
+
+if TYPE_CHECKING:
+    from ._service import Store, _Call
+
+__all__ = [
+    "KEPT_EPOCHS",
+    "STAGED_TTL_NS",
+    "CommittedChunk",
+    "StagingLog",
+    "on_abort_staged",
+    "on_commit_staged",
+    "on_stage",
+    "staging_of",
+]
+
+#: Staged chunks older than this (ns) are deleted at the next commit (7 days).
+STAGED_TTL_NS = 7 * 24 * 3600 * 10**9
+#: Committed transactions remembered per query (the newest epochs).
+KEPT_EPOCHS = 1000
+
+
+@attrs.frozen
+class CommittedChunk:
+    """A staged chunk made visible: elements ``first .. first + count - 1`` of ``channel``."""
+
+    channel: int
+    first: int
+    count: int
+    stamp: int
+
+
+class StagingLog:
+    """Staged chunks and committed transactions of one :class:`ChannelLog` (see module doc)."""
+
+    def __init__(self, log: ChannelLog) -> None:
+        self.log = log
+        self._sync: str | None = None
+
+    # -- staging -----------------------------------------------------------
+
+    def stage(self, r: StageRequest, now: int | None = None) -> int:
+        """Stage one chunk (replacing a chunk staged before under the same numbers)."""
+        log = self.log
+        tid, _ = log._state(r.topic, r.channel)  # the topic and channel must exist
+        sizes = PackedPayloads(r.sizes, r.blob).check()
+        stamp = log._clock() if now is None else now
+        db = log._conn
+
+        def insert() -> None:
+            db.execute(
+                "INSERT OR REPLACE INTO staged VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    tid,
+                    r.query,
+                    r.epoch,
+                    r.stage,
+                    r.seq,
+                    r.partition,
+                    r.channel,
+                    len(r.sizes),
+                    stamp,
+                    sizes,
+                    bytes(r.blob),
+                ),
+            )
+
+        self._relaxed(True)
+        try:
+            log._write(f"staging to topic {r.topic!r} channel {r.channel}", insert, small=False)
+        finally:
+            self._relaxed(False)
+        return len(r.sizes)
+
+    def _relaxed(self, on: bool) -> None:
+        """Switch to ``synchronous=NORMAL`` for a staging write, and back."""
+        db = self.log._conn
+        try:
+            if self._sync is None:
+                self._sync = str(db.execute("PRAGMA synchronous").fetchone()[0])
+            db.execute(f"PRAGMA synchronous={'NORMAL' if on else self._sync}")
+        except sqlite3.Error as exc:
+            raise sql_error(exc, self.log.path, "setting the staging sync mode") from exc
+
+    # -- committing --------------------------------------------------------
+
+    def commit(
+        self, topic: str, query: str, epoch: int, stages: Sequence[tuple[str, int]]
+    ) -> tuple[StagedCommitted, list[CommittedChunk]]:
+        """Make exactly ``stages``' chunks visible in one transaction (see the module doc)."""
+        log = self.log
+        tid, _ = log._topic(topic)
+        db = log._conn
+        where = f"topic {topic!r} query {query!r} epoch {epoch}"
+        try:
+            done = db.execute(
+                "SELECT elements, chunks FROM staged_commits"
+                " WHERE topic_id = ? AND query = ? AND epoch = ?",
+                (tid, query, epoch),
+            ).fetchone()
+            rows = (
+                []
+                if done is not None
+                else db.execute(
+                    "SELECT rowid, stage, seq, partition, channel, count FROM staged"
+                    " WHERE topic_id = ? AND query = ? AND epoch = ?",
+                    (tid, query, epoch),
+                ).fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise sql_error(exc, log.path, f"reading the staged chunks of {where}") from exc
+        now = log._clock()
+        if done is not None:  # committed before: drop late chunks, append nothing
+            log._write(f"committing {where} again", lambda: self._cleanup(tid, query, epoch, now))
+            return StagedCommitted(int(done[0]), int(done[1]), already=True), []
+        wanted = dict(stages)
+        kept: dict[str, list[tuple[int, str, int, int, int, int]]] = {s: [] for s in wanted}
+        for rowid, stage, seq, partition, channel, count in rows:
+            if stage in kept:
+                kept[stage].append((partition, stage, seq, channel, count, rowid))
+        for stage, chunks in kept.items():
+            if sorted(c[2] for c in chunks) != list(range(wanted[stage])):
+                raise PreconditionNotMetError(
+                    f"cannot commit {where}: stage {stage!r} reported {wanted[stage]} staged "
+                    f"chunks, the store holds {len(chunks)} of them (chunks lost: run the "
+                    "batch again)"
+                )
+        order = sorted(c for chunks in kept.values() for c in chunks)  # partition, stage, seq
+        placed: list[CommittedChunk] = []
+        touched: dict[int, list[int]] = {}
+        copies: list[tuple[int, int, int]] = []
+        for _, _, _, channel, count, rowid in order:
+            if not count:
+                continue
+            _, state = log._state(topic, channel)
+            st = touched.setdefault(channel, list(state))
+            ts = first_stamp(now, st[2])  # one timestamp per element, as the log's appends
+            placed.append(CommittedChunk(channel, st[1], count, ts))
+            copies.append((st[1], ts, rowid))
+            st[1] += count
+            st[2] = ts + (count - 1) * ELEMENT_STEP_NS
+        elements = sum(c.count for c in placed)
+
+        def apply() -> None:
+            db.executemany(
+                # bodies stay inline (segment NULL): the log reads both forms
+                "INSERT INTO batches (topic_id, channel, first_offset, count, ts, sizes, data)"
+                " SELECT topic_id, channel, ?, count, ?, sizes, data FROM staged WHERE rowid = ?",
+                copies,
+            )
+            db.executemany(
+                "UPDATE channels SET next_offset = ?, last_ts = ?"
+                " WHERE topic_id = ? AND channel = ?",
+                [(st[1], st[2], tid, ch) for ch, st in touched.items()],
+            )
+            db.execute(
+                "INSERT INTO staged_commits VALUES (?, ?, ?, ?, ?, ?)",
+                (tid, query, epoch, elements, len(placed), now),
+            )
+            self._cleanup(tid, query, epoch, now)
+
+        log._write(f"committing {where}", apply, small=False)
+        for channel, st in touched.items():
+            log._state(topic, channel)[1][:] = st
+        return StagedCommitted(elements, len(placed)), placed
+
+    def _cleanup(self, tid: int, query: str, epoch: int, now: int) -> None:
+        """Delete staged chunks that can never be committed; forget old transactions."""
+        db = self.log._conn
+        db.execute(
+            "DELETE FROM staged WHERE topic_id = ? AND query = ? AND epoch <= ?",
+            (tid, query, epoch),
+        )
+        db.execute("DELETE FROM staged WHERE staged_ns < ?", (now - STAGED_TTL_NS,))
+        db.execute(
+            "DELETE FROM staged_commits WHERE topic_id = ? AND query = ? AND epoch < ?",
+            (tid, query, epoch - KEPT_EPOCHS),
+        )
+
+    def abort(self, topic: str, query: str, epoch: int) -> int:
+        """Delete the staged chunks of ``(topic, query, epoch)``; how many there were."""
+        log = self.log
+        tid, _ = log._topic(topic)
+        db = log._conn
+
+        def delete() -> int:
+            cur = db.execute(
+                "DELETE FROM staged WHERE topic_id = ? AND query = ? AND epoch = ?",
+                (tid, query, epoch),
+            )
+            return int(cur.rowcount)
+
+        return log._write(f"aborting topic {topic!r} query {query!r} epoch {epoch}", delete)
+
+    def staged_chunks(self, topic: str | None = None) -> int:
+        """How many chunks are staged (of ``topic``, or of every topic)."""
+        db = self.log._conn
+        if topic is None:
+            return int(db.execute("SELECT count(*) FROM staged").fetchone()[0])
+        tid, _ = self.log._topic(topic)
+        return int(
+            db.execute("SELECT count(*) FROM staged WHERE topic_id = ?", (tid,)).fetchone()[0]
+        )
+
+    def chunk_payloads(self, topic: str, chunk: CommittedChunk) -> PackedPayloads:
+        """The elements of a committed chunk, as stored (to push them live)."""
+        tid, _ = self.log._topic(topic)
+        row = self.log._conn.execute(
+            "SELECT sizes, data FROM batches"
+            " WHERE topic_id = ? AND channel = ? AND first_offset = ?",
+            (tid, chunk.channel, chunk.first),
+        ).fetchone()
+        sizes = np.frombuffer(row[0], dtype="<i4").tolist()
+        return PackedPayloads(sizes, bytes(row[1]))
+
+
+_stagings: weakref.WeakKeyDictionary[ChannelLog, StagingLog] = weakref.WeakKeyDictionary()
+
+
+def staging_of(log: ChannelLog) -> StagingLog:
+    """The :class:`StagingLog` of ``log`` (one per log)."""
+    staging = _stagings.get(log)
+    if staging is None:
+        staging = _stagings[log] = StagingLog(log)
+    return staging
+
+
+# -- the store's handlers (registered in Store._HANDLERS) ----------------------------
+
+
+def _one_store(store: Store) -> None:
+    if store.share.count != 1:
+        raise UnsupportedError(
+            f"staged publishing (the Spark sink's two-phase commit) needs one store for "
+            f"namespace {store.namespace!r}: this store serves share {store.share}"
+        )
+
+
+def on_stage(store: Store, call: _Call[StageRequest]) -> None:
+    """STAGE: keep one chunk, invisible until committed."""
+    r = call.request
+    _one_store(store)
+    count = staging_of(store.log).stage(r)
+    store._reply(call, Staged(count))
+
+
+def on_commit_staged(store: Store, call: _Call[CommitStagedRequest]) -> None:
+    """COMMIT_STAGED: append the named stages' chunks in one transaction, then push them live."""
+    r = call.request
+    _one_store(store)
+    staging = staging_of(store.log)
+    answer, placed = staging.commit(r.topic, r.query, r.epoch, r.stages)
+    store._reply(call, answer)
+    for chunk in placed:
+        packed = staging.chunk_payloads(r.topic, chunk)
+        batch = PublishRequest(r.topic, chunk.channel, list(packed.sizes), packed.blob)
+        store._push(batch, (chunk.first, chunk.stamp))
+    if placed:
+        info = store.log.topic(r.topic)
+        if not info.retain_consumed and not store.log.groups(r.topic):
+            store.log.trim(r.topic)
+
+
+def on_abort_staged(store: Store, call: _Call[AbortStagedRequest]) -> None:
+    """ABORT_STAGED: drop the transaction's staged chunks."""
+    r = call.request
+    store._reply(call, StagedAborted(staging_of(store.log).abort(r.topic, r.query, r.epoch)))
