@@ -593,16 +593,16 @@ class DurableSubscriber(Generic[T]):
                 self._in_flight -= 1
             self._failed(exc)
             return
-        fut.add_done_callback(lambda f: self._polled(f, acks))
+        fut.add_done_callback(self._polled)
 
-    def _polled(self, fut: Future[DurableDelivery], acks: tuple[tuple[int, int], ...]) -> None:
+    def _polled(self, fut: Future[DurableDelivery]) -> None:
         """A poll's answer (the reply thread): deliver it, and poll again if none is in flight."""
         with self._lock:
             self._in_flight -= 1
         if self._stop.is_set():
             return
         try:
-            self._handle(fut.result(), acks)
+            self._handle(fut.result())
         except BaseException as exc:  # a failed poll, or a malformed answer: the supervisor's
             self._failed(exc)
             return
@@ -613,7 +613,7 @@ class DurableSubscriber(Generic[T]):
         if again:
             self._poll(more)
 
-    def _handle(self, d: DurableDelivery, acks: tuple[tuple[int, int], ...]) -> None:
+    def _handle(self, d: DurableDelivery) -> None:
         if d.refused:
             (c, o, why), more = d.refused[0], len(d.refused) - 1
             self._report(
