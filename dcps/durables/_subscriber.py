@@ -3,15 +3,22 @@
 A :class:`DurableSubscriber` subscribes to a durable of a channelled topic
 (creating it if new) and receives its elements from the store: one daemon
 thread polls the store (a poll waits there until elements come), decodes
-what it gets and either queues it for :meth:`~DurableSubscriber.receive` or
-hands it to ``on_element``. Acknowledgements go back as the ack mode and
-timing say (``_options.py``).
+what it gets in bulk and either queues it for
+:meth:`~DurableSubscriber.receive` or hands it to ``on_element``.
+Acknowledgements go back as the ack mode and timing say (``_options.py``).
+
+The hot path is batched end to end: asynchronous acknowledgements ride on
+the next poll (one request: "acknowledge these, give me up to N more"), and
+the next poll goes out as soon as half the window is free, while the
+application still works through the rest of the previous one, so a window
+never waits for a round trip.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -21,7 +28,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from dcps._timeout import Timeout, timeout_seconds
-from dcps.channels._client import StoreClient
 from dcps.channels._connect import connect_topic
 from dcps.channels._topic import ChannelledTopic
 from dcps.sql import ContentFilter
@@ -54,6 +60,7 @@ from idl._errors import (
 )
 from idl._public import show_as
 
+from ._client import RESUBSCRIBE_MARKERS, DurableClient
 from ._element import DurableElement
 from ._options import AckMode, AckTiming, FilterConflictError, Start, start_fields
 
@@ -66,6 +73,8 @@ T = TypeVar("T")
 
 #: How long one poll may wait at the store for elements.
 _POLL_WAIT_MS = 1000
+#: Longest a subscriber goes without polling (the poll tells the store it is alive).
+_KEEPALIVE = _POLL_WAIT_MS / 1000
 #: Most elements a subscriber keeps received but not taken (an unlimited window).
 _MAX_BUFFERED = 4096
 #: Anonymous durables are named so (the store deletes them when their subscriber closes).
@@ -198,6 +207,14 @@ class DurableSubscriber(Generic[T]):
         self._settled: set[tuple[str, int, int]] = set()  # acked here, for "acked twice"
         self._to_auto_ack: list[DurableElement[T]] = []
         self._pending_acks: list[tuple[int, int]] = []
+        #: Asynchronous acks sent at once (with a poll) when this many wait (a window).
+        self._ack_batch = window or 128
+        self._wake = threading.Event()  # the subscriber's thread has work
+        self._failures: list[BaseException] = []
+        self._calls: list[list[DurableElement[T]]] = []  # deliveries for on_element
+        self._queued = 0  # elements in _calls
+        self._in_flight = 0  # polls sent, not answered
+        self._last_poll = 0.0
         self._errors: deque[DcpsError] = deque()
         self._closed = False
         self._closed_why = ""
@@ -207,7 +224,7 @@ class DurableSubscriber(Generic[T]):
         #: Elements acknowledged unseen because the durable's filter does not keep them.
         self.filtered = 0
         self._endpoint = Endpoint(domain_id, namespace, network)
-        self._client = StoreClient(
+        self._client = DurableClient(
             self._endpoint,
             request_timeout=_positive_seconds(request_timeout, "request_timeout"),
             key=key,
@@ -256,6 +273,7 @@ class DurableSubscriber(Generic[T]):
             self._timeout_ms,
             self._ttl_ms,
             self._replace,
+            self._client.offer(),
         )
         subscribed: DurableSubscribed = self._request(request, DurableSubscribed.from_wire)
         if subscribed.filter != self._filter_text:  # an earlier subscriber's filter decides
@@ -298,6 +316,45 @@ class DurableSubscriber(Generic[T]):
                 self._to_auto_ack.append(element)
             return element
 
+    def receive_many(
+        self, max_count: int = _MAX_BUFFERED, timeout: Timeout | None = None
+    ) -> list[DurableElement[T]]:
+        """The next elements: at least one (waiting up to ``timeout``), at most ``max_count``.
+
+        What has arrived is returned at once, without waiting for more; it
+        raises as :meth:`receive` does. Each element is still acknowledged
+        (or rolled back) on its own, e.g. ``sub.ack(elements)``. In
+        :attr:`AckMode.AUTO` the elements of the previous call are
+        acknowledged first.
+
+        .. versionadded:: 0.3
+        """
+        if self._on_element is not None:
+            raise PreconditionNotMetError("this subscriber delivers through on_element")
+        if not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 1:
+            raise BadParameterError(f"max_count must be an int >= 1, got {max_count!r}")
+        seconds = timeout_seconds(timeout)
+        self._auto_ack()
+        with self._lock:
+            if not self._lock.wait_for(
+                lambda: self._buffer or self._errors or self._closed, seconds
+            ):
+                raise DcpsTimeoutError(f"no element of durable {self.name!r} within {seconds:g} s")
+            if self._errors:
+                raise self._errors.popleft()
+            if not self._buffer:
+                raise AlreadyClosedError(self._closed_text())
+            buffer = self._buffer
+            if max_count >= len(buffer):
+                elements = list(buffer)
+                buffer.clear()
+            else:
+                elements = [buffer.popleft() for _ in range(max_count)]
+            self._lock.notify_all()
+            if self.ack_mode is AckMode.AUTO:
+                self._to_auto_ack.extend(elements)
+            return elements
+
     def receive_async(self) -> Future[DurableElement[T]]:
         """A future of the next element (completed on a helper thread)."""
         fut: Future[DurableElement[T]] = Future()
@@ -325,39 +382,47 @@ class DurableSubscriber(Generic[T]):
 
     # -- acknowledging ------------------------------------------------------------------
 
-    def _key(self, element: DurableElement[Any]) -> tuple[str, int, int]:
+    def _refusal(self, element: Any) -> DcpsError:
+        """Why ``element`` cannot be acknowledged or rolled back here (lock held)."""
         if not isinstance(element, DurableElement):
-            raise BadParameterError(f"not a DurableElement: {element!r}")
+            return BadParameterError(f"not a DurableElement: {element!r}")
         if element.subscriber is not self:
-            raise PreconditionNotMetError(
+            return PreconditionNotMetError(
                 f"element at {element.position} of durable {self.name!r} was delivered to "
                 "another subscriber: only its receiver may acknowledge or roll it back"
             )
-        key = (element.topic, element.channel, element.offset)
-        with self._lock:
-            if key in self._settled and key not in self._held:
-                raise PreconditionNotMetError(
-                    f"element at {element.position} of durable {self.name!r} was already "
-                    "acknowledged or rolled back"
-                )
-            if key not in self._held:
-                raise PreconditionNotMetError(
-                    f"element at {element.position} of durable {self.name!r} is not held by "
-                    "this subscriber any more (it was redelivered after a timeout or restart)"
-                )
-        return key
+        if (element.topic, element.channel, element.offset) in self._settled:
+            return PreconditionNotMetError(
+                f"element at {element.position} of durable {self.name!r} was already "
+                "acknowledged or rolled back"
+            )
+        return PreconditionNotMetError(
+            f"element at {element.position} of durable {self.name!r} is not held by "
+            "this subscriber any more (it was redelivered after a timeout or restart)"
+        )
 
-    def _take_held(self, elements: Iterable[DurableElement[Any]]) -> list[tuple[int, int]]:
-        keys = [self._key(e) for e in elements]
+    def _take_held_locked(self, elements: Sequence[DurableElement[Any]]) -> list[tuple[int, int]]:
+        """Settle ``elements`` here, all or none (lock held); their positions."""
+        held = self._held
+        keys = []
+        for e in elements:
+            key = (e.topic, e.channel, e.offset) if isinstance(e, DurableElement) else None
+            if key is None or key not in held:
+                raise self._refusal(e)
+            keys.append(key)
         if len(set(keys)) != len(keys):
             raise PreconditionNotMetError("the same element is named twice")
-        with self._lock:
-            for key in keys:
-                del self._held[key]
-                self._settled.add(key)
-                if len(self._settled) > 65536:
-                    self._settled.pop()
+        settled = self._settled
+        for key in keys:
+            del held[key]
+            settled.add(key)
+        while len(settled) > 65536:
+            settled.pop()
         return [(c, o) for _, c, o in keys]
+
+    def _take_held(self, elements: Sequence[DurableElement[Any]]) -> list[tuple[int, int]]:
+        with self._lock:
+            return self._take_held_locked(elements)
 
     def ack(self, elements: DurableElement[Any] | Iterable[DurableElement[Any]]) -> None:
         """Acknowledge ``elements`` (one or several received by this subscriber).
@@ -367,15 +432,22 @@ class DurableSubscriber(Generic[T]):
         an element twice, or one another subscriber received, raises
         :class:`~dcps.PreconditionNotMetError`.
         """
-        batch = [elements] if isinstance(elements, DurableElement) else list(elements)
+        batch = (elements,) if isinstance(elements, DurableElement) else list(elements)
         if self.kind is DurableKind.LAST_VALUE:
             raise PreconditionNotMetError("last-value durables are not acknowledged")
-        positions = self._take_held(batch)
         if self.ack_timing is AckTiming.ASYNC:
             with self._lock:
+                positions = self._take_held_locked(batch)
                 self._pending_acks.extend(positions)
+                # a window acknowledged, or nothing left to receive: a poll takes the acks
+                # now and asks for more (fewer, larger polls cost the store less than the
+                # overlap of half-window polls gains)
+                due = len(self._pending_acks) >= self._ack_batch or not self._buffer
+                acks = self._take_acks() if due else ()
+            if acks:
+                self._poll(acks)
             return
-        self._settle(DurableAckRequest, positions)
+        self._settle(DurableAckRequest, self._take_held(batch))
 
     def ack_async(
         self, elements: DurableElement[Any] | Iterable[DurableElement[Any]]
@@ -459,6 +531,7 @@ class DurableSubscriber(Generic[T]):
         fut.add_done_callback(done)
 
     def _ack_loop(self) -> None:
+        # the acks no poll took within the interval (fewer than half a window)
         while not self._stop.wait(self._ack_interval):
             self._flush_acks()
 
@@ -483,93 +556,198 @@ class DurableSubscriber(Generic[T]):
             self._errors.append(exc)
             self._lock.notify_all()
 
-    def _room(self) -> int:
+    # -- polling ------------------------------------------------------------------------
+    #
+    # One poll is always in flight: its answer is handled on the store client's reply
+    # thread, which sends the next poll at once (with the acknowledgements waiting), so
+    # the store learns of a closed window's acks and the application gets the next window
+    # without a hop through another thread. A poll waits at the store while nothing can
+    # be delivered (a full window, no new element), and brings news (closed, filter
+    # conflict) at once. An application that acknowledges half a window sends a poll
+    # itself, carrying those acks: the store answers the waiting poll empty and this one
+    # with the next elements, while the application works through the rest.
+
+    def _take_acks(self) -> tuple[tuple[int, int], ...]:
+        """The asynchronous acknowledgements waiting, taken to ride on a poll (lock held)."""
+        if not self._pending_acks:
+            return ()
+        acks, self._pending_acks = tuple(self._pending_acks), []
+        return acks
+
+    def _poll(self, acks: tuple[tuple[int, int], ...] = ()) -> None:
+        """Send a poll carrying ``acks`` (any thread); its answer goes to :meth:`_polled`."""
         with self._lock:
-            return _MAX_BUFFERED - len(self._buffer)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._round()
-            except AlreadyClosedError:
+            if self._stop.is_set() or self._closed or self._need_subscribe:
                 return
-            except DcpsError as exc:
-                if "not a subscriber" in str(exc):  # store restarted, or we timed out
-                    self._forget_held()
-                    self._need_subscribe = True
-                    continue
-                if "was closed" in str(exc):
-                    self._close_by_store(str(exc))
-                    return
-                if not isinstance(exc, DcpsTimeoutError):
-                    self._report(exc)
-                self._stop.wait(0.1)
-            except Exception as exc:  # an on_element callback failed: report, go on
-                self._report(DcpsError(f"on_element raised {type(exc).__name__}: {exc}"))
-
-    def _round(self) -> None:
-        if self._need_subscribe:
-            self._subscribe()
-            self._need_subscribe = False
-        room = self._room()
-        if room <= 0:
-            with self._lock:
-                self._lock.wait_for(lambda: len(self._buffer) < _MAX_BUFFERED or self._closed, 0.2)
-            return
-        if self.ack_timing is AckTiming.ASYNC:
-            self._flush_acks()
+            room = _MAX_BUFFERED - len(self._buffer) - self._queued
+            count = max(1, min(room, self.window or room))  # the store keeps to the window
+            self._in_flight += 1
+            self._last_poll = time.monotonic()
         request = DurablePollRequest(
-            self.topic.name,
-            self.name,
-            self.subscriber_id,
-            min(room, self.window or room),
-            _POLL_WAIT_MS,
+            self.topic.name, self.name, self.subscriber_id, count, _POLL_WAIT_MS, acks
         )
-        delivery: DurableDelivery = self._request(request, DurableDelivery.from_wire)
+        try:
+            fut = self._client._call(request, DurableDelivery.from_wire)
+        except DcpsError as exc:
+            with self._lock:
+                self._in_flight -= 1
+            self._failed(exc)
+            return
+        fut.add_done_callback(self._polled)
+
+    def _polled(self, fut: Future[DurableDelivery]) -> None:
+        """A poll's answer (the reply thread): deliver it, and poll again if none is in flight."""
+        with self._lock:
+            self._in_flight -= 1
         if self._stop.is_set():
             return
-        self.outstanding = delivery.outstanding
-        if delivery.notice & Notice.FILTER_CONFLICT:
-            self._keep = self._compile(delivery.message)
-            self._report(FilterConflictError(self.name, delivery.message))
-        if delivery.notice & Notice.CLOSED:
-            self._close_by_store(delivery.message)
-            raise AlreadyClosedError(self._closed_text())
-        if delivery.channels:
-            self._deliver(delivery)
+        try:
+            self._handle(fut.result())
+        except BaseException as exc:  # a failed poll, or a malformed answer: the supervisor's
+            self._failed(exc)
+            return
+        with self._lock:
+            room = _MAX_BUFFERED - len(self._buffer) - self._queued
+            again = not self._in_flight and room > 0 and not self._closed
+            more = self._take_acks() if again else ()
+        if again:
+            self._poll(more)
+
+    def _handle(self, d: DurableDelivery) -> None:
+        if d.refused:
+            (c, o, why), more = d.refused[0], len(d.refused) - 1
+            self._report(
+                PreconditionNotMetError(
+                    f"cannot acknowledge element ({c}, {o}) of durable {self.name!r}: "
+                    f"{why.name.lower().replace('_', ' ')}"
+                    + (f" (and {more} more)" if more else "")
+                )
+            )
+        self.outstanding = d.outstanding
+        if d.notice & Notice.FILTER_CONFLICT:
+            self._keep = self._compile(d.message)
+            self._report(FilterConflictError(self.name, d.message))
+        if d.notice & Notice.CLOSED:
+            self._close_by_store(d.message)
+            return
+        if d.channels:
+            self._deliver(d)
 
     def _deliver(self, d: DurableDelivery) -> None:
         values = self._decode(d.data, list(d.sizes))
         rows = zip(values, d.channels, d.offsets, d.stamps, d.redeliveries, strict=True)
         keep = self._keep
+        unseen: list[tuple[int, int]] = []
         if keep is not None and self.kind.acknowledged:
             # the filter runs on the values first: no element is made for what it drops
             many = getattr(keep, "matches_many", None)
             flags = many(values) if many is not None else [keep.matches(v) for v in values]
             unseen = [(c, o) for f, c, o in zip(flags, d.channels, d.offsets, strict=True) if not f]
             rows = (r for f, r in zip(flags, rows, strict=True) if f)  # type: ignore[assignment]
-            if unseen:
-                self.filtered += len(unseen)
-                if self.ack_timing is AckTiming.ASYNC:  # sent with the next batch of acks
-                    with self._lock:
-                        self._pending_acks.extend(unseen)
-                else:
-                    self._settle(DurableAckRequest, unseen)
-        elements = [
-            DurableElement(v, c, o, ts, n, self.topic.name, self) for v, c, o, ts, n in rows
-        ]
+            self.filtered += len(unseen)
+        topic = self.topic.name
+        elements = [DurableElement(v, c, o, ts, n, topic, self) for v, c, o, ts, n in rows]
         with self._lock:
+            # elements the durable's filter does not keep: acknowledged unseen, with the next poll
+            self._pending_acks.extend(unseen)
             if self.kind.acknowledged:
-                for e in elements:
-                    self._held[(e.topic, e.channel, e.offset)] = e
+                self._held.update(((topic, e.channel, e.offset), e) for e in elements)
             if self._on_element is None:
                 self._buffer.extend(elements)
                 self._lock.notify_all()
                 return
-        for e in elements:
-            self._on_element(e)
-            if self.ack_mode is AckMode.AUTO and self.kind.acknowledged:
-                self.ack(e)
+            self._calls.append(elements)  # the callbacks run on the subscriber's thread
+            self._queued += len(elements)
+        self._wake.set()
+
+    def _failed(self, exc: BaseException) -> None:
+        """A poll failed: the subscriber's thread decides (subscribe again, report, close)."""
+        with self._lock:
+            self._failures.append(exc)
+        self._wake.set()
+
+    def _run(self) -> None:
+        """The subscriber's thread: restarts polling after failures, runs on_element callbacks,
+        keeps a poll in flight (a keepalive while the application is behind)."""
+        self._poll()
+        while not self._stop.is_set():
+            self._wake.wait(0.2)
+            self._wake.clear()
+            with self._lock:
+                failures, self._failures = self._failures, []
+                calls, self._calls = self._calls, []
+            for elements in calls:
+                self._callbacks(elements)
+            if self._stop.is_set() or self._closed:
+                return
+            if failures:
+                if not self._recover(failures[-1]):
+                    return
+                continue
+            with self._lock:
+                room = _MAX_BUFFERED - len(self._buffer) - self._queued
+                due = not self._in_flight and (
+                    room > 0 or time.monotonic() >= self._last_poll + _KEEPALIVE
+                )
+                acks = self._take_acks() if due else ()
+            if due:
+                self._poll(acks)
+
+    def _recover(self, exc: BaseException) -> bool:
+        """After a failed poll: subscribe again if the store forgot us; False once closed."""
+        if not isinstance(exc, DcpsError):
+            self._report(DcpsError(f"durable {self.name!r}: {type(exc).__name__}: {exc}"))
+            self._stop.wait(0.1)
+            self._poll()
+            return True
+        text = str(exc)
+        if "not a subscriber" in text or any(m in text for m in RESUBSCRIBE_MARKERS):
+            # the store restarted, or we timed out: what we held comes again
+            self._forget_held()
+            with self._lock:
+                self._need_subscribe = True  # no polls until subscribed again
+            try:
+                self._subscribe()
+            except DcpsError as again:
+                if not isinstance(again, DcpsTimeoutError):
+                    self._report(again)
+                self._stop.wait(0.1)
+                self._failed(exc)  # try again
+                return True
+            with self._lock:
+                self._need_subscribe = False
+            self._poll()
+            return True
+        if "was closed" in text:
+            self._close_by_store(text)
+            return False
+        if not isinstance(exc, DcpsTimeoutError):
+            self._report(exc)
+        self._stop.wait(0.1)
+        self._poll()
+        return True
+
+    def _callbacks(self, elements: list[DurableElement[T]]) -> None:
+        """Run on_element for a delivery (the subscriber's thread); automatic acks after it."""
+        assert self._on_element is not None
+        processed: list[DurableElement[T]] = []
+        try:
+            for e in elements:
+                if self._closed:
+                    break
+                self._on_element(e)
+                processed.append(e)
+        except Exception as exc:  # an on_element callback failed: report, go on
+            self._report(DcpsError(f"on_element raised {type(exc).__name__}: {exc}"))
+        finally:
+            with self._lock:
+                self._queued -= len(elements)
+        # automatic: acknowledged once the callbacks returned, for what they processed
+        if self.ack_mode is AckMode.AUTO and self.kind.acknowledged and processed:
+            try:
+                self.ack(processed)
+            except DcpsError as exc:
+                self._report(exc)
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -613,6 +791,7 @@ class DurableSubscriber(Generic[T]):
         with self._lock:
             self._closed = True
             self._lock.notify_all()
+        self._wake.set()
         if self._acker is not None:
             self._acker.join()
         # also ends the poll waiting at the store; a store gone closes silent subscribers itself

@@ -21,8 +21,23 @@ publish, an acknowledgement freeing a window, a rollback). Polls also tell
 the store the subscriber is alive: one silent for its timeout is closed and
 its unacknowledged elements are redelivered.
 
-Requests of a subscriber are accepted only from the client (the
-authenticated client id, with a namespace key) that subscribed it.
+Requests of a subscriber are accepted only from the client that subscribed
+it; with a namespace key, only with the proof of the subscriber's own
+secret, agreed by a key exchange in DURABLE_SUBSCRIBE as a channel group
+member's is in JOIN (``dcps/wire/_auth_member.py``): another holder of the
+namespace key, even one sending under the subscriber's client id, cannot
+poll, acknowledge, roll back or close for it, nor subscribe again in its
+name while it is live. The secrets are kept with the members' (under the
+durable's log group name, which no JOIN can name) and forgotten when the
+subscriber leaves.
+
+A poll carries the acknowledgements its subscriber made since the previous
+one (:attr:`DurablePollRequest.acks`, asynchronous acknowledgements): one
+round trip settles a window and fetches the next. Their state is written
+once per store round for every durable they touched (DURABLE_ACK, the
+synchronous acknowledgement, is written before it is answered): a store
+killed within the round delivers those elements again, as the asynchronous
+acknowledgement timing documents.
 """
 
 from __future__ import annotations
@@ -36,7 +51,11 @@ from typing import Any
 
 import attrs
 
+from dcps.wire._auth_member import MemberSecret
+from dcps.wire._codes import Op
 from dcps.wire._durables import (
+    DURABLE_GROUP_PREFIX,
+    AckStatus,
     DurableAcked,
     DurableAckRequest,
     DurableCloseRequest,
@@ -54,6 +73,7 @@ from dcps.wire._durables import (
     StartMode,
 )
 from dcps.wire._replies import ok_reply
+from dcps.wire._sealing import Sealer
 from idl._errors import (
     BadParameterError,
     InconsistentPolicyError,
@@ -64,19 +84,34 @@ from idl._errors import (
 from ._durable_state import DurableState, Position
 from ._log import ChannelLog
 
-__all__ = ["DURABLE_GROUP_PREFIX", "DURABLE_HANDLERS", "DurableService", "siblings"]
+__all__ = [
+    "DURABLE_GROUP_PREFIX",
+    "DURABLE_HANDLERS",
+    "DURABLE_MEMBER_OPS",
+    "DurableService",
+    "secret_ident",
+    "siblings",
+]
 
 _log = logging.getLogger("dcps.store.durables")
 
-#: Log group name prefix of a durable's floors. A backslash never passes a wire name
-#: check, so no client can address (commit, seek, read) a durable's group as a group.
-DURABLE_GROUP_PREFIX = "\\durable\\"
 #: Live updates a last-value subscriber may have waiting before older ones are dropped.
 _LAST_VALUE_QUEUE = 1024
 #: Subscribers closed by the store remembered per durable (to tell them so when they poll).
 _CLOSED_KEPT = 1024
 #: How often consumed elements are released from the log (the floors move at every ack).
 _TRIM_INTERVAL = 0.05
+
+
+#: Requests proven with the subscriber's secret (DURABLE_SUBSCRIBE: when it is live).
+DURABLE_MEMBER_OPS = frozenset(
+    {Op.DURABLE_SUBSCRIBE, Op.DURABLE_POLL, Op.DURABLE_ACK, Op.DURABLE_ROLLBACK, Op.DURABLE_CLOSE}
+)
+
+
+def secret_ident(topic: str, name: str, subscriber: str) -> tuple[str, str, str]:
+    """Where the store keeps the secret of ``subscriber`` of durable ``name`` (with members')."""
+    return (topic, DURABLE_GROUP_PREFIX + name, subscriber)
 
 
 def siblings(a: str, b: str) -> bool:
@@ -121,10 +156,16 @@ class _Durable:
         return DURABLE_GROUP_PREFIX + self.name
 
 
+#: Refused acknowledgements: (channel, offset, why).
+_Refused = tuple[tuple[int, int, AckStatus], ...]
+
+
 @attrs.define
 class _Parked:
     call: Any
     deadline: float
+    #: refusals of the acknowledgements the poll carried (empty: all done)
+    refused: _Refused = ()
 
 
 class DurableService:
@@ -143,8 +184,16 @@ class DurableService:
         *,
         split: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        sealer: Sealer | None = None,
+        incarnation: str = "",
+        secrets: Callable[[tuple[str, str, str], MemberSecret | None], None] | None = None,
     ) -> None:
+        """``sealer``, ``incarnation`` and ``secrets`` (keep a secret; None forgets it)
+        authenticate subscribers per member with a namespace key."""
         self._log = log
+        self._sealer = sealer
+        self._incarnation = incarnation
+        self._keep_secret = secrets
         self._reply = reply
         self._fail = fail
         self._split = split
@@ -152,6 +201,8 @@ class DurableService:
         self._durables: dict[str, _Durable] = {}
         self._parked: dict[tuple[str, str], _Parked] = {}  # (durable, subscriber) -> poll
         self._next_trim: dict[str, float] = {}
+        self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
+        self._dirty: set[str] = set()  # durables whose acks (carried by polls) are not written
         self._load()
 
     # -- loading and persisting ------------------------------------------------------
@@ -243,10 +294,14 @@ class DurableService:
         self._log.write(f"acknowledging elements of durable {d.name!r}", write)
 
     def _topic_id(self, topic: str) -> int:
+        known = self._topic_ids.get(topic)
+        if known is not None:
+            return known
         with self._log.read(f"looking up topic {topic!r}") as db:
             row = db.execute("SELECT id FROM topics WHERE name = ?", (topic,)).fetchone()
         if row is None:
             raise BadParameterError(f"no channelled topic {topic!r} in the store")
+        self._topic_ids[topic] = int(row[0])
         return int(row[0])
 
     # -- requests ------------------------------------------------------------------------
@@ -269,6 +324,7 @@ class DurableService:
             self._persist_acks(d)
             self._reply(call, DurableAcked(tuple(statuses)))
             self._serve_parked()
+
         elif isinstance(r, DurableCloseRequest):
             d, _ = self._subscriber(call.client, r.topic, r.name, r.subscriber)
             self._drop_subscriber(d, r.subscriber)
@@ -345,13 +401,41 @@ class DurableService:
                         "UPDATE durables SET filter = ? WHERE name = ?", (d.filter, d.name)
                     ),
                 )
+        exchange, secret = self._exchange(r)
         d.subs[r.subscriber] = sub
         d.closed.pop(r.subscriber, None)
         if d.kind.acknowledged:
             d.state.add(r.subscriber, window)
         elif r.topic in d.values:  # last-value: start with the topic's last element
             sub.updates.append(d.values[r.topic])
-        return DurableSubscribed(d.kind, info.channel_count, created, d.filter)
+        if secret is not None and self._keep_secret is not None:
+            self._keep_secret(secret_ident(r.topic, r.name, r.subscriber), secret)
+        return DurableSubscribed(d.kind, info.channel_count, created, d.filter, exchange)
+
+    def _exchange(self, r: DurableSubscribeRequest) -> tuple[bytes, MemberSecret | None]:
+        """The store's half of a subscriber's key exchange (none without a namespace key)."""
+        if self._sealer is None or not self._sealer.enabled:
+            return b"", None
+        if not r.offer:
+            raise BadParameterError(
+                f"a DURABLE_SUBSCRIBE of {r.subscriber!r} to durable {r.name!r} of topic "
+                f"{r.topic!r} carries no key-exchange offer: the store's namespace has a key"
+            )
+        return self._sealer.answer_member_offer(
+            r.offer,
+            group=DURABLE_GROUP_PREFIX + r.name,
+            member=r.subscriber,
+            incarnation=self._incarnation,
+        )
+
+    def live(self, name: str, subscriber: str) -> bool:
+        """Whether ``subscriber`` of durable ``name`` is subscribed now (its secret proves it)."""
+        d = self._durables.get(name)
+        return d is not None and subscriber in d.subs
+
+    def _forget(self, sub: _Sub, durable: str) -> None:
+        if self._keep_secret is not None:
+            self._keep_secret(secret_ident(sub.topic, durable, sub.name), None)
 
     def _replace(self, d: _Durable, r: DurableSubscribeRequest) -> None:
         """Delete durable ``d`` to create it anew with another topic or filter (JMS)."""
@@ -464,31 +548,55 @@ class DurableService:
             return
         d, sub = self._subscriber(call.client, r.topic, r.name, r.subscriber)
         key = (d.name, sub.name)
+        refused: _Refused = ()
+        if r.acks:
+            if not d.kind.acknowledged:
+                raise PreconditionNotMetError("last-value durables are not acknowledged")
+            done = d.state.ack(r.subscriber, r.acks)
+            self._dirty.add(d.name)  # written at the end of the store's round, with the others'
+            refused = tuple(
+                (c, o, s) for (c, o), s in zip(r.acks, done, strict=True) if s is not AckStatus.DONE
+            )
         earlier = self._parked.pop(key, None)
-        if earlier is not None:  # a poll superseded (the client gave up on it): answer empty
-            self._reply(earlier.call, self._delivery(d, sub, []))
-        delivery = self._take(d, sub, r.count)
+        if earlier is not None:
+            # the waiting poll is answered with what this one's acks freed (or empty), and
+            # this one waits in its place: one answer per poll, none of them wasted
+            refused = earlier.refused + refused
+            got = self._take(d, sub, earlier.call.request.count, refused)
+            self._reply(earlier.call, got or self._delivery(d, sub, [], refused))
+            refused = ()
+        delivery = self._take(d, sub, r.count, refused)
+        if r.acks:
+            self._serve_parked()  # the acks may free elements for others (serial)
         if delivery is None and r.wait_ms > 0:
-            self._parked[key] = _Parked(call, self._clock() + r.wait_ms / 1000)
+            self._parked[key] = _Parked(call, self._clock() + r.wait_ms / 1000, refused)
             return
-        self._reply(call, delivery or self._delivery(d, sub, []))
+        self._reply(call, delivery or self._delivery(d, sub, [], refused))
 
     def _tails(self, d: _Durable) -> dict[int, int]:
         return {c: s.tail + 1 for c, s in enumerate(self._log.channel_states(d.topic))}
 
-    def _take(self, d: _Durable, sub: _Sub, count: int) -> DurableDelivery | None:
-        """What ``sub`` gets now, or None when there is nothing (and no notice) for it."""
+    def _take(
+        self, d: _Durable, sub: _Sub, count: int, refused: _Refused = ()
+    ) -> DurableDelivery | None:
+        """What ``sub`` gets now, or None when there is nothing (no notice, no refusal) for it."""
         if not d.kind.acknowledged:
             items = [sub.updates.popleft() for _ in range(min(count, len(sub.updates)))]
             if not items and not sub.notice:
                 return None
             return self._last_values(d, sub, items)
         got = d.state.deliver(sub.name, count, self._tails(d))
-        if not got and not sub.notice:
+        if not got and not sub.notice and not refused:
             return None
-        return self._delivery(d, sub, got)
+        return self._delivery(d, sub, got, refused)
 
-    def _delivery(self, d: _Durable, sub: _Sub, got: list[tuple[Position, int]]) -> DurableDelivery:
+    def _delivery(
+        self,
+        d: _Durable,
+        sub: _Sub,
+        got: list[tuple[Position, int]],
+        refused: _Refused = (),
+    ) -> DurableDelivery:
         channels: list[int] = []
         offsets: list[int] = []
         counts: list[int] = []
@@ -504,14 +612,12 @@ class DurableService:
                     f"{d.topic!r} channel {c} are no longer in the log"
                 )
             payloads = run.payloads()
-            ts = run.timestamps().tolist()
-            for i in range(n):
-                channels.append(c)
-                offsets.append(first + i)
-                counts.append(by_position[(c, first + i)])
-                stamps.append(ts[i])
-                sizes.append(len(payloads[i]))
-                data.append(payloads[i])
+            channels.extend([c] * n)
+            offsets.extend(range(first, first + n))
+            counts.extend([by_position[(c, o)] for o in range(first, first + n)])
+            stamps.extend(run.timestamps().tolist())
+            sizes.extend(map(len, payloads))
+            data.extend(payloads)
         notice, message = sub.notice, sub.message
         sub.notice, sub.message = Notice.NONE, ""
         tails = self._tails(d)
@@ -525,6 +631,7 @@ class DurableService:
             notice,
             message,
             d.state.outstanding(tails),
+            refused,
         )
 
     def _last_values(
@@ -578,7 +685,9 @@ class DurableService:
     # -- subscribers leaving --------------------------------------------------------------
 
     def _drop_subscriber(self, d: _Durable, name: str) -> None:
-        d.subs.pop(name, None)
+        gone = d.subs.pop(name, None)
+        if gone is not None:
+            self._forget(gone, d.name)
         d.state.remove(name)
         parked = self._parked.pop((d.name, name), None)
         if parked is not None:
@@ -592,7 +701,9 @@ class DurableService:
 
     def _close_by_store(self, d: _Durable, name: str, why: str) -> None:
         """Close subscriber ``name`` (its parked poll is told why; its elements are redelivered)."""
-        d.subs.pop(name, None)
+        gone = d.subs.pop(name, None)
+        if gone is not None:
+            self._forget(gone, d.name)
         d.state.remove(name)
         parked = self._parked.pop((d.name, name), None)
         if parked is not None:
@@ -641,7 +752,13 @@ class DurableService:
         self._serve_parked()
 
     def tick(self) -> None:
-        """Once per store round: expire silent subscribers and idle durables, answer polls."""
+        """Once per store round: write acks, expire silent subscribers and idle durables,
+        answer polls."""
+        for name in self._dirty:
+            dirty = self._durables.get(name)
+            if dirty is not None:
+                self._persist_acks(dirty)
+        self._dirty.clear()
         now = self._clock()
         for d in list(self._durables.values()):
             for sub in list(d.subs.values()):
@@ -677,14 +794,14 @@ class DurableService:
                 continue
             sub.last_seen = now
             try:
-                delivery = self._take(d, sub, parked.call.request.count)
+                delivery = self._take(d, sub, parked.call.request.count, parked.refused)
             except Exception as exc:  # answered alone; the others go on
                 self._fail(parked.call, exc)
                 continue
             if delivery is not None:
                 self._reply(parked.call, delivery)
             elif now >= parked.deadline:
-                self._reply(parked.call, self._delivery(d, sub, []))
+                self._reply(parked.call, self._delivery(d, sub, [], parked.refused))
             else:
                 self._parked[key] = parked  # back at the end: the next round starts elsewhere
 

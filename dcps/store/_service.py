@@ -89,7 +89,7 @@ from idl._identity import type_identity
 
 from ._admin import ADMIN_HANDLERS, SHARE_ADMIN_HANDLERS
 from ._durability import DurabilityService
-from ._durables import DURABLE_HANDLERS, DurableService
+from ._durables import DURABLE_HANDLERS, DURABLE_MEMBER_OPS, DurableService, secret_ident
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
 from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
 from ._log import (
@@ -305,7 +305,13 @@ class Store:
             self._queues = QueueTable(self.log)
             #: The durable subscriptions (``_durables.py``).
             self.durables = DurableService(
-                self.log, self._reply, self._fail, split=self.share.count > 1
+                self.log,
+                self._reply,
+                self._fail,
+                split=self.share.count > 1,
+                sealer=self._sealer,
+                incarnation=self.incarnation,
+                secrets=self._keep_member_secret,
             )
         except BaseException:
             self.log.close()
@@ -601,8 +607,15 @@ class Store:
             self._drop(f"undecodable request from {sample.client!r}: {sample.problem}")
             return False
         ident = (sample.topic, sample.group, sample.member)
+        if sample.op in DURABLE_MEMBER_OPS:  # a durable subscriber's secret (``_durables.py``)
+            ident = secret_ident(*ident)
         secret = self._secrets.get(ident)
-        live = sample.op == Op.JOIN and secret is not None and self._member_live(*ident)
+        live = secret is not None and (
+            self._member_live(*ident)
+            if sample.op == Op.JOIN
+            else sample.op == Op.DURABLE_SUBSCRIBE
+            and self.durables.live(sample.group, sample.member)
+        )
         try:
             self._sealer.open_request(sample, self.incarnation, secret, proof_required=live)
         except AuthenticationError as exc:
@@ -642,10 +655,14 @@ class Store:
         )
 
     def _keep_secret(self, r: JoinRequest, secret: MemberSecret | None) -> None:
+        if secret is not None:
+            self._keep_member_secret((r.topic, r.group, r.member), secret)
+
+    def _keep_member_secret(self, ident: tuple[str, str, str], secret: MemberSecret | None) -> None:
+        """Keep the secret of a member (or durable subscriber); None forgets it."""
+        self._secrets.pop(ident, None)
         if secret is None:
             return
-        ident = (r.topic, r.group, r.member)
-        self._secrets.pop(ident, None)
         self._secrets[ident] = secret
         while len(self._secrets) > MAX_MEMBER_SECRETS:
             self._secrets.popitem(last=False)

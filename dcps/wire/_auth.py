@@ -94,6 +94,9 @@ DEFAULT_ADMIN_KINDS = frozenset(
 #: Kinds accepted only with the proof of the member that joined.
 DEFAULT_MEMBER_KINDS = frozenset(
     {"request/commit", "request/seek", "request/heartbeat", "request/leave"}
+    # a durable subscriber's requests (its secret is agreed at DURABLE_SUBSCRIBE)
+    | {"request/durable_poll", "request/durable_ack", "request/durable_rollback"}
+    | {"request/durable_close"}
 )
 #: Kinds exempt from the freshness window (transient-local state).
 DEFAULT_DURABLE_KINDS = frozenset({"announcement", "assignment"})

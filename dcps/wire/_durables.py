@@ -7,6 +7,11 @@ request is a frozen value with ``to_wire`` (client) and ``from_wire`` (store,
 validating it whole, like ``_requests.py``); each reply a frozen value with
 ``to_wire`` (store) and ``from_wire`` (client).
 
+Acknowledged positions travel as runs of consecutive offsets (a window of
+64 elements of one channel is one run), and a poll carries the
+acknowledgements made since the previous one, so one round trip both
+settles a window and fetches the next (``DurablePollRequest.acks``).
+
 =======================  =====================================================
 request (Op)             fields of :class:`~dcps.wire._messages.Request`
 =======================  =====================================================
@@ -14,10 +19,14 @@ DURABLE_SUBSCRIBE (20)   topic, group = durable name, member = subscriber id,
                          number = window (0: unlimited), flag = persistent | 2 *
                          anonymous | 4 * replace, text = filter, sizes = [kind, start mode,
                          timeout ms], offsets = [ttl ms, start offsets...],
-                         channels = the start offsets' channels
+                         channels = the start offsets' channels, blob = the
+                         subscriber's key-exchange offer (with a namespace key)
 DURABLE_POLL (21)        topic, group, member, number = most elements,
-                         sizes = [wait ms]
-DURABLE_ACK (22)         topic, group, member, channels[i], offsets[i]
+                         sizes = [wait ms, run lengths...], channels[i],
+                         offsets[i] = the runs of elements acknowledged with
+                         the poll (run i: sizes[i + 1] offsets from offsets[i])
+DURABLE_ACK (22)         topic, group, member, runs: channels[i], offsets[i]
+                         (first offset), sizes[i] (run length)
 DURABLE_ROLLBACK (23)    the same as DURABLE_ACK
 DURABLE_CLOSE (24)       topic, group, member
 DURABLE_UNSUBSCRIBE (25) topic, group, flag = 1: whatever its topic (topic may be empty)
@@ -39,6 +48,7 @@ from ._limits import MAX_CHANNELS, MAX_ELEMENT_SIZE, check_channels, check_wire_
 from ._messages import Reply, Request
 
 __all__ = [
+    "DURABLE_GROUP_PREFIX",
     "DURABLE_REQUESTS",
     "MAX_DURABLE_ACKS",
     "MAX_DURABLE_POLL",
@@ -61,8 +71,13 @@ __all__ = [
     "DurableUnsubscribed",
     "Notice",
     "StartMode",
+    "to_runs",
 ]
 
+#: Log group name prefix of a durable's floors, and the group its subscribers' secrets are
+#: derived for. A backslash never passes a wire name check, so no client can address
+#: (commit, seek, read, join) a durable's group as a group.
+DURABLE_GROUP_PREFIX = "\\durable\\"
 #: Most elements one DURABLE_POLL may ask for.
 MAX_DURABLE_POLL = 65_536
 #: Largest window a subscriber may ask for (0 stands for unlimited).
@@ -166,6 +181,54 @@ def _durable_fields(r: Request, *, member: bool = True) -> tuple[str, str, str]:
     )
 
 
+def to_runs(positions: tuple[tuple[int, int], ...]) -> tuple[list[int], list[int], list[int]]:
+    """``positions`` as runs of consecutive offsets: (channels, first offsets, lengths).
+
+    Consecutive positions of one channel with consecutive offsets make one
+    run; the order of the positions is kept (runs are not merged across it).
+    """
+    channels: list[int] = []
+    firsts: list[int] = []
+    lengths: list[int] = []
+    last_c = last_o = -2
+    for c, o in positions:
+        if c == last_c and o == last_o + 1:
+            lengths[-1] += 1
+        else:
+            channels.append(c)
+            firsts.append(o)
+            lengths.append(1)
+        last_c, last_o = c, o
+    return channels, firsts, lengths
+
+
+def _runs(r: Request, lengths: list[int]) -> tuple[tuple[int, int], ...]:
+    """The positions of the runs a request carries, validated whole (bounded, in range)."""
+    if not len(r.channels) == len(r.offsets) == len(lengths):
+        raise BadParameterError(
+            f"request fields 'channels', 'offsets' and the run lengths differ in length "
+            f"({len(r.channels)}, {len(r.offsets)} and {len(lengths)})"
+        )
+    if not lengths:
+        return ()
+    if min(lengths) < 1:
+        raise BadParameterError("a run of acknowledged positions has length >= 1")
+    total = sum(lengths)
+    if total > MAX_DURABLE_ACKS:
+        raise BadParameterError(
+            f"{total} positions in one request; the limit is {MAX_DURABLE_ACKS}"
+        )
+    if not (min(r.channels) >= 0 and max(r.channels) < MAX_CHANNELS):
+        raise BadParameterError(f"request field 'channels': channels are 0..{MAX_CHANNELS - 1}")
+    if min(r.offsets) < 0:
+        raise BadParameterError(f"request field 'offsets' holds {min(r.offsets)}: offsets >= 0")
+    out: list[tuple[int, int]] = []
+    for c, first, n in zip(r.channels, r.offsets, lengths, strict=True):
+        c, first = int(c), int(first)
+        out.extend((c, o) for o in range(first, first + int(n)))
+    return tuple(out)
+
+
 @attrs.frozen
 class DurableSubscribeRequest:
     """Subscribe ``subscriber`` to durable ``name`` of ``topic``, creating it if new.
@@ -193,12 +256,15 @@ class DurableSubscribeRequest:
     replace: bool = False
     """An idle durable of this name and kind with another topic or filter is deleted and
     created anew (JMS's rule for unshared durable subscriptions)."""
+    #: The subscriber's key-exchange offer (with a namespace key; see ``_auth_member.py``).
+    offer: bytes = b""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
             client=client,
             request_id=request_id,
             op=Op.DURABLE_SUBSCRIBE,
+            blob=self.offer,
             topic=self.topic,
             group=self.name,
             member=self.subscriber,
@@ -240,6 +306,8 @@ class DurableSubscribeRequest:
             raise BadParameterError("a durable's start offsets are >= 0")
         if len(r.text) > 4096:
             raise BadParameterError("a durable filter has at most 4096 characters")
+        if len(r.blob) > 1024:
+            raise BadParameterError("a key-exchange offer has at most 1024 bytes")
         return cls(
             topic,
             name,
@@ -254,12 +322,18 @@ class DurableSubscribeRequest:
             timeout_ms,
             ttl_ms,
             bool(r.flag & 4),
+            bytes(r.blob),
         )
 
 
 @attrs.frozen
 class DurablePollRequest:
-    """Up to ``count`` elements for ``subscriber``; the store may hold it ``wait_ms``."""
+    """Up to ``count`` elements for ``subscriber``; the store may hold it ``wait_ms``.
+
+    ``acks``: positions the subscriber acknowledges first (as DURABLE_ACK
+    would; refusals come back in :attr:`DurableDelivery.refused`), so
+    one round trip settles a window and asks for the next.
+    """
 
     op: ClassVar[Op] = Op.DURABLE_POLL
     topic: str
@@ -267,8 +341,10 @@ class DurablePollRequest:
     subscriber: str
     count: int
     wait_ms: int = 0
+    acks: tuple[tuple[int, int], ...] = ()
 
     def to_wire(self, client: str, request_id: int) -> Request:
+        channels, firsts, lengths = to_runs(self.acks)
         return Request(
             client=client,
             request_id=request_id,
@@ -277,38 +353,24 @@ class DurablePollRequest:
             group=self.name,
             member=self.subscriber,
             number=self.count,
-            sizes=[self.wait_ms],
+            sizes=[self.wait_ms, *lengths],
+            channels=channels,
+            offsets=firsts,
         )
 
     @classmethod
     def from_wire(cls, r: Request) -> Self:
         topic, name, subscriber = _durable_fields(r)
-        if len(r.sizes) != 1:
-            raise BadParameterError("request field 'sizes' must hold [wait_ms]")
+        if len(r.sizes) < 1:
+            raise BadParameterError("request field 'sizes' must hold [wait_ms, run lengths...]")
         return cls(
             topic,
             name,
             subscriber,
             _bounded(int(r.number), "number (count)", 1, MAX_DURABLE_POLL),
             _bounded(int(r.sizes[0]), "sizes (wait_ms)", 0, MAX_DURABLE_WAIT_MS),
+            _runs(r, list(r.sizes[1:])),
         )
-
-
-def _positions(r: Request) -> tuple[tuple[int, int], ...]:
-    if len(r.channels) != len(r.offsets):
-        raise BadParameterError(
-            f"request fields 'channels' and 'offsets' differ in length "
-            f"({len(r.channels)} and {len(r.offsets)})"
-        )
-    if len(r.channels) > MAX_DURABLE_ACKS:
-        raise BadParameterError(
-            f"{len(r.channels)} positions in one request; the limit is {MAX_DURABLE_ACKS}"
-        )
-    if r.channels and not (min(r.channels) >= 0 and max(r.channels) < MAX_CHANNELS):
-        raise BadParameterError(f"request field 'channels': channels are 0..{MAX_CHANNELS - 1}")
-    if r.offsets and min(r.offsets) < 0:
-        raise BadParameterError(f"request field 'offsets' holds {min(r.offsets)}: offsets >= 0")
-    return tuple(zip((int(c) for c in r.channels), (int(o) for o in r.offsets), strict=True))
 
 
 @attrs.frozen
@@ -322,6 +384,7 @@ class DurableAckRequest:
     positions: tuple[tuple[int, int], ...]
 
     def to_wire(self, client: str, request_id: int) -> Request:
+        channels, firsts, lengths = to_runs(self.positions)
         return Request(
             client=client,
             request_id=request_id,
@@ -329,13 +392,14 @@ class DurableAckRequest:
             topic=self.topic,
             group=self.name,
             member=self.subscriber,
-            channels=[c for c, _ in self.positions],
-            offsets=[o for _, o in self.positions],
+            channels=channels,
+            offsets=firsts,
+            sizes=lengths,
         )
 
     @classmethod
     def from_wire(cls, r: Request) -> Self:
-        return cls(*_durable_fields(r), _positions(r))
+        return cls(*_durable_fields(r), _runs(r, list(r.sizes)))
 
 
 @attrs.frozen
@@ -412,13 +476,16 @@ class DurableInfoRequest(DurableUnsubscribeRequest):
 class DurableSubscribed:
     """The answer to DURABLE_SUBSCRIBE: the durable's kind, channel count and filter in effect.
 
-    ``created``: the durable is new. ``notice``: news already due (a filter conflict).
+    ``created``: the durable is new. ``exchange``: the store's half of the
+    subscriber's key exchange (with a namespace key): the member secret it
+    completes proves the subscriber's later requests.
     """
 
     kind: DurableKind
     channel_count: int
     created: bool
     filter: str = ""
+    exchange: bytes = b""
 
     def to_wire(self, client: str, request_id: int) -> Reply:
         return Reply(
@@ -428,13 +495,20 @@ class DurableSubscribed:
             flag=int(self.created),
             codes=[self.kind.code],
             text=self.filter,
+            blob=self.exchange,
         )
 
     @classmethod
     def from_wire(cls, r: Reply) -> Self:
         if len(r.codes) != 1:
             raise BadParameterError("malformed DURABLE_SUBSCRIBE reply (no kind)")
-        return cls(DurableKind.from_code(int(r.codes[0])), int(r.number), bool(r.flag), r.text)
+        return cls(
+            DurableKind.from_code(int(r.codes[0])),
+            int(r.number),
+            bool(r.flag),
+            r.text,
+            bytes(r.blob),
+        )
 
 
 @attrs.frozen
@@ -444,6 +518,10 @@ class DurableDelivery:
     ``notice`` and ``message`` carry asynchronous
     news (:class:`Notice`); ``outstanding`` is the durable's count of
     elements not acknowledged yet (-1 for last-value durables).
+    ``refused``: acknowledgements a poll carried that were refused, as
+    ``(channel, offset, status)``. (A poll waiting at the store is answered
+    with the elements a later poll of the same subscriber freed, and the
+    later one waits in its place, so the refusals name their positions.)
     """
 
     channels: tuple[int, ...] = ()
@@ -455,11 +533,14 @@ class DurableDelivery:
     notice: Notice = Notice.NONE
     message: str = ""
     outstanding: int = 0
+    refused: tuple[tuple[int, int, AckStatus], ...] = ()
 
     def to_wire(self, client: str, request_id: int) -> Reply:
         return Reply(
             client=client,
             request_id=request_id,
+            sizes=[int(s) for _, _, s in self.refused],
+            tails=[v for c, o, _ in self.refused for v in (c, o)],
             channels=list(self.channels),
             offsets=list(self.offsets),
             codes=list(self.redeliveries),
@@ -476,19 +557,29 @@ class DurableDelivery:
         n = len(r.channels)
         if not (len(r.offsets) == len(r.codes) == len(r.stamps) == len(r.heads) == n):
             raise BadParameterError("malformed DURABLE_POLL reply (columns of different lengths)")
-        sizes = tuple(int(s) for s in r.heads)
-        if any(not 0 < s <= MAX_ELEMENT_SIZE for s in sizes) or sum(sizes) != len(r.blob):
+        sizes = tuple(r.heads)
+        if sum(sizes) != len(r.blob) or (n and (min(sizes) < 1 or max(sizes) > MAX_ELEMENT_SIZE)):
             raise BadParameterError("malformed DURABLE_POLL reply (sizes do not match the data)")
+        if len(r.tails) != 2 * len(r.sizes):
+            raise BadParameterError("malformed DURABLE_POLL reply (refused acknowledgements)")
+        try:
+            refused = tuple(
+                (int(r.tails[2 * i]), int(r.tails[2 * i + 1]), AckStatus(int(s)))
+                for i, s in enumerate(r.sizes)
+            )
+        except ValueError:
+            raise BadParameterError("malformed DURABLE_POLL reply (unknown status)") from None
         return cls(
-            tuple(int(c) for c in r.channels),
-            tuple(int(o) for o in r.offsets),
-            tuple(int(c) for c in r.codes),
-            tuple(int(s) for s in r.stamps),
+            tuple(r.channels),
+            tuple(r.offsets),
+            tuple(r.codes),
+            tuple(r.stamps),
             sizes,
             bytes(r.blob),
             Notice(int(r.flag) & 3),
             r.text,
             int(r.number),
+            refused,
         )
 
 

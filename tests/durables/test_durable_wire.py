@@ -8,8 +8,10 @@ import pytest
 
 from dcps import BadParameterError
 from dcps.wire._durables import (
+    AckStatus,
     DurableAckRequest,
     DurableCloseRequest,
+    DurableDelivery,
     DurableInfoRequest,
     DurableKind,
     DurablePollRequest,
@@ -18,7 +20,7 @@ from dcps.wire._durables import (
     DurableUnsubscribeRequest,
     StartMode,
 )
-from dcps.wire._messages import Request
+from dcps.wire._messages import Reply, Request
 from dcps.wire._requests import decode_request
 
 REQUESTS = [
@@ -38,6 +40,8 @@ REQUESTS = [
     ),
     DurableSubscribeRequest("t", "d", "s", DurableKind.LAST_VALUE),
     DurablePollRequest("t", "d", "s", 64, 1000),
+    DurablePollRequest("t", "d", "s", 64, 1000, ((0, 1), (0, 2), (0, 3), (2, 9), (0, 4))),
+    DurableSubscribeRequest("t", "d", "s", DurableKind.SHARED, offer=bytes(range(256))),
     DurableAckRequest("t", "d", "s", ((0, 1), (0, 2), (3, 9))),
     DurableRollbackRequest("t", "d", "s", ((1, 1),)),
     DurableCloseRequest("t", "d", "s"),
@@ -83,3 +87,41 @@ class TestDurableRequests:
             decode_request(dataclasses.replace(ack, offsets=[1, 2]))
         with pytest.raises(BadParameterError, match="offsets"):
             decode_request(dataclasses.replace(ack, offsets=[-1]))
+        with pytest.raises(BadParameterError, match="length >= 1"):
+            decode_request(dataclasses.replace(ack, sizes=[0]))
+        with pytest.raises(BadParameterError, match="limit"):
+            decode_request(dataclasses.replace(ack, sizes=[10**6]))
+        with pytest.raises(BadParameterError, match="run lengths differ"):
+            decode_request(dataclasses.replace(poll, channels=[0], offsets=[1]))
+
+    def test_acknowledgements_travel_as_runs(self) -> None:
+        """A window of one channel is one run on the wire, whatever its size."""
+        positions = tuple((0, o) for o in range(100, 164))
+        wire = DurablePollRequest("t", "d", "s", 64, 1000, positions).to_wire("c", 1)
+        assert (list(wire.channels), list(wire.offsets), list(wire.sizes)) == (
+            [0],
+            [100],
+            [1000, 64],
+        )
+        assert decode_request(wire).acks == positions  # type: ignore[union-attr]
+
+
+class TestDurableReplies:
+    def test_a_delivery_names_the_refused_acknowledgements(self) -> None:
+        """Refused acks come back with their positions and statuses; a bad status is refused."""
+        d = DurableDelivery(
+            (0,),
+            (5,),
+            (1,),
+            (123,),
+            (3,),
+            b"abc",
+            outstanding=4,
+            refused=((0, 2, AckStatus.ALREADY_ACKED), (1, 9, AckStatus.NOT_HELD)),
+        )
+        wire = d.to_wire("c", 1)
+        assert DurableDelivery.from_wire(Reply.deserialize(wire.serialize())) == d
+        with pytest.raises(BadParameterError, match="unknown status"):
+            DurableDelivery.from_wire(dataclasses.replace(wire, sizes=[1, 99]))
+        with pytest.raises(BadParameterError, match="sizes do not match"):
+            DurableDelivery.from_wire(dataclasses.replace(wire, blob=b"abcd"))

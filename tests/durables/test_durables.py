@@ -338,3 +338,30 @@ class TestLastValue:
         assert seqs([on_foo2.receive(TIMEOUT) for _ in range(2)]) == [3, 4]
         with pytest.raises(InconsistentPolicyError, match="durable of topic"):
             durables.sub(deeper, "lv", kind=DurableKind.LAST_VALUE)
+
+
+class TestBatches:
+    def test_receive_many_with_asynchronous_acks_delivers_each_element_once(
+        self, durables: Durables, topic: ChannelledTopic
+    ) -> None:
+        """receive_many hands out what has arrived (1..max_count); asynchronous acks ride on
+        the polls; every element comes exactly once and the durable ends with none
+        outstanding."""
+        subs = [durables.sub(topic, "sh", window=8, ack_timing=AckTiming.ASYNC) for _ in range(2)]
+        durables.publish(topic, range(100))
+        seen: list[int] = []
+        rounds = 0
+        while len(seen) < 100 and rounds < 2000:
+            rounds += 1
+            for sub in subs:
+                try:
+                    batch = sub.receive_many(5, timeout=0.05)
+                except DcpsTimeoutError:
+                    continue
+                assert 1 <= len(batch) <= 5
+                sub.ack(batch)
+                seen += seqs(batch)
+        assert sorted(seen) == list(range(100))
+        eventually(lambda: subs[0].info().outstanding == 0, TIMEOUT, "every ack recorded")
+        with pytest.raises(BadParameterError, match="max_count"):
+            subs[0].receive_many(0)
