@@ -33,7 +33,9 @@ def spark_session() -> Any:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(PEERS), path) if p)
     from dcps.spark import local_session
 
-    return local_session("dcps-tests")
+    # named explicitly: a cluster session earlier in this process (tests/spark/test_cluster.py)
+    # leaves its executors' PYTHONPATH in the JVM's configuration otherwise
+    return local_session("dcps-tests", **{"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]})
 
 
 def run_peer(*args: str, timeout: float = TIMEOUT) -> str:
