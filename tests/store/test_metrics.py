@@ -93,7 +93,9 @@ class TestWorkload:
         assert published > 10 * 10
         assert value(m, "dcps_store_stored_bytes_total", **t) == published
         assert value(m, "dcps_store_pushed_bytes_total", **t) == published
-        assert value(m, "dcps_store_fetched_elements_total", **t) >= 10
+        # the late member reads what the live tail's transient-local history no longer holds
+        # from the store (how much depends on how the publisher batched): at least one
+        assert 1 <= value(m, "dcps_store_fetched_elements_total", **t) <= 10
         assert value(m, "dcps_store_topic_elements", **t) == 6  # the 4 committed are released
         assert value(m, "dcps_store_group_members", topic=topic_name, group="g") == 1
         assert value(m, "dcps_store_group_lag", topic=topic_name, group="g", channel="0") == 6
