@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dcps import BadParameterError, DcpsError
+from dcps import AlreadyClosedError, BadParameterError, DcpsError, PreconditionNotMetError
 from dcps.channels import CommitStatus
 from dcps.store._log import ChannelLog, TopicInfo, default_channel_count
 
@@ -268,3 +268,53 @@ class TestFailedReadsSayWhatFailed:
             log.read("reading the durables") as db,
         ):
             db.execute("SELECT * FROM no_such_table")
+
+
+class TestTopicTypes:
+    def test_the_recorded_identity_is_accepted_again(self, log: ChannelLog) -> None:
+        """Naming the identity a topic was created with returns its configuration."""
+        created = log.ensure_topic("t", 1, type_name="T", type_identity="T#1")
+        assert log.ensure_topic("t", type_name="T", type_identity="T#1") == created
+
+    def test_another_type_name_is_refused_naming_the_known_one(self, log: ChannelLog) -> None:
+        """A topic created with a type name only refuses another type, naming the first."""
+        log.ensure_topic("t", 1, type_name="T")
+        with pytest.raises(PreconditionNotMetError, match=r"holds elements of type 'T'.*not 'U#1'"):
+            log.ensure_topic("t", type_name="U", type_identity="U#1")
+        assert log.topic("t") == TopicInfo("t", 1, False, "T", "")
+
+    def test_the_same_type_name_records_its_identity(self, log: ChannelLog) -> None:
+        """A topic created with a type name records the identity named with that name."""
+        log.ensure_topic("t", 1, type_name="T")
+        assert log.ensure_topic("t", type_name="T", type_identity="T#1").type_identity == "T#1"
+        assert log.topic("t").type_identity == "T#1"
+
+    def test_recording_a_type_that_fails_says_so(self, log: ChannelLog) -> None:
+        """A refused recording names the topic and records nothing."""
+        log.ensure_topic("t", 1)
+        refuse(log, "UPDATE", "topics")
+        with pytest.raises(DcpsError, match=re.escape("recording the type of topic 't' failed")):
+            log.ensure_topic("t", type_name="T", type_identity="T#1")
+
+
+class TestPublishKeys:
+    def test_a_key_is_remembered_across_a_reopen(self, tmp_path: Path) -> None:
+        """A fresh log appends a keyed batch; reopened, the same key is a duplicate."""
+        path = tmp_path / "store.db"
+        with ChannelLog(path, clock=lambda: 7) as log:
+            log.ensure_topic("t", 1)
+            assert log.append_keyed("t", 0, [b"a", b"b"], "k1") == ([(0, 7), (1, 7)], False)
+        with ChannelLog(path, clock=lambda: 9) as log:
+            assert log.append_keyed("t", 0, [b"a", b"b"], "k1") == ([(0, 7), (1, 7)], True)
+            assert log.append_keyed("t", 0, [b"c"], "k2") == ([(2, 9)], False)
+            assert [e.data for e in log.fetch("t", 0, 0, 10)] == [b"a", b"b", b"c"]
+
+
+class TestClose:
+    def test_a_closed_log_refuses_use_and_closes_again(self, tmp_path: Path) -> None:
+        """A closed log raises AlreadyClosedError naming the path; close() is idempotent."""
+        log = ChannelLog(tmp_path / "store.db")
+        log.close()
+        with pytest.raises(AlreadyClosedError, match=re.escape(str(log.path))):
+            log.ensure_topic("t", 1)
+        log.close()
