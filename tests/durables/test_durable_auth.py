@@ -100,7 +100,7 @@ def test_a_refused_subscribe_in_a_subscribers_name_changes_nothing(
                 topic.name, "d", sub.subscriber_id, before.kind, filter="seq > 1000"
             )
             # refused by the member proof (the subscriber's secret) or, without one, the client
-            with pytest.raises(PreconditionNotMetError, match="member proof|another client"):
+            with pytest.raises(PreconditionNotMetError, match=r"member proof|another client"):
                 other._wait(hijack.op, other._call(hijack, bool), None)
         finally:
             other.close()

@@ -72,10 +72,11 @@ class TestDefaultChannelCount:
 
 class TestTopicConfiguration:
     def test_in_dir_passes_its_options_on(self, tmp_path: Path) -> None:
-        """Options given to in_dir reach the log: its clock stamps the elements."""
+        """Options given to in_dir reach the log: its clock stamps the elements (rounded up
+        to a whole microsecond, as every element stamp is)."""
         with ChannelLog.in_dir(tmp_path / "data", clock=lambda: 1234) as log:
             log.ensure_topic("t", 1)
-            assert log.append("t", 0, [b"a"]) == [(0, 1234)]
+            assert log.append("t", 0, [b"a"]) == [(0, 2000)]
 
     def test_ensure_topic_returns_and_remembers_its_configuration(self, tmp_path: Path) -> None:
         """The configuration returned, looked up and read back after reopening is the one given."""
@@ -299,14 +300,16 @@ class TestTopicTypes:
 
 class TestPublishKeys:
     def test_a_key_is_remembered_across_a_reopen(self, tmp_path: Path) -> None:
-        """A fresh log appends a keyed batch; reopened, the same key is a duplicate."""
+        """A fresh log appends a keyed batch; reopened, the same key is a duplicate answered
+        with the original positions and stamps (one whole microsecond per element)."""
         path = tmp_path / "store.db"
         with ChannelLog(path, clock=lambda: 7) as log:
             log.ensure_topic("t", 1)
-            assert log.append_keyed("t", 0, [b"a", b"b"], "k1") == ([(0, 7), (1, 7)], False)
+            first = [(0, 1000), (1, 2000)]
+            assert log.append_keyed("t", 0, [b"a", b"b"], "k1") == (first, False)
         with ChannelLog(path, clock=lambda: 9) as log:
-            assert log.append_keyed("t", 0, [b"a", b"b"], "k1") == ([(0, 7), (1, 7)], True)
-            assert log.append_keyed("t", 0, [b"c"], "k2") == ([(2, 9)], False)
+            assert log.append_keyed("t", 0, [b"a", b"b"], "k1") == (first, True)
+            assert log.append_keyed("t", 0, [b"c"], "k2") == ([(2, 3000)], False)
             assert [e.data for e in log.fetch("t", 0, 0, 10)] == [b"a", b"b", b"c"]
 
 
