@@ -256,16 +256,33 @@ class HistoryStore:
             )
             if kept is not None:
                 added += 1
-                if r.disposed and not r.disposes:
-                    self.dispose(r.topic, r.partition, r.key, now_ns)
+            if r.disposed and not r.disposes:
+                # disposed after this sample (maybe while we could not hear it), unless
+                # we keep a newer sample of the instance
+                self.dispose(r.topic, r.partition, r.key, now_ns, unless_newer_than=r.timestamp)
         return added
 
-    def dispose(self, topic: str, partition: str, key: bytes, now_ns: int) -> None:
-        """Mark an instance disposed (a dispose without data)."""
+    def dispose(
+        self,
+        topic: str,
+        partition: str,
+        key: bytes,
+        now_ns: int,
+        *,
+        unless_newer_than: int | None = None,
+    ) -> None:
+        """Mark an instance disposed (a dispose without data); ``unless_newer_than``: not
+        if the instance keeps a sample with a later source timestamp."""
         with self._lock:
             t = self._topics.get((topic, partition))
             inst = None if t is None else t.instances.get(key)
             if t is None or inst is None or inst.disposed_ns is not None:
+                return
+            if (
+                unless_newer_than is not None
+                and inst.samples
+                and inst.samples[-1].timestamp > unless_newer_than
+            ):
                 return
             inst.disposed_ns = now_ns
             if t.persistent and self._db is not None:

@@ -19,15 +19,17 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import attrs
+from cyclonedds.core import Policy, Qos
 
 from idl._errors import BadParameterError
 
 from ._codes import Op
 from ._limits import MAX_NAME_LENGTH, check_wire_name
 from ._messages import Reply, Request
+from ._names import CONTROL_QOS
 
 __all__ = [
     "MAX_HISTORY_PAGE",
@@ -39,6 +41,8 @@ __all__ = [
     "decode_samples",
     "durability_partition",
     "encode_samples",
+    "matched_services",
+    "service_request_qos",
 ]
 
 #: Most records one HISTORY_FETCH may ask for.
@@ -63,6 +67,46 @@ SampleIdentity = tuple[bytes, int, int]
 def durability_partition(namespace: str) -> str:
     """The DDS partition where durability services of ``namespace`` take requests."""
     return f"{namespace}/durability"
+
+
+#: What a durability service's request reader carries in its UserData, before its incarnation.
+_SERVICE_TAG = b"dcps-durability/"
+#: The longest incarnation a service announces (ours are 32 hex digits).
+_MAX_INCARNATION = 64
+
+
+def service_request_qos(incarnation: str) -> Qos:
+    """The QoS of a service's request reader: the protocol's control QoS, and the service's
+    incarnation in UserData, so that a client whose request writer matched the reader knows
+    which service it reaches (and addresses, and seals for, that one)."""
+    return Qos(*CONTROL_QOS, Policy.Userdata(_SERVICE_TAG + incarnation.encode()))
+
+
+def matched_services(request_writer: Any) -> set[str]:
+    """The incarnations of the durability services whose request readers ``request_writer``
+    (a Cyclone writer in :func:`durability_partition`) is matched with now.
+
+    Once a reader is in this set, a reliable request written to it reaches it:
+    a request written before the match reaches nobody (volatile), which is
+    why clients ask each service once it matched, not all at once."""
+    found: set[str] = set()
+    for handle in request_writer.get_matched_subscriptions():
+        data = request_writer.get_matched_subscription_data(handle)
+        if data is None:
+            continue
+        try:
+            tag = bytes(data.qos[Policy.Userdata].data)
+        except (KeyError, AttributeError, TypeError):
+            continue
+        if not tag.startswith(_SERVICE_TAG) or len(tag) > len(_SERVICE_TAG) + _MAX_INCARNATION:
+            continue
+        try:
+            incarnation = tag[len(_SERVICE_TAG) :].decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if incarnation.isalnum():
+            found.add(incarnation)
+    return found
 
 
 @attrs.frozen
