@@ -205,11 +205,11 @@ class _Client:
                     continue
                 with self._lock:
                     found = self._handlers.get(int(reply.request_id))
-                if found is None:
-                    continue
-                service, handler = found
-                if not self.sealer.accept_reply(reply, service):
+                # checked even when no longer awaited, so that forgeries are counted
+                service = reply.text if found is None else found[0]
+                if not self.sealer.accept_reply(reply, service) or found is None:
                     continue  # not sealed by the service asked (counted and logged)
+                handler = found[1]
                 try:
                     handler(reply)
                 except Exception:
