@@ -41,6 +41,7 @@ import qos as q
 from dcps._sample import InstanceState
 from dcps._subscription_keys import KeyedCache
 from dcps.wire._durability import (
+    FLAG_DISPOSES,
     MAX_HISTORY_PAGE,
     HistoryFetchRequest,
     HistoryPage,
@@ -271,6 +272,7 @@ class HistoryFetch:
         self._lock = threading.Lock()
         self._rids: set[int] = set()
         self._cursors: dict[str, int] = {}  # service -> the cursor of its last page
+        self._pending: set[str] = set()  # services asked that have not served all yet
         self._client = _client(domain_id, durability_namespace(), network)
         self._timer = threading.Timer(HISTORY_WAIT, self._finish)
         self._timer.daemon = True
@@ -284,6 +286,7 @@ class HistoryFetch:
                 if self._closed:
                     return
                 after = self._cursors.get(service, 0)
+                self._pending.add(service)
             self._ask(service, after)
 
     def _ask(self, service: str, after: int) -> None:
@@ -307,15 +310,24 @@ class HistoryFetch:
         late = self.done.is_set()
         if not late and not self.served:  # a service answers: wait for its pages
             self._restart_timer(_PAGE_WAIT)
+        if page.more:  # asked before filing: the service pages while this one is filed
+            self._ask(page.service, page.cursor)
         if page.samples:
             self._file(list(page.samples), late)
         if page.more:
-            self._ask(page.service, page.cursor)
-        elif not self.served:
+            return
+        with self._lock:
+            self._pending.discard(page.service)
+            everyone = not self._pending
+        if not self.served:
             self.served = True
             self._served.set()
-            if not late:
-                self._restart_timer(_GRACE)
+        if late:
+            return
+        if everyone:  # every service asked has served all it keeps: no grace needed
+            self._finish()
+        else:
+            self._restart_timer(_GRACE)
 
     def wait(self, timeout: float | None) -> bool:
         """Wait until some service served its whole history and it is filed (the others'
@@ -336,9 +348,11 @@ class HistoryFetch:
             self._timer.start()
 
     def _finish(self) -> None:
-        if self.done.is_set():
-            return
-        self.done.set()
+        with self._lock:
+            if self.done.is_set():
+                return
+            self._timer.cancel()
+            self.done.set()
         self._on_done()
 
     def close(self) -> None:
@@ -351,6 +365,9 @@ class HistoryFetch:
         for rid in rids:
             self._client.forget(rid)
         self.done.set()
+
+
+_timestamp = operator.attrgetter("timestamp")
 
 
 def _key_getter(data_type: type, reader_qos: q.DataReaderQos) -> Callable[[Any], Any]:
@@ -429,33 +446,33 @@ class DurableCache(KeyedCache[T]):
         than the newest one filed for its instance is dropped, as a reader
         ordered by source timestamp drops it, so it cannot replace newer data.
         """
+        seen, crc = self._seen, payload_crc
         fresh = []
         for s in samples:
-            identity = s.identity
-            if identity in self._seen:
+            identity = (s.writer, s.timestamp, crc(s.payload))
+            if identity in seen:
                 continue
-            self._seen.add(identity)
+            seen.add(identity)
             fresh.append(s)
         if not fresh:
             return False
-        fresh.sort(key=lambda s: s.timestamp)
-        decoded = [(decode(s.payload), s) for s in fresh]
-        if late:
-            decoded = [
-                (d, s)
-                for d, s in decoded
-                if s.timestamp >= self._newest.get(self._key_of(d), -(2**63))
-            ]
-            if not decoded:
-                return False
-        for d, s in decoded:
-            key = self._key_of(d)
-            if s.timestamp > self._newest.get(key, -(2**63)):
-                self._newest[key] = s.timestamp
-        self.add_batch([(d, s.timestamp, 0, s.disposes) for d, s in decoded])
+        fresh.sort(key=_timestamp)
+        key_of, newest, floor = self._key_of, self._newest, -(2**63)
+        batch = []
         last: dict[Any, StoredSample] = {}
-        for d, s in decoded:
-            last[self._key_of(d)] = s
+        for s in fresh:  # one decode and one key per sample: a late joiner files 100 k's
+            data = decode(s.payload)
+            key = key_of(data)
+            ts = s.timestamp
+            if ts >= newest.get(key, floor):
+                newest[key] = ts
+            elif late:
+                continue
+            batch.append((data, ts, 0, bool(s.flags & FLAG_DISPOSES)))
+            last[key] = s
+        if not batch:
+            return False
+        self.add_batch(batch)
         with self.lock:
             for key, s in last.items():
                 instance = self._instances.get(key)

@@ -46,7 +46,7 @@ import qos as q
 from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, take_cdr
 from dcps._history import SERVICE_READER_NAME
-from dcps.store._durability_history import HistoryStore, Limits
+from dcps.store._durability_history import Arrival, HistoryStore, Limits
 from dcps.store._log import ChannelLog, SyncMode
 from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._durability import (
@@ -331,26 +331,27 @@ class DurabilityService:
         _log.info("durability: serving %r in partition %r", pub.topic_name, partition)
 
     def _take(self, served: _Served, now: int) -> None:
+        """Keep everything the topic's reader holds, taken in bulk and kept a batch at a time
+        (one lock, one transaction), so the service keeps up with a fast writer."""
+        topic, partition, history = served.topic, served.partition, self.history
         while True:
             rows = take_cdr(served.ref, ANY_STATE, _TAKE)
             if isinstance(rows, int):
-                raise DcpsError(f"durability: take on {served.topic!r} failed ({rows})")
+                raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
+            batch: list[Arrival] = []
             for data, row, status in rows:
                 key = served.key(row[5])
-                if data is None:
+                if data is None:  # dispose or unregister without data: in order
                     if row[2] == int(InstanceState.NotAliveDisposed):
-                        self.history.dispose(served.topic, served.partition, key, now)
+                        history.add_batch(topic, partition, batch, now)
+                        batch = []
+                        history.dispose(topic, partition, key, now)
                     continue
-                self.history.add(
-                    served.topic,
-                    served.partition,
-                    key,
-                    served.guid(row[6]),
-                    row[4],
-                    data,
-                    bool(status & STATUSINFO_DISPOSE),
-                    now,
+                batch.append(
+                    (key, served.guid(row[6]), row[4], data, bool(status & STATUSINFO_DISPOSE))
                 )
+            if batch:
+                history.add_batch(topic, partition, batch, now)
             if len(rows) < _TAKE:
                 return
 

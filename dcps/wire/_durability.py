@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, NamedTuple, Self
 
 import attrs
 from cyclonedds.core import Policy, Qos
@@ -109,9 +109,11 @@ def matched_services(request_writer: Any) -> set[str]:
     return found
 
 
-@attrs.frozen
-class StoredSample:
-    """One sample a durability service keeps: where it belongs, who wrote it, and its bytes."""
+class StoredSample(NamedTuple):
+    """One sample a durability service keeps: where it belongs, who wrote it, and its bytes.
+
+    A named tuple: a late joiner decodes one per stored sample, so it must be cheap.
+    """
 
     topic: str
     partition: str
@@ -171,23 +173,38 @@ def encode_samples(samples: Iterable[StoredSample]) -> bytes:
 def decode_samples(blob: bytes) -> Iterator[StoredSample]:
     """The records of a page's blob; :class:`BadParameterError` if it is malformed."""
     at, end = 0, len(blob)
-    view = memoryview(blob)
+    unpack, head = _HEAD.unpack_from, _HEAD.size
+    names: dict[bytes, str] = {}  # a page holds few distinct topic and partition names
+    new = tuple.__new__
     while at < end:
-        if end - at < _HEAD.size:
+        if end - at < head:
             raise BadParameterError("a history page ends inside a record header")
-        writer, ts, seq, flags, _, lt, lp, lk, ln = _HEAD.unpack_from(blob, at)
-        at += _HEAD.size
-        if at + lt + lp + lk + ln > end:
+        writer, ts, seq, flags, _, lt, lp, lk, ln = unpack(blob, at)
+        at += head
+        stop = at + lt + lp + lk + ln
+        if stop > end:
             raise BadParameterError("a history page ends inside a record")
-        topic = bytes(view[at : at + lt]).decode()
+        raw_topic = blob[at : at + lt]
+        topic = names.get(raw_topic)
+        if topic is None:
+            topic = names[raw_topic] = _text(raw_topic)
         at += lt
-        partition = bytes(view[at : at + lp]).decode()
+        raw_partition = blob[at : at + lp]
+        partition = names.get(raw_partition)
+        if partition is None:
+            partition = names[raw_partition] = _text(raw_partition)
         at += lp
-        key = bytes(view[at : at + lk])
-        at += lk
-        payload = bytes(view[at : at + ln])
-        at += ln
-        yield StoredSample(topic, partition, key, writer, ts, seq, flags, payload)
+        key = blob[at : at + lk]
+        payload = blob[at + lk : stop]
+        at = stop
+        yield new(StoredSample, (topic, partition, key, writer, ts, seq, flags, payload))
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as exc:
+        raise BadParameterError("a history page names a topic or partition in bad UTF-8") from exc
 
 
 @attrs.frozen
