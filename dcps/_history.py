@@ -34,23 +34,26 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from cyclonedds.core import GuardCondition, Policy, ReadCondition, WaitSet
+from cyclonedds.core import GuardCondition, Listener, Policy, ReadCondition, WaitSet
 
 import idl
 import qos as q
 from dcps._sample import InstanceState
 from dcps._subscription_keys import KeyedCache
 from dcps.wire._durability import (
+    FLAG_DISPOSES,
     MAX_HISTORY_PAGE,
     HistoryFetchRequest,
     HistoryPage,
     SampleIdentity,
     StoredSample,
     durability_partition,
+    matched_services,
     payload_crc,
 )
-from dcps.wire._messages import Reply
+from dcps.wire._messages import Reply, Request
 from dcps.wire._names import ANY_STATE, REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
+from dcps.wire._sealing import Sealer
 from dcps.wire._transport import Endpoint
 
 T = TypeVar("T")
@@ -123,13 +126,26 @@ def durability_namespace() -> str:
 
 
 class _Client:
-    """One process's requests to the durability services of a domain and namespace."""
+    """One process's requests to the durability services of a domain and namespace.
+
+    It knows the services its request writer is matched with (their
+    incarnations, :func:`~dcps.wire._durability.matched_services`) and tells
+    every registered :class:`HistoryFetch` when one appears, so that each
+    service is asked once its reader matched (a request written earlier
+    would reach nobody). With a namespace key (``DCPS_STORE_KEY_FILE``)
+    requests are sealed for the service they address and a reply is filed
+    only when sealed by the service it was asked of.
+    """
 
     def __init__(self, domain_id: int, namespace: str, network: Any) -> None:
         self.endpoint = ep = Endpoint(domain_id, namespace, network)
         self.client_id = uuid.uuid4().hex
+        self.sealer = Sealer.from_keys()
         self._writer = ep.writer(
-            ep.request_topic, durability_partition(namespace), REQUEST_WRITER_QOS
+            ep.request_topic,
+            durability_partition(namespace),
+            REQUEST_WRITER_QOS,
+            seal=self._seal if self.sealer.enabled else None,
         )
         self._reader = ep.reader(
             ep.reply_topic, reply_partition(namespace, self.client_id), REPLY_QOS
@@ -141,15 +157,38 @@ class _Client:
         self._ws.attach(self._guard)
         self._lock = threading.Lock()
         self._next = 1
-        self._handlers: dict[int, Callable[[Reply], None]] = {}
+        self._handlers: dict[int, tuple[str, Callable[[Reply], None]]] = {}
+        self._fetches: set[HistoryFetch] = set()
+        self.services: set[str] = set()
+        # Cyclone's thread only wakes ours: matches are handled on the client's thread
+        listener = Listener(on_publication_matched=self._matched)  # type: ignore[no-untyped-call]
+        self._writer.set_listener(listener)
         self._thread = threading.Thread(target=self._run, name="dcps-history", daemon=True)
         self._thread.start()
+        self._guard.set(True)  # services matched before the listener was set
+
+    def _matched(self, *_: object) -> None:
+        self._guard.set(True)
+
+    def _seal(self, request: Request) -> bytes | None:
+        # requests name the service they address (HistoryFetchRequest.service, in ``member``)
+        return self.sealer.seal_request(request, request.member)
+
+    def watch(self, fetch: HistoryFetch) -> set[str]:
+        """Tell ``fetch`` of services matched from now on; the services matched now."""
+        with self._lock:
+            self._fetches.add(fetch)
+            return set(self.services)
+
+    def unwatch(self, fetch: HistoryFetch) -> None:
+        with self._lock:
+            self._fetches.discard(fetch)
 
     def send(self, request: HistoryFetchRequest, on_reply: Callable[[Reply], None]) -> int:
         with self._lock:
             rid = self._next
             self._next += 1
-            self._handlers[rid] = on_reply
+            self._handlers[rid] = (request.service, on_reply)
         self._writer.write(request.to_wire(self.client_id, rid))
         return rid
 
@@ -160,16 +199,31 @@ class _Client:
     def _run(self) -> None:
         while True:
             self._ws.wait(1_000_000_000)
+            self._guard.set(False)
+            self._check_services()
             for reply in self._reader.take(N=64):
                 if not isinstance(reply, Reply):
                     continue
                 with self._lock:
-                    handler = self._handlers.get(int(reply.request_id))
-                if handler is not None:
-                    try:
-                        handler(reply)
-                    except Exception:
-                        _log.exception("dcps: filing stored history failed")
+                    found = self._handlers.get(int(reply.request_id))
+                # checked even when no longer awaited, so that forgeries are counted
+                service = reply.text if found is None else found[0]
+                if not self.sealer.accept_reply(reply, service) or found is None:
+                    continue  # not sealed by the service asked (counted and logged)
+                handler = found[1]
+                try:
+                    handler(reply)
+                except Exception:
+                    _log.exception("dcps: filing stored history failed")
+
+    def _check_services(self) -> None:
+        now = matched_services(self._writer)
+        with self._lock:
+            new = now - self.services
+            self.services = now
+            fetches = list(self._fetches) if new else []
+        for fetch in fetches:
+            fetch.services_matched(new)
 
 
 _clients: dict[tuple[int, str], _Client] = {}
@@ -187,9 +241,14 @@ def _client(domain_id: int, namespace: str, network: Any) -> _Client:
 class HistoryFetch:
     """One reader's fetch of its topic's stored history from every service that answers.
 
-    ``file(samples)`` is called (on the client's thread) with each page;
-    ``done`` is set once one service has served all it keeps (plus a short
-    grace for the others), or when ``HISTORY_WAIT`` passed without one.
+    Each durability service is asked once its request reader matched (the
+    services matched when the reader is created at once); ``file(samples,
+    late)`` is called (on the client's thread) with each page, ``late`` once
+    ``done``. ``done`` is set once one service has served all it keeps (plus
+    a short grace for the others), or when ``HISTORY_WAIT`` passed without
+    one. A service that matches afterwards (it started later, restarted, or
+    a cut link healed) is asked too, for what it keeps beyond what it served
+    before, so history written while it was out of reach still arrives.
     """
 
     def __init__(
@@ -198,7 +257,7 @@ class HistoryFetch:
         network: Any,
         topic: str,
         partitions: tuple[str, ...],
-        file: Callable[[list[StoredSample]], None],
+        file: Callable[[list[StoredSample], bool], None],
         on_done: Callable[[], None],
     ) -> None:
         self.topic = topic
@@ -208,13 +267,27 @@ class HistoryFetch:
         self.done = threading.Event()
         #: whether some service served its history (False: nobody answered in time)
         self.served = False
+        self._served = threading.Event()
+        self._closed = False
         self._lock = threading.Lock()
         self._rids: set[int] = set()
+        self._cursors: dict[str, int] = {}  # service -> the cursor of its last page
+        self._pending: set[str] = set()  # services asked that have not served all yet
         self._client = _client(domain_id, durability_namespace(), network)
         self._timer = threading.Timer(HISTORY_WAIT, self._finish)
         self._timer.daemon = True
         self._timer.start()
-        self._ask("", 0)
+        self.services_matched(self._client.watch(self))
+
+    def services_matched(self, services: set[str]) -> None:
+        """Ask ``services`` (newly matched) for what they keep beyond what they served."""
+        for service in sorted(services):
+            with self._lock:
+                if self._closed:
+                    return
+                after = self._cursors.get(service, 0)
+                self._pending.add(service)
+            self._ask(service, after)
 
     def _ask(self, service: str, after: int) -> None:
         request = HistoryFetchRequest(self.topic, self.partitions, after, MAX_HISTORY_PAGE, service)
@@ -223,47 +296,78 @@ class HistoryFetch:
             self._rids.add(rid)
 
     def _on_reply(self, reply: Reply) -> None:
-        if self.done.is_set() and self.served:
-            return  # late answers of slower services: filed only while waiting
+        if self._closed:
+            return
         if reply.status:
             _log.warning("dcps: a durability service refused a history fetch: %s", reply.error)
             return
+        rid = int(reply.request_id)
+        self._client.forget(rid)  # each request addresses one service: one answer
         page = HistoryPage.from_wire(reply)
-        if not self.served:  # a service answers: wait for its pages, not for HISTORY_WAIT
+        with self._lock:
+            self._rids.discard(rid)
+            self._cursors[page.service] = max(page.cursor, self._cursors.get(page.service, 0))
+        late = self.done.is_set()
+        if not late and not self.served:  # a service answers: wait for its pages
             self._restart_timer(_PAGE_WAIT)
-        if page.samples:
-            self._file(list(page.samples))
-        if page.more:
+        if page.more:  # asked before filing: the service pages while this one is filed
             self._ask(page.service, page.cursor)
-        elif not self.served:
+        if page.samples:
+            self._file(list(page.samples), late)
+        if page.more:
+            return
+        with self._lock:
+            self._pending.discard(page.service)
+            everyone = not self._pending
+        if not self.served:
             self.served = True
+            self._served.set()
+        if late:
+            return
+        if everyone:  # every service asked has served all it keeps: no grace needed
+            self._finish()
+        else:
             self._restart_timer(_GRACE)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until some service served its whole history and it is filed (the others'
+        grace included); False if that did not happen within ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._served.wait(timeout):
+            return False
+        left = None if deadline is None else max(deadline - time.monotonic(), _GRACE * 2)
+        return self.done.wait(left)
 
     def _restart_timer(self, seconds: float) -> None:
         with self._lock:
+            if self.done.is_set():
+                return
             self._timer.cancel()
             self._timer = threading.Timer(seconds, self._finish)
             self._timer.daemon = True
             self._timer.start()
 
     def _finish(self) -> None:
-        if self.done.is_set():
-            return
-        self.done.set()
         with self._lock:
-            rids, self._rids = self._rids, set()
-        for rid in rids:
-            self._client.forget(rid)
+            if self.done.is_set():
+                return
+            self._timer.cancel()
+            self.done.set()
         self._on_done()
 
     def close(self) -> None:
-        """Stop listening for answers."""
+        """Stop listening for answers and for services."""
+        self._client.unwatch(self)
         with self._lock:
+            self._closed = True
             self._timer.cancel()
             rids, self._rids = self._rids, set()
         for rid in rids:
             self._client.forget(rid)
         self.done.set()
+
+
+_timestamp = operator.attrgetter("timestamp")
 
 
 def _key_getter(data_type: type, reader_qos: q.DataReaderQos) -> Callable[[Any], Any]:
@@ -282,6 +386,7 @@ class DurableCache(KeyedCache[T]):
         super().__init__(data_type, reader_qos, key_of=_key_getter(data_type, reader_qos))
         self._seen: set[SampleIdentity] = set()
         self._handle_keys: dict[int, Any] = {}  # Cyclone instance handle -> reader key
+        self._newest: dict[Any, int] = {}  # reader key -> newest source timestamp filed
         # instances whose latest sample came from the service, with its writer: ALIVE only
         # while that writer is matched (Cyclone knows nothing of these instances)
         self.history_writers: dict[Any, bytes] = {}
@@ -307,6 +412,8 @@ class DurableCache(KeyedCache[T]):
             sample = decode(data)
             key = self._key_of(sample)
             self._handle_keys[row[5]] = key
+            if row[4] > self._newest.get(key, -(2**63)):
+                self._newest[key] = row[4]
             self.history_writers.pop(key, None)
             batch.append((sample, row[4], row[6], bool(status & disposes_bit)))
         changed = self.add_batch(batch) if batch else False
@@ -325,24 +432,47 @@ class DurableCache(KeyedCache[T]):
         return changed
 
     def file_history(
-        self, samples: list[StoredSample], decode: Callable[[bytes], T], live_writers: set[bytes]
+        self,
+        samples: list[StoredSample],
+        decode: Callable[[bytes], T],
+        live_writers: set[bytes],
+        *,
+        late: bool = False,
     ) -> bool:
-        """File stored samples (each once); set their instances' states. True if any was new."""
+        """File stored samples (each once); set their instances' states. True if any was new.
+
+        ``late``: the history arrives after live samples were filed (a service
+        matched late, or again after a cut link healed): a stored sample older
+        than the newest one filed for its instance is dropped, as a reader
+        ordered by source timestamp drops it, so it cannot replace newer data.
+        """
+        seen, crc = self._seen, payload_crc
         fresh = []
         for s in samples:
-            identity = s.identity
-            if identity in self._seen:
+            identity = (s.writer, s.timestamp, crc(s.payload))
+            if identity in seen:
                 continue
-            self._seen.add(identity)
+            seen.add(identity)
             fresh.append(s)
         if not fresh:
             return False
-        fresh.sort(key=lambda s: s.timestamp)
-        decoded = [(decode(s.payload), s) for s in fresh]
-        self.add_batch([(d, s.timestamp, 0, s.disposes) for d, s in decoded])
+        fresh.sort(key=_timestamp)
+        key_of, newest, floor = self._key_of, self._newest, -(2**63)
+        batch = []
         last: dict[Any, StoredSample] = {}
-        for d, s in decoded:
-            last[self._key_of(d)] = s
+        for s in fresh:  # one decode and one key per sample: a late joiner files 100 k's
+            data = decode(s.payload)
+            key = key_of(data)
+            ts = s.timestamp
+            if ts >= newest.get(key, floor):
+                newest[key] = ts
+            elif late:
+                continue
+            batch.append((data, ts, 0, bool(s.flags & FLAG_DISPOSES)))
+            last[key] = s
+        if not batch:
+            return False
+        self.add_batch(batch)
         with self.lock:
             for key, s in last.items():
                 instance = self._instances.get(key)

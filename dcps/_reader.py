@@ -238,8 +238,9 @@ class DataReader(WatchedReader, Generic[T]):
         """The GUIDs of the writers matched now."""
         return {self._guid(h) for h in self._cyclone.get_matched_publications()}
 
-    def _file_history(self, samples: list[StoredSample]) -> None:
-        """File a page of stored history (the history client's thread)."""
+    def _file_history(self, samples: list[StoredSample], late: bool) -> None:
+        """File a page of stored history (the history client's thread); ``late``: after
+        live data flowed (see ``DurableCache.file_history``)."""
         keyed = self._keyed
         assert isinstance(keyed, DurableCache)
         with self._lock:
@@ -247,7 +248,7 @@ class DataReader(WatchedReader, Generic[T]):
                 return
             live = self._live_writers()
         with keyed.lock:
-            added = keyed.file_history(samples, self._decode, live)
+            added = keyed.file_history(samples, self._decode, live, late=late)
             if added:
                 self._data_available = True
                 self._refresh_conditions()
@@ -643,7 +644,7 @@ class DataReader(WatchedReader, Generic[T]):
         history = self._history
         if history is not None:
             seconds = timeout_seconds(timeout)
-            if not history.done.wait(seconds) or not history.served:
+            if not history.wait(seconds):
                 raise DcpsTimeoutError(
                     f"{self._describe()}: no durability service (namespace "
                     f"{durability_namespace()!r}) served the history of "

@@ -35,7 +35,10 @@ def sensor(domain: int, sensor_id: int) -> None:
     """One sensor process: three readings, then it exits."""
     with dcps.DomainParticipant(domain) as dp:
         topic = dcps.Topic(dp, TOPIC, Reading)
-        writer = dcps.DataWriter(dp, topic, qos=SENSOR_QOS)  # waits for the service
+        writer = dcps.DataWriter(dp, topic, qos=SENSOR_QOS)  # waits (2 s) for the service
+        # the monitor starts later: the only reader is the service's, so wait for it as
+        # long as a loaded host may need (what is written before it matched is not kept)
+        writer.wait_for_readers(1, timedelta(seconds=30))
         for step in range(3):
             writer.write(Reading(sensor_id, Kind.TEMPERATURE, 20.0 + sensor_id + step, "lab"))
         writer.wait_for_acknowledgments(timedelta(seconds=10))

@@ -46,18 +46,23 @@ import qos as q
 from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, take_cdr
 from dcps._history import SERVICE_READER_NAME
-from dcps.store._durability_history import HistoryStore, Limits
+from dcps.store._durability_history import Arrival, HistoryStore, Limits
 from dcps.store._log import ChannelLog, SyncMode
+from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._durability import (
     MAX_HISTORY_PAGE,
     MAX_HISTORY_PAGE_BYTES,
     HistoryFetchRequest,
     HistoryPage,
+    durability_partition,
+    matched_services,
+    service_request_qos,
 )
 from dcps.wire._messages import Reply, Request
-from dcps.wire._names import ANY_STATE, CONTROL_QOS, REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
+from dcps.wire._names import ANY_STATE, REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
 from dcps.wire._replies import error_reply
 from dcps.wire._requests import decode_request
+from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption, Sealer
 from dcps.wire._transport import Endpoint, Waiter, drop_endpoint
 from idl._errors import BadParameterError, DcpsError
 
@@ -125,7 +130,11 @@ class DurabilityService:
     the default one). ``data_dir`` holds the store file where PERSISTENT
     data is kept (``channels.db``; the file must be a dcps store file of
     format 4 or later, which :class:`~dcps.store.Store` creates); None keeps
-    everything in memory (PERSISTENT then behaves as TRANSIENT).
+    everything in memory (PERSISTENT then behaves as TRANSIENT). ``key`` is
+    the namespace key (a :class:`~dcps.wire._auth_keys.StoreKey`, a key file,
+    None, or by default ``DCPS_STORE_KEY_FILE``): with one, a request is
+    answered only when sealed for this service by a key holder, and every
+    page is sealed, so no participant without the key reads or forges history.
     """
 
     def __init__(
@@ -138,6 +147,7 @@ class DurabilityService:
         data_dir: str | Path | None = None,
         network: NetworkConfig | None = None,
         align: bool = True,
+        key: KeyOption = FROM_ENVIRONMENT,
     ) -> None:
         self.topics = tuple(topics)
         self.partitions = tuple(partitions)
@@ -151,6 +161,7 @@ class DurabilityService:
         self.incarnation = uuid.uuid4().hex
         self._network = network
         self._align = align
+        self._sealer = Sealer.from_keys(key, None)
         self._db: sqlite3.Connection | None = None
         if data_dir is not None:
             # ChannelLog creates (or migrates) the store file: the service's tables
@@ -171,7 +182,9 @@ class DurabilityService:
         self._client_id = f"durability{self.incarnation[:16]}"
         self._aligning: dict[str, int] = {}  # other service -> cursor still to fetch
         self._align_until = 0.0
-        self._align_sent = False
+        self._peers: set[str] = set()  # other services matched now
+        self._peer_cursors: dict[str, int] = {}  # other service -> cursor of its last page
+        self._matches = -1  # the align writer's total match count when last checked
         self._ready = threading.Event()
         self._next_cleanup = 0
         #: samples received from other services while aligning
@@ -183,16 +196,19 @@ class DurabilityService:
         ep = self._endpoint = Endpoint(self.domain_id, self.namespace, self._network)
         dp = ep.participant
         self._waiter = Waiter(ep)
-        from dcps.wire._durability import durability_partition
-
         self._publications = BuiltinDataReader(dp, BuiltinTopicDcpsPublication)
         self._waiter.watch(self._publications)
         self._requests = ep.reader(
-            ep.request_topic, durability_partition(self.namespace), CONTROL_QOS
+            ep.request_topic,
+            durability_partition(self.namespace),
+            service_request_qos(self.incarnation),
         )
         self._waiter.watch(self._requests)
         self._align_writer = ep.writer(
-            ep.request_topic, durability_partition(self.namespace), REQUEST_WRITER_QOS
+            ep.request_topic,
+            durability_partition(self.namespace),
+            REQUEST_WRITER_QOS,
+            seal=self._seal_request if self._sealer.enabled else None,
         )
         self._align_replies = ep.reader(
             ep.reply_topic, reply_partition(self.namespace, self._client_id), REPLY_QOS
@@ -315,26 +331,27 @@ class DurabilityService:
         _log.info("durability: serving %r in partition %r", pub.topic_name, partition)
 
     def _take(self, served: _Served, now: int) -> None:
+        """Keep everything the topic's reader holds, taken in bulk and kept a batch at a time
+        (one lock, one transaction), so the service keeps up with a fast writer."""
+        topic, partition, history = served.topic, served.partition, self.history
         while True:
             rows = take_cdr(served.ref, ANY_STATE, _TAKE)
             if isinstance(rows, int):
-                raise DcpsError(f"durability: take on {served.topic!r} failed ({rows})")
+                raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
+            batch: list[Arrival] = []
             for data, row, status in rows:
                 key = served.key(row[5])
-                if data is None:
+                if data is None:  # dispose or unregister without data: in order
                     if row[2] == int(InstanceState.NotAliveDisposed):
-                        self.history.dispose(served.topic, served.partition, key, now)
+                        history.add_batch(topic, partition, batch, now)
+                        batch = []
+                        history.dispose(topic, partition, key, now)
                     continue
-                self.history.add(
-                    served.topic,
-                    served.partition,
-                    key,
-                    served.guid(row[6]),
-                    row[4],
-                    data,
-                    bool(status & STATUSINFO_DISPOSE),
-                    now,
+                batch.append(
+                    (key, served.guid(row[6]), row[4], data, bool(status & STATUSINFO_DISPOSE))
                 )
+            if batch:
+                history.add_batch(topic, partition, batch, now)
             if len(rows) < _TAKE:
                 return
 
@@ -343,13 +360,15 @@ class DurabilityService:
         for sample in self._requests.take(N=256):
             if not isinstance(sample, Request) or sample.client == self._client_id:
                 continue
+            if sample.member not in ("", self.incarnation):
+                continue  # addressed to another service (HistoryFetchRequest.service)
+            try:
+                self._sealer.open_request(sample, self.incarnation)
+            except AuthenticationError as exc:
+                self._sealer.refused(exc)  # counted; nothing is answered
+                continue
             try:
                 request = decode_request(sample)
-                if isinstance(request, HistoryFetchRequest) and request.service not in (
-                    "",
-                    self.incarnation,
-                ):
-                    continue  # a page of another service's history
                 if not isinstance(request, HistoryFetchRequest):
                     raise BadParameterError(
                         f"the durability service answers HISTORY_FETCH only, not op {sample.op}"
@@ -375,29 +394,56 @@ class DurabilityService:
             if len(self._reply_writers) >= 256:
                 drop_endpoint(self._reply_writers.pop(next(iter(self._reply_writers))))
             writer = self._reply_writers[client] = self._endpoint.writer(
-                self._endpoint.reply_topic, reply_partition(self.namespace, client), REPLY_QOS
+                self._endpoint.reply_topic,
+                reply_partition(self.namespace, client),
+                REPLY_QOS,
+                seal=self._seal_reply if self._sealer.enabled else None,
             )
         return writer
 
+    # -- authentication ----------------------------------------------------------------
+    def _seal_reply(self, reply: Reply) -> bytes | None:
+        return self._sealer.seal_reply(reply, self.incarnation)
+
+    def _seal_request(self, request: Request) -> bytes | None:
+        # an alignment request names the service it asks (HistoryFetchRequest.service)
+        return self._sealer.seal_request(request, request.member)
+
+    def auth_drops(self) -> dict[DropReason, int]:
+        """Requests and replies refused by authentication so far, per reason."""
+        return self._sealer.drops()
+
     # -- alignment -------------------------------------------------------------------
     def _align_step(self) -> None:
-        if self._ready.is_set():
-            return
-        if not self._align_sent:
-            self._align_sent = True
+        """Ask every other service that matched (at start, later, or again after a cut
+        link healed) for what it keeps beyond what it served us before; keep it too."""
+        status = self._align_writer.get_publication_matched_status()  # type: ignore[no-untyped-call]
+        matches = status.total_count + status.current_count
+        if matches != self._matches:  # a match came or went: cheap to check every step
+            self._matches = matches
+            now = matched_services(self._align_writer) - {self.incarnation}
+            new, self._peers = now - self._peers, now
             if self._align:
-                self._ask("", 0)
+                for service in sorted(new):
+                    self._aligning[service] = self._peer_cursors.get(service, 0)
+                    self._ask(service, self._aligning[service])
+            for gone in set(self._aligning) - now:
+                del self._aligning[gone]  # it died or became unreachable mid-alignment
         for reply in self._align_replies.take(N=64):
             if not isinstance(reply, Reply) or reply.status:
                 continue
+            service = reply.text
+            if service not in self._aligning or not self._sealer.accept_reply(reply, service):
+                continue
             page = HistoryPage.from_wire(reply)
             self.aligned += self.history.add_many(page.samples, time.time_ns())
+            self._peer_cursors[service] = max(page.cursor, self._peer_cursors.get(service, 0))
             if page.more:
-                self._aligning[page.service] = page.cursor
-                self._ask(page.service, page.cursor)
+                self._aligning[service] = page.cursor
+                self._ask(service, page.cursor)
             else:
-                self._aligning.pop(page.service, None)
-        if time.monotonic() >= self._align_until and not self._aligning:
+                self._aligning.pop(service, None)
+        if not self._aligning and time.monotonic() >= self._align_until:
             self._ready.set()
 
     def _ask(self, service: str, after: int) -> None:

@@ -32,7 +32,10 @@ from dcps.wire._durability import (
     payload_crc,
 )
 
-__all__ = ["HistoryStore", "Limits"]
+__all__ = ["Arrival", "HistoryStore", "Limits"]
+
+#: A sample the service took: (instance key, writer GUID, source timestamp, payload, disposes).
+Arrival = tuple[bytes, bytes, int, bytes, bool]
 
 
 @attrs.frozen
@@ -205,45 +208,90 @@ class HistoryStore:
         now_ns: int,
     ) -> StoredSample | None:
         """Keep one sample (a no-op for one already kept); the kept record, or None."""
-        identity = (writer, timestamp, payload_crc(payload))
+        row = (key, writer, timestamp, payload, disposes)
+        kept = self.add_batch(topic, partition, [row], now_ns)
+        return kept[0] if kept else None
+
+    def add_batch(
+        self, topic: str, partition: str, rows: Iterable[Arrival], now_ns: int
+    ) -> list[StoredSample]:
+        """Keep samples taken together, each ``(key, writer, timestamp, payload, disposes)``
+        (those already kept are skipped); the kept records.
+
+        One lock and, for a PERSISTENT topic, one transaction for the batch: the
+        service takes what its reader holds in bulk, so a fast writer costs a
+        commit per take, not per sample.
+        """
         with self._lock:
             t = self._topics.get((topic, partition))
-            if t is None or identity in self._seen:
-                return None
-            inst = t.instances.get(key)
-            limits = t.limits
+            if t is None:
+                return []
+            db = self._db if t.persistent else None
+            if db is None:
+                return self._keep(t, rows, now_ns, None)
+            with db:  # the drops' deletes and these inserts commit together
+                kept = self._keep(t, rows, now_ns, db)
+                db.executemany(
+                    "INSERT OR REPLACE INTO durability_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(s.seq, *s[:5], s.flags, s.payload) for s in kept],  # the table's order
+                )
+                touched = {s.key for s in kept}
+                db.executemany(
+                    "INSERT OR REPLACE INTO durability_instances VALUES (?, ?, ?, ?)",
+                    [
+                        (t.name, t.partition, k, t.instances[k].disposed_ns)
+                        for k in touched
+                        if k in t.instances
+                    ],
+                )
+            return kept
+
+    def _keep(
+        self, t: _Topic, rows: Iterable[Arrival], now_ns: int, db: sqlite3.Connection | None
+    ) -> list[StoredSample]:
+        """Apply the limits and keep ``rows`` in memory (under the lock); the kept records."""
+        kept: list[StoredSample] = []
+        first = self._seq + 1  # the first seq this batch gives
+        dropped: set[int] = set()  # seqs of this batch pushed out by later samples of it
+        seen, limits, instances = self._seen, t.limits, t.instances
+        depth, max_samples = limits.depth, limits.max_samples
+        for key, writer, timestamp, payload, disposes in rows:
+            identity = (writer, timestamp, payload_crc(payload))
+            if identity in seen:
+                continue
+            inst = instances.get(key)
             if inst is None:
-                if limits.max_instances is not None and len(t.instances) >= limits.max_instances:
+                if limits.max_instances is not None and len(instances) >= limits.max_instances:
                     self.rejected += 1
-                    return None
-                inst = t.instances[key] = _Instance()
-            elif limits.depth is None and (
+                    continue
+                inst = instances[key] = _Instance()
+            elif depth is None and (
                 limits.max_samples_per_instance is not None
                 and len(inst.samples) >= limits.max_samples_per_instance
             ):
                 self.rejected += 1
-                return None
-            if limits.depth is not None and len(inst.samples) >= limits.depth:
-                self._drop(t, inst.samples.popleft())
-            elif limits.max_samples is not None and t.count >= limits.max_samples:
+                continue
+            if depth is not None and len(inst.samples) >= depth:
+                old = inst.samples.popleft()
+                self._drop(t, old, db)
+                if old.seq >= first:
+                    dropped.add(old.seq)
+            elif max_samples is not None and t.count >= max_samples:
                 self.rejected += 1
                 if not inst.samples:
-                    del t.instances[key]
-                return None
+                    del instances[key]
+                continue
             self._seq += 1
             flags = FLAG_DISPOSES if disposes else 0  # FLAG_DISPOSED/PERSISTENT: when served
             sample = StoredSample(
-                topic, partition, key, writer, timestamp, self._seq, flags, payload
+                t.name, t.partition, key, writer, timestamp, self._seq, flags, payload
             )
             inst.samples.append(sample)
             t.count += 1
-            self._seen.add(identity)
+            seen.add(identity)
             inst.disposed_ns = now_ns if disposes else None
-            if t.persistent and self._db is not None:
-                with self._db:
-                    self._insert(sample)
-                    self._save_instance(t, key, inst)
-            return sample
+            kept.append(sample)
+        return [s for s in kept if s.seq not in dropped] if dropped else kept
 
     def add_many(self, records: Iterable[StoredSample], now_ns: int) -> int:
         """Keep records another service served (alignment); how many were new."""
@@ -256,16 +304,33 @@ class HistoryStore:
             )
             if kept is not None:
                 added += 1
-                if r.disposed and not r.disposes:
-                    self.dispose(r.topic, r.partition, r.key, now_ns)
+            if r.disposed and not r.disposes:
+                # disposed after this sample (maybe while we could not hear it), unless
+                # we keep a newer sample of the instance
+                self.dispose(r.topic, r.partition, r.key, now_ns, unless_newer_than=r.timestamp)
         return added
 
-    def dispose(self, topic: str, partition: str, key: bytes, now_ns: int) -> None:
-        """Mark an instance disposed (a dispose without data)."""
+    def dispose(
+        self,
+        topic: str,
+        partition: str,
+        key: bytes,
+        now_ns: int,
+        *,
+        unless_newer_than: int | None = None,
+    ) -> None:
+        """Mark an instance disposed (a dispose without data); ``unless_newer_than``: not
+        if the instance keeps a sample with a later source timestamp."""
         with self._lock:
             t = self._topics.get((topic, partition))
             inst = None if t is None else t.instances.get(key)
             if t is None or inst is None or inst.disposed_ns is not None:
+                return
+            if (
+                unless_newer_than is not None
+                and inst.samples
+                and inst.samples[-1].timestamp > unless_newer_than
+            ):
                 return
             inst.disposed_ns = now_ns
             if t.persistent and self._db is not None:
@@ -281,7 +346,7 @@ class HistoryStore:
                 for key, inst in list(t.instances.items()):
                     if inst.disposed_ns is not None and now_ns - inst.disposed_ns >= delay:
                         for s in inst.samples:
-                            self._drop(t, s)
+                            self._drop(t, s, self._db if t.persistent else None)
                         del t.instances[key]
                         gone += 1
                         if t.persistent and self._db is not None:
@@ -293,12 +358,12 @@ class HistoryStore:
                                 )
         return gone
 
-    def _drop(self, t: _Topic, sample: StoredSample) -> None:
+    def _drop(self, t: _Topic, sample: StoredSample, db: sqlite3.Connection | None) -> None:
+        """Forget a kept sample (in ``db``'s open transaction, if given)."""
         t.count -= 1
         self._seen.discard(sample.identity)
-        if t.persistent and self._db is not None:
-            with self._db:
-                self._db.execute("DELETE FROM durability_samples WHERE seq = ?", (sample.seq,))
+        if db is not None:
+            db.execute("DELETE FROM durability_samples WHERE seq = ?", (sample.seq,))
 
     def _insert(self, s: StoredSample) -> None:
         assert self._db is not None
@@ -332,7 +397,7 @@ class HistoryStore:
                     flags = extra | (FLAG_DISPOSED if inst.disposed_ns is not None else 0)
                     for s in inst.samples:
                         if s.seq > after:
-                            found.append(attrs.evolve(s, flags=s.flags | flags) if flags else s)
+                            found.append(s._replace(flags=s.flags | flags) if flags else s)
         found.sort(key=lambda s: s.seq)
         out: list[StoredSample] = []
         size = 0

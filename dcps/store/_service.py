@@ -387,6 +387,7 @@ class Store:
                 partitions=self._durability_partitions,
                 data_dir=self.data_dir,
                 network=self._network,
+                key=None if self._sealer.auth is None else self._sealer.auth.key,
             ).start()
         self._state = StoreState.SERVING
         self._fetchers.start()

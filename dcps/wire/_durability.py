@@ -19,15 +19,17 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import ClassVar, Self
+from typing import Any, ClassVar, NamedTuple, Self
 
 import attrs
+from cyclonedds.core import Policy, Qos
 
 from idl._errors import BadParameterError
 
 from ._codes import Op
 from ._limits import MAX_NAME_LENGTH, check_wire_name
 from ._messages import Reply, Request
+from ._names import CONTROL_QOS
 
 __all__ = [
     "MAX_HISTORY_PAGE",
@@ -39,6 +41,8 @@ __all__ = [
     "decode_samples",
     "durability_partition",
     "encode_samples",
+    "matched_services",
+    "service_request_qos",
 ]
 
 #: Most records one HISTORY_FETCH may ask for.
@@ -65,9 +69,51 @@ def durability_partition(namespace: str) -> str:
     return f"{namespace}/durability"
 
 
-@attrs.frozen
-class StoredSample:
-    """One sample a durability service keeps: where it belongs, who wrote it, and its bytes."""
+#: What a durability service's request reader carries in its UserData, before its incarnation.
+_SERVICE_TAG = b"dcps-durability/"
+#: The longest incarnation a service announces (ours are 32 hex digits).
+_MAX_INCARNATION = 64
+
+
+def service_request_qos(incarnation: str) -> Qos:
+    """The QoS of a service's request reader: the protocol's control QoS, and the service's
+    incarnation in UserData, so that a client whose request writer matched the reader knows
+    which service it reaches (and addresses, and seals for, that one)."""
+    return Qos(*CONTROL_QOS, Policy.Userdata(_SERVICE_TAG + incarnation.encode()))
+
+
+def matched_services(request_writer: Any) -> set[str]:
+    """The incarnations of the durability services whose request readers ``request_writer``
+    (a Cyclone writer in :func:`durability_partition`) is matched with now.
+
+    Once a reader is in this set, a reliable request written to it reaches it:
+    a request written before the match reaches nobody (volatile), which is
+    why clients ask each service once it matched, not all at once."""
+    found: set[str] = set()
+    for handle in request_writer.get_matched_subscriptions():
+        data = request_writer.get_matched_subscription_data(handle)
+        if data is None:
+            continue
+        try:
+            tag = bytes(data.qos[Policy.Userdata].data)
+        except (KeyError, AttributeError, TypeError):
+            continue
+        if not tag.startswith(_SERVICE_TAG) or len(tag) > len(_SERVICE_TAG) + _MAX_INCARNATION:
+            continue
+        try:
+            incarnation = tag[len(_SERVICE_TAG) :].decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if incarnation.isalnum():
+            found.add(incarnation)
+    return found
+
+
+class StoredSample(NamedTuple):
+    """One sample a durability service keeps: where it belongs, who wrote it, and its bytes.
+
+    A named tuple: a late joiner decodes one per stored sample, so it must be cheap.
+    """
 
     topic: str
     partition: str
@@ -127,23 +173,38 @@ def encode_samples(samples: Iterable[StoredSample]) -> bytes:
 def decode_samples(blob: bytes) -> Iterator[StoredSample]:
     """The records of a page's blob; :class:`BadParameterError` if it is malformed."""
     at, end = 0, len(blob)
-    view = memoryview(blob)
+    unpack, head = _HEAD.unpack_from, _HEAD.size
+    names: dict[bytes, str] = {}  # a page holds few distinct topic and partition names
+    new = tuple.__new__
     while at < end:
-        if end - at < _HEAD.size:
+        if end - at < head:
             raise BadParameterError("a history page ends inside a record header")
-        writer, ts, seq, flags, _, lt, lp, lk, ln = _HEAD.unpack_from(blob, at)
-        at += _HEAD.size
-        if at + lt + lp + lk + ln > end:
+        writer, ts, seq, flags, _, lt, lp, lk, ln = unpack(blob, at)
+        at += head
+        stop = at + lt + lp + lk + ln
+        if stop > end:
             raise BadParameterError("a history page ends inside a record")
-        topic = bytes(view[at : at + lt]).decode()
+        raw_topic = blob[at : at + lt]
+        topic = names.get(raw_topic)
+        if topic is None:
+            topic = names[raw_topic] = _text(raw_topic)
         at += lt
-        partition = bytes(view[at : at + lp]).decode()
+        raw_partition = blob[at : at + lp]
+        partition = names.get(raw_partition)
+        if partition is None:
+            partition = names[raw_partition] = _text(raw_partition)
         at += lp
-        key = bytes(view[at : at + lk])
-        at += lk
-        payload = bytes(view[at : at + ln])
-        at += ln
-        yield StoredSample(topic, partition, key, writer, ts, seq, flags, payload)
+        key = blob[at : at + lk]
+        payload = blob[at + lk : stop]
+        at = stop
+        yield new(StoredSample, (topic, partition, key, writer, ts, seq, flags, payload))
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode()
+    except UnicodeDecodeError as exc:
+        raise BadParameterError("a history page names a topic or partition in bad UTF-8") from exc
 
 
 @attrs.frozen

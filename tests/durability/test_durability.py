@@ -299,7 +299,7 @@ class TestRedundancy:
         writer = _writer(processes, domain_id, topic_name, "TRANSIENT", 4, 1)
         topic = dcps.Topic(participant, topic_name, Reading)
         first = _late_reader(participant, topic, q.Durability.TRANSIENT)
-        eventually(lambda: len(first.read()) == 4)
+        eventually(lambda: len(first.read()) == 4, what="the 4 samples, once each")
         assert sorted(s.data.sensor for s in first.take()) == [0, 1, 2, 3]
         a.kill()
         writer.kill()
