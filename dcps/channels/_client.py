@@ -510,7 +510,7 @@ class StoreClient:
 
     def ping(self, timeout: float | None = None) -> Pong:
         """Ask the (coordinating) store who it is."""
-        return self._wait(Op.PING, self._call(PingRequest(), Pong.from_wire), timeout)
+        return self.wait_for(Op.PING, self.request_async(PingRequest(), Pong.from_wire), timeout)
 
     def ensure_topic(
         self,
@@ -530,23 +530,25 @@ class StoreClient:
         request = EnsureTopicRequest(
             topic, channel_count, retain_consumed, type_name, type_identity
         )
-        return self._wait(Op.ENSURE_TOPIC, self._ensure(request), timeout)
+        return self.wait_for(Op.ENSURE_TOPIC, self._ensure(request), timeout)
 
     def publish_async(
         self, topic: str, channel: int, sizes: list[int], blob: bytes, key: str = ""
     ) -> Future[Published]:
         """Append a batch (``sizes`` of the elements concatenated in ``blob``) to a channel."""
-        return self._call(PublishRequest(topic, channel, sizes, blob, key), Published.from_wire)
+        return self.request_async(
+            PublishRequest(topic, channel, sizes, blob, key), Published.from_wire
+        )
 
     def fetch_async(self, topic: str, channel: int, offset: int, count: int) -> Future[Fetched]:
         """Up to ``count`` stored elements of ``channel`` from ``offset`` (in bulk)."""
-        return self._call(FetchRequest(topic, channel, offset, count), Fetched.from_wire)
+        return self.request_async(FetchRequest(topic, channel, offset, count), Fetched.from_wire)
 
     def fetch(
         self, topic: str, channel: int, offset: int, count: int, timeout: float | None = None
     ) -> Fetched:
         """:meth:`fetch_async`, waiting for the answer."""
-        return self._wait(Op.FETCH, self.fetch_async(topic, channel, offset, count), timeout)
+        return self.wait_for(Op.FETCH, self.fetch_async(topic, channel, offset, count), timeout)
 
     def commit_async(
         self,
@@ -570,7 +572,7 @@ class StoreClient:
             incarnation,
             member_timeout_ms,
         )
-        return self._call(request, Commits.from_wire)
+        return self.request_async(request, Commits.from_wire)
 
     def commit(
         self,
@@ -583,7 +585,7 @@ class StoreClient:
     ) -> Commits:
         """:meth:`commit_async`, waiting for the answer."""
         fut = self.commit_async(topic, group, member, offsets, **options)
-        return self._wait(Op.COMMIT, fut, timeout)
+        return self.wait_for(Op.COMMIT, fut, timeout)
 
     def seek(
         self,
@@ -596,13 +598,15 @@ class StoreClient:
     ) -> Seeked:
         """Move the group's channels to ``targets`` (read as ``mode`` says)."""
         request = SeekRequest(topic, group, member, mode, tuple(targets), tuple(targets.values()))
-        return self._wait(Op.SEEK, self._call(request, Seeked.from_wire), timeout)
+        return self.wait_for(Op.SEEK, self.request_async(request, Seeked.from_wire), timeout)
 
     def state_async(
         self, topic: str, group: str = "", channels: Iterable[int] = ()
     ) -> Future[ChannelStates]:
         """Heads and tails of ``channels`` (all if none), with ``group``'s commits."""
-        return self._call(StateRequest(topic, group, tuple(channels)), ChannelStates.from_wire)
+        return self.request_async(
+            StateRequest(topic, group, tuple(channels)), ChannelStates.from_wire
+        )
 
     def state(
         self,
@@ -612,7 +616,7 @@ class StoreClient:
         timeout: float | None = None,
     ) -> ChannelStates:
         """:meth:`state_async`, waiting for the answer."""
-        return self._wait(Op.STATE, self.state_async(topic, group, channels), timeout)
+        return self.wait_for(Op.STATE, self.state_async(topic, group, channels), timeout)
 
     def join_async(
         self,
@@ -648,7 +652,7 @@ class StoreClient:
             offer=b"" if offer is None else offer.public,
             previous_channels=tuple(previous_channels),
         )
-        return self._call(request, Membership.from_wire)
+        return self.request_async(request, Membership.from_wire)
 
     def join(
         self,
@@ -670,26 +674,28 @@ class StoreClient:
             anonymous=anonymous,
             previous_channels=previous_channels,
         )
-        return self._wait(Op.JOIN, fut, timeout)
+        return self.wait_for(Op.JOIN, fut, timeout)
 
     def heartbeat_async(self, topic: str, group: str, member: str) -> Future[Membership]:
         """Tell the coordinating store ``member`` is alive; its current channels."""
-        return self._call(HeartbeatRequest(topic, group, member), Membership.from_wire)
+        return self.request_async(HeartbeatRequest(topic, group, member), Membership.from_wire)
 
     def leave(self, topic: str, group: str, member: str, timeout: float | None = None) -> None:
         """``member`` leaves ``group``."""
-        fut = self._call(LeaveRequest(topic, group, member), _leave_done)
-        self._wait(Op.LEAVE, fut, timeout)
+        fut = self.request_async(LeaveRequest(topic, group, member), _leave_done)
+        self.wait_for(Op.LEAVE, fut, timeout)
 
     def destroy_group(self, topic: str, group: str, timeout: float | None = None) -> bool:
         """Delete ``group`` and its commits; False when it did not exist."""
-        fut = self._call(DestroyGroupRequest(topic, group), _destroyed)
-        return bool(self._wait(Op.DESTROY_GROUP, fut, timeout))
+        fut = self.request_async(DestroyGroupRequest(topic, group), _destroyed)
+        return bool(self.wait_for(Op.DESTROY_GROUP, fut, timeout))
 
     # -- routing -------------------------------------------------------------------------------
 
-    def _call(self, request: StoreRequest, decode: Callable[[Reply], T]) -> Future[T]:
-        """Send ``request`` to the store(s) that must answer it; a future of the answer."""
+    def request_async(self, request: StoreRequest, decode: Callable[[Reply], T]) -> Future[T]:
+        """Send a typed ``request`` to the store(s) that must answer it; a future of the
+        answer as ``decode`` reads the reply (the one way the feature clients talk to the
+        store: durables, maps, queues, JMS, admin, Spark staging)."""
         if self._closed:
             raise AlreadyClosedError("the store client is closed")
         wire = request.to_wire(self.client_id, 0)
@@ -805,7 +811,7 @@ class StoreClient:
         A topic new to some store (say one restarted on an empty directory)
         then gets the same channel count and retention everywhere.
         """
-        first = self._call_one(0, request, TopicConfig.from_wire)
+        first = self.request_store_async(0, request, TopicConfig.from_wire)
         count = self.store_count
         if count == 1:
             return first
@@ -846,9 +852,10 @@ class StoreClient:
         first.add_done_callback(first_done)
         return out
 
-    def _call_one(
+    def request_store_async(
         self, index: int, request: StoreRequest, decode: Callable[[Reply], T]
     ) -> Future[T]:
+        """:meth:`request_async` to the store of share ``index`` only (admin looks at each)."""
         if self._closed:
             raise AlreadyClosedError("the store client is closed")
         return self._send(index, request.to_wire(self.client_id, 0), decode)
@@ -860,7 +867,9 @@ class StoreClient:
                     del self._pending[rid]
         fut.cancel()  # frees its place in the window
 
-    def _wait(self, op: Op, fut: Future[T], timeout: float | None) -> T:
+    def wait_for(self, op: Op, fut: Future[T], timeout: float | None) -> T:
+        """The answer of a :meth:`request_async` future, or :class:`~dcps.DcpsTimeoutError`
+        naming ``op`` after ``timeout`` s (None: the client's request timeout)."""
         try:
             return fut.result(timeout=timeout if timeout is not None else self.request_timeout + 1)
         except TimeoutError as exc:

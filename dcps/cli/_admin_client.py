@@ -100,8 +100,8 @@ class StoreAdmin:
         self, request: StoreRequest, decode: Callable[[Reply], T], stores: Sequence[int]
     ) -> list[T]:
         # StoreClient routes the protocol's own kinds; admin requests go to named stores
-        futures = [self._client._call_one(i, request, decode) for i in stores]
-        return [self._client._wait(request.op, f, None) for f in futures]
+        futures = [self._client.request_store_async(i, request, decode) for i in stores]
+        return [self._client.wait_for(request.op, f, None) for f in futures]
 
     def _ask_all(self, request: StoreRequest, decode: Callable[[Reply], T]) -> list[T]:
         return self._ask(request, decode, range(self.store_count))

@@ -57,10 +57,10 @@ def unsubscribe(
     check_name("durable name", name)
     endpoint, client = _with_client(domain_id, namespace, network, connect_timeout)
     try:
-        fut = client._call(
+        fut = client.request_async(
             DurableUnsubscribeRequest(topic.name, name), DurableUnsubscribed.from_wire
         )
-        result: DurableUnsubscribed = client._wait(DurableUnsubscribeRequest.op, fut, None)
+        result: DurableUnsubscribed = client.wait_for(DurableUnsubscribeRequest.op, fut, None)
         return result.existed
     finally:
         client.close()
@@ -87,11 +87,11 @@ def durable_info(
     check_name("durable name", name)
     endpoint, client = _with_client(domain_id, namespace, network, connect_timeout)
     try:
-        fut = client._call(
+        fut = client.request_async(
             DurableInfoRequest(topic.name, name),
             lambda r: DurableInfo.from_wire_for(r, topic.name, name),
         )
-        info: DurableInfo = client._wait(DurableInfoRequest.op, fut, None)
+        info: DurableInfo = client.wait_for(DurableInfoRequest.op, fut, None)
         return info
     finally:
         client.close()

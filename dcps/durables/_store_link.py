@@ -71,18 +71,18 @@ class StoreLink:
 
     def call_async(self, request: StoreRequest, decode: Callable[[Reply], T]) -> Future[T]:
         """Send ``request`` (to the coordinating store); a future of its decoded answer."""
-        return self.client._call(request, decode)
+        return self.client.request_async(request, decode)
 
     def call(
         self, request: StoreRequest, decode: Callable[[Reply], T], timeout: float | None = None
     ) -> T:
         """Send ``request`` and wait for its answer (a store error raises as its DcpsError)."""
-        fut = self.client._call(request, decode)
-        return self.client._wait(request.op, fut, self.timeout if timeout is None else timeout)
+        fut = self.client.request_async(request, decode)
+        return self.client.wait_for(request.op, fut, self.timeout if timeout is None else timeout)
 
     def wait(self, op: Op, fut: Future[T]) -> T:
         """The result of a request's future (``DcpsTimeoutError`` after the link's timeout)."""
-        return self.client._wait(op, fut, self.timeout + 1)
+        return self.client.wait_for(op, fut, self.timeout + 1)
 
     def close(self) -> None:
         """Close the client and the participant (idempotent)."""

@@ -283,8 +283,8 @@ class DurableSubscriber(Generic[T]):
     def _request(
         self, request: Any, decode: Callable[[Any], Any], timeout: float | None = None
     ) -> Any:
-        fut = self._client._call(request, decode)
-        return self._client._wait(request.op, fut, timeout)
+        fut = self._client.request_async(request, decode)
+        return self._client.wait_for(request.op, fut, timeout)
 
     # -- receiving ----------------------------------------------------------------------
 
@@ -459,7 +459,7 @@ class DurableSubscriber(Generic[T]):
             self.topic.name, self.name, self.subscriber_id, tuple(positions)
         )
         out: Future[None] = Future()
-        inner = self._client._call(request, DurableAcked.from_wire)
+        inner = self._client.request_async(request, DurableAcked.from_wire)
 
         def done(f: Future[DurableAcked]) -> None:
             try:
@@ -517,7 +517,7 @@ class DurableSubscriber(Generic[T]):
             self.topic.name, self.name, self.subscriber_id, tuple(positions)
         )
         try:
-            fut = self._client._call(request, DurableAcked.from_wire)
+            fut = self._client.request_async(request, DurableAcked.from_wire)
         except DcpsError as exc:
             self._report(exc)
             return
@@ -587,7 +587,7 @@ class DurableSubscriber(Generic[T]):
             self.topic.name, self.name, self.subscriber_id, count, _POLL_WAIT_MS, acks
         )
         try:
-            fut = self._client._call(request, DurableDelivery.from_wire)
+            fut = self._client.request_async(request, DurableDelivery.from_wire)
         except DcpsError as exc:
             with self._lock:
                 self._in_flight -= 1

@@ -182,8 +182,8 @@ class TopicSession:
         request = DurableUnsubscribeRequest("", durable_name(client_id, name), any_topic=True)
         client = self.connection._store_client()
         try:
-            fut = client._call(request, DurableUnsubscribed.from_wire)
-            result: DurableUnsubscribed = client._wait(request.op, fut, None)
+            fut = client.request_async(request, DurableUnsubscribed.from_wire)
+            result: DurableUnsubscribed = client.wait_for(request.op, fut, None)
         except PreconditionNotMetError as exc:
             raise PreconditionNotMetError(
                 f"durable subscription {name!r} of client id {client_id!r} is in use: {exc}"

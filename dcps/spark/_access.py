@@ -291,7 +291,7 @@ class StoreAccess:
         request = StageRequest(topic, txn[0], txn[1], partition, stage, seq, channel, sizes, blob)
         # StoreClient has no public call for request kinds it does not know (yet): its
         # _call sends any typed request and decodes the reply.
-        return self._dds("publishing")._call(request, Staged.from_wire)
+        return self._dds("publishing").request_async(request, Staged.from_wire)
 
     def commit_staged(
         self, topic: str, txn: tuple[str, int], stages: Sequence[tuple[str, int]]
@@ -300,14 +300,16 @@ class StoreAccess:
         from dcps.wire._staging import CommitStagedRequest, StagedCommitted
 
         request = CommitStagedRequest(topic, txn[0], txn[1], tuple(stages))
-        fut = self._dds("committing")._call(request, StagedCommitted.from_wire)
+        fut = self._dds("committing").request_async(request, StagedCommitted.from_wire)
         return self._result(fut)
 
     def abort_staged(self, topic: str, txn: tuple[str, int]) -> StagedAborted:
         """Drop the staged chunks of ``(query, epoch)``."""
         from dcps.wire._staging import AbortStagedRequest, StagedAborted
 
-        fut = self._dds("aborting")._call(AbortStagedRequest(topic, *txn), StagedAborted.from_wire)
+        fut = self._dds("aborting").request_async(
+            AbortStagedRequest(topic, *txn), StagedAborted.from_wire
+        )
         return self._result(fut)
 
     # -- subscriber groups (the streaming source's commits) -------------------------

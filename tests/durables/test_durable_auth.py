@@ -66,12 +66,14 @@ def test_subscriber_requests_are_accepted_only_from_its_client(
                 other.connect(TIMEOUT)
                 ack = DurableAckRequest(topic.name, "d", sub.subscriber_id, ((0, 0),))
                 with pytest.raises(PreconditionNotMetError, match="member secret"):
-                    other._wait(ack.op, other._call(ack, DurableAcked.from_wire), None)
+                    other.wait_for(ack.op, other.request_async(ack, DurableAcked.from_wire), None)
                 poll = DurablePollRequest(topic.name, "d", sub.subscriber_id, 4)
                 with pytest.raises(PreconditionNotMetError, match="member secret"):
-                    other._wait(poll.op, other._call(poll, bool), None)
+                    other.wait_for(poll.op, other.request_async(poll, bool), None)
                 with pytest.raises(DcpsTimeoutError):
-                    stranger._wait(ack.op, stranger._call(ack, DurableAcked.from_wire), 2.0)
+                    stranger.wait_for(
+                        ack.op, stranger.request_async(ack, DurableAcked.from_wire), 2.0
+                    )
             finally:
                 other.close()
                 stranger.close()
@@ -101,7 +103,7 @@ def test_a_refused_subscribe_in_a_subscribers_name_changes_nothing(
             )
             # refused by the member proof (the subscriber's secret) or, without one, the client
             with pytest.raises(PreconditionNotMetError, match=r"member proof|another client"):
-                other._wait(hijack.op, other._call(hijack, bool), None)
+                other.wait_for(hijack.op, other.request_async(hijack, bool), None)
         finally:
             other.close()
         assert sub.info().filter == before.filter == "seq > 0"

@@ -422,9 +422,9 @@ class TestTypes:
             request = MapPutRequest(
                 name, ("k",), (Task(1, "x").serialize(),), (-1,), type_identity(Task)
             )
-            fut = client._call(request, lambda r: r)
+            fut = client.request_async(request, lambda r: r)
             with pytest.raises(PreconditionNotMetError, match="kvtest::Task"):
-                client._wait(Op.MAP_PUT, fut, TIMEOUT)
+                client.wait_for(Op.MAP_PUT, fut, TIMEOUT)
         finally:
             client.close()
             ep.close()
@@ -489,7 +489,7 @@ class TestBadInput:
             )  # fmt: skip
             fut = client._send(0, wire, lambda r: r)
             with pytest.raises(BadParameterError, match="blob"):
-                client._wait(Op.MAP_PUT, fut, TIMEOUT)
+                client.wait_for(Op.MAP_PUT, fut, TIMEOUT)
         finally:
             client.close()
             ep.close()
@@ -650,7 +650,7 @@ class TestAuthentication:
                     ).to_wire(client.client_id, 0)
                     fut = client._send(0, wire, lambda r: r)
                     with pytest.raises(DcpsTimeoutError):
-                        client._wait(Op.MAP_PUT, fut, 3.0)
+                        client.wait_for(Op.MAP_PUT, fut, 3.0)
                 finally:
                     client.close()
                     ep.close()

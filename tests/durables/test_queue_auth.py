@@ -47,7 +47,7 @@ def test_another_key_holder_cannot_act_for_a_queue_consumer(
             ]
             for request, decode in attacks:
                 with pytest.raises(PreconditionNotMetError, match="another client"):
-                    other._wait(request.op, other._call(request, decode), None)
+                    other.wait_for(request.op, other.request_async(request, decode), None)
         finally:
             other.close()
         assert pub.state().in_flight == 1  # still out with its own consumer
