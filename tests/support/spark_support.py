@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.spark_faults import FAULTS_ENV
 from tests.support.spark_faults import environment as faults_environment
 
 TESTS = Path(__file__).resolve().parent
@@ -27,15 +28,22 @@ def spark_session() -> Any:
     Its workers also see the marker directory of injected failures (``spark_faults``).
     """
     pytest.importorskip("pyspark")
-    faults_environment()
+    faults = faults_environment()
     path = os.environ.get("PYTHONPATH", "")
     if str(PEERS) not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(PEERS), path) if p)
     from dcps.spark import local_session
 
-    # named explicitly: a cluster session earlier in this process (tests/spark/test_cluster.py)
-    # leaves its executors' PYTHONPATH in the JVM's configuration otherwise
-    return local_session("dcps-tests", **{"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]})
+    # Spark's Python workers get the environment of the JVM, which an earlier session of this
+    # process (e.g. tests/spark/test_cluster.py) may have started before these were set:
+    # name them for the executors explicitly
+    return local_session(
+        "dcps-tests",
+        **{
+            "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
+            f"spark.executorEnv.{FAULTS_ENV}": str(faults),
+        },
+    )
 
 
 def run_peer(*args: str, timeout: float = TIMEOUT) -> str:
