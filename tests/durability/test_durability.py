@@ -296,7 +296,9 @@ class TestRedundancy:
         a third service started afterwards aligns from the survivor and serves it alone."""
         a = _service_process(processes, tmp_path / "a", domain_id, namespace, "service")
         _service_process(processes, tmp_path / "b", domain_id, namespace, "service")
-        writer = _writer(processes, domain_id, topic_name, "TRANSIENT", 4, 1)
+        with pytest.MonkeyPatch.context() as env:  # both services hear every sample
+            env.setenv("DURABILITY_PEER_READERS", "2")
+            writer = _writer(processes, domain_id, topic_name, "TRANSIENT", 4, 1)
         topic = dcps.Topic(participant, topic_name, Reading)
         first = _late_reader(participant, topic, q.Durability.TRANSIENT)
         eventually(lambda: len(first.read()) == 4, what="the 4 samples, once each")

@@ -8,6 +8,7 @@ until stdin closes).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import dcps
@@ -26,6 +27,9 @@ def main() -> None:
         topic,
         qos=q.DataWriterQos(durability, q.Reliability.RELIABLE, q.History.keep_last(1)),
     )
+    # DURABILITY_PEER_READERS: how many readers (e.g. redundant services) must have
+    # matched before the first write; a service that matches later never gets it
+    writer.wait_for_readers(int(os.environ.get("DURABILITY_PEER_READERS", "1")), 30)
     for r in range(int(rounds)):
         for s in range(int(sensors)):
             writer.write(Reading(s, float(r), f"s{s}"))
