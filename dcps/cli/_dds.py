@@ -6,6 +6,7 @@ so they see any DDS application, dcps or not, and disturb nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -373,6 +374,12 @@ def sub(
     err_console().print(f"dcps sub: {printed} sample(s)")
 
 
+def _wait_acknowledged(writer: Any, timeout: float) -> None:
+    """Wait for the reliable readers to acknowledge; a timeout here is reported by the caller's error."""
+    with contextlib.suppress(DcpsTimeoutError):
+        writer.wait_for_acknowledgments(timeout)
+
+
 def pub(
     topic: str = typer.Argument(..., help="Topic name."),
     type_spec: str | None = TYPE,
@@ -428,6 +435,9 @@ def pub(
                 except DcpsError as exc:
                     problem = exc
                 if problem is not None:
+                    # The lines before the bad one were promised delivered: let them arrive
+                    # before the writer goes away.
+                    _wait_acknowledged(writer, timeout)
                     where = f"stdin line {number} ({written} sample(s) written before it)"
                     raise fail("pub", problem, where)
                 written += 1
