@@ -338,8 +338,30 @@ class ChannelPublisher(Generic[T]):
             self._in_flight.discard(reply_future)
             self._idle.notify_all()
             idle = not self._in_flight
-        if idle and self._pending:
+        if idle and self._pending and not self._send_on_idle():
             self._wake.set()  # the link is idle: queued batches need not wait out linger
+
+    def _send_on_idle(self) -> bool:
+        """Send the queued batches from the confirming thread, the link having gone idle.
+
+        This spares the latency path a wake-up of the linger thread (a thread
+        hand-off: several milliseconds on a loaded machine). It runs on the
+        client's reply thread, which must never wait for a publish holding the
+        lock: False (the linger thread must send them) if the lock is taken, a
+        window is full or a send failed (its batch's futures hold the error).
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            for channel in list(self._pending):
+                if not self._slot(channel).acquire(blocking=False):
+                    return False
+                self._send_locked(channel)
+        except Exception:  # _send_locked failed the batch's futures with it
+            return False
+        finally:
+            self._lock.release()
+        return True
 
     def _linger_loop(self) -> None:
         """Send each batch ``linger`` after its first sample unless it filled up before."""
