@@ -78,6 +78,14 @@ KEYS = 64
 CHANNELS = 17
 TAKE_MAX = 1000
 WAIT_S = 120.0
+#: ChannelPublisher options of the store cases besides the defaults, from
+#: ``DCPS_BENCH_PUBLISHER="batch_bytes=262144,max_in_flight=4"`` (to try settings)
+PUBLISHER_OPTIONS = {
+    k: int(v)
+    for k, _, v in (
+        o.partition("=") for o in os.environ.get("DCPS_BENCH_PUBLISHER", "").split(",") if o
+    )
+}
 #: py-spy samples per second in ``--profile`` (DCPS_PROFILE_RATE overrides)
 PROFILE_RATE = int(os.environ.get("DCPS_PROFILE_RATE", "200"))
 
@@ -314,6 +322,8 @@ def publisher_peer(domain: int, namespace: str) -> None:
         cls, data = dcps_type(size), payload(size, "dcps")
         topic = ChannelledTopic(cmd["topic"], cls, channel_count=CHANNELS)
         kw: dict[str, Any] = {"linger": timedelta(seconds=cmd["linger"])} if "linger" in cmd else {}
+        if PUBLISHER_OPTIONS:  # e.g. batch_bytes=262144 (DCPS_BENCH_PUBLISHER)
+            kw.update(PUBLISHER_OPTIONS)
         pub = ChannelPublisher(
             topic, domain_id=domain, namespace=namespace, confirmed=confirmed, **kw
         )

@@ -46,6 +46,7 @@ __all__ = ["ChannelPublisher", "OrderBy"]
 
 T = TypeVar("T")
 _new_object = object.__new__
+_monotonic = time.monotonic
 
 
 def _seconds(value: Timeout, what: str) -> float:
@@ -76,7 +77,12 @@ class ChannelPublisher(Generic[T]):
     at high rates batches grow while the in-flight window is full, up to
     ``batch_count``, and each batch's fixed cost (a request, a reply and a
     live sample, ~150-200 us of CPU over client and store) is shared by
-    more elements.
+    more elements. ``batch_bytes`` (256 KiB) keeps a batch's request and live
+    sample below Cyclone's writer-history high watermark (500 kB by default,
+    ``NetworkConfig.whc_high``): larger samples make a write wait for
+    acknowledgements, and the binding holds the GIL through it; 256 KiB
+    batches measured 1.3-1.6x the rate of 1 MiB ones at 4-64 KiB elements
+    (``docs/large-payloads.md``).
 
     ``store_key`` authenticates the publisher to a store namespace that has a
     key (``docs/security.md``): a key file's path or a ``StoreKey``; by default
@@ -93,7 +99,7 @@ class ChannelPublisher(Generic[T]):
         order_by: OrderBy | None = None,
         confirmed: bool = True,
         batch_count: int = 1024,
-        batch_bytes: int = 1 << 20,
+        batch_bytes: int = 256 << 10,
         linger: Timeout = timedelta(milliseconds=2),
         max_in_flight: int = 8,
         timeout: Timeout = timedelta(seconds=10),
@@ -141,6 +147,11 @@ class ChannelPublisher(Generic[T]):
         stores = max(1, self._client.store_count)
         self._slots = [threading.Semaphore(max_in_flight) for _ in range(stores)]
         self._pending: dict[int, Batch] = {}
+        # A sample arriving at least this long after the previous publish goes out at
+        # once if its store's window has room, even with a batch in flight: at such
+        # rates lingering only adds latency (a channel's batch would hold one sample).
+        self._sparse_gap = self._linger / 4
+        self._last_publish = 0.0
         self._in_flight: set[Future[Published]] = set()
         # in-flight bookkeeping has its own lock: confirmations (on the client's
         # reply thread) must never wait for a publish/flush holding self._lock
@@ -223,6 +234,7 @@ class ChannelPublisher(Generic[T]):
                 channel = self._key_memo[key_of(sample)]
             except (KeyError, TypeError):  # a new key, or unhashable key values
                 channel = self.channel_of(sample)
+        now = _monotonic()
         with self._lock:
             batch = self._pending.get(channel)
             if (
@@ -233,7 +245,8 @@ class ChannelPublisher(Generic[T]):
                 batch.payloads.append(data)
                 batch.size += len(data)
             else:
-                batch, index = self._enqueue_locked(channel, data)
+                batch, index = self._enqueue_locked(channel, data, now - self._last_publish)
+            self._last_publish = now
         if not self.confirmed:
             return DONE
         future = _new_object(ElementFuture)  # ElementFuture(batch, index) without a frame
@@ -274,8 +287,11 @@ class ChannelPublisher(Generic[T]):
         ManyResult(out, placed).start()
         return out
 
-    def _enqueue_locked(self, channel: int, data: bytes) -> tuple[Batch, int]:
-        """Append to the channel's batch (sent when full); the caller holds the lock."""
+    def _enqueue_locked(self, channel: int, data: bytes, gap: float = 0.0) -> tuple[Batch, int]:
+        """Append to the channel's batch (sent when full); the caller holds the lock.
+
+        ``gap``: seconds since the previous publish (a sparse stream sends at once).
+        """
         batch = self._pending.get(channel)
         if batch is None:
             batch = self._pending[channel] = Batch(channel, time.monotonic())
@@ -294,9 +310,12 @@ class ChannelPublisher(Generic[T]):
         if full:
             self._send_locked(channel)
         elif not index:
-            # Nothing awaits the store: lingering would only add latency, send at once.
-            # Under load (batches in flight) the batch lingers and grows instead.
-            if not self._in_flight and self._slot(channel).acquire(blocking=False):
+            # Nothing awaits the store, or samples come too seldom to share a batch:
+            # lingering would only add latency, send at once. Under load (batches in
+            # flight, samples close together) the batch lingers and grows instead.
+            if (not self._in_flight or gap >= self._sparse_gap) and self._slot(channel).acquire(
+                blocking=False
+            ):
                 self._send_locked(channel)
             else:
                 self._wake.set()
