@@ -150,7 +150,8 @@ class ChannelPublisher(Generic[T]):
         # A sample arriving at least this long after the previous publish goes out at
         # once if its store's window has room, even with a batch in flight: at such
         # rates lingering only adds latency (a channel's batch would hold one sample).
-        self._sparse_gap = self._linger / 4
+        # (linger=0 sends every batch as soon as it can anyway: no such rule)
+        self._sparse_gap = self._linger / 4 if self._linger > 0 else float("inf")
         self._last_publish = 0.0
         self._in_flight: set[Future[Published]] = set()
         # in-flight bookkeeping has its own lock: confirmations (on the client's
@@ -236,17 +237,19 @@ class ChannelPublisher(Generic[T]):
                 channel = self.channel_of(sample)
         now = _monotonic()
         with self._lock:
+            gap = now - self._last_publish
+            self._last_publish = now
             batch = self._pending.get(channel)
             if (
                 batch is not None
                 and (index := len(batch.payloads)) + 1 < self._batch_count
                 and batch.size + len(data) < self._batch_bytes
+                and gap < self._sparse_gap
             ):
                 batch.payloads.append(data)
                 batch.size += len(data)
             else:
-                batch, index = self._enqueue_locked(channel, data, now - self._last_publish)
-            self._last_publish = now
+                batch, index = self._enqueue_locked(channel, data, gap)
         if not self.confirmed:
             return DONE
         future = _new_object(ElementFuture)  # ElementFuture(batch, index) without a frame
@@ -309,10 +312,11 @@ class ChannelPublisher(Generic[T]):
         batch.size += len(data)
         if full:
             self._send_locked(channel)
-        elif not index:
+        elif not index or gap >= self._sparse_gap:
             # Nothing awaits the store, or samples come too seldom to share a batch:
-            # lingering would only add latency, send at once. Under load (batches in
-            # flight, samples close together) the batch lingers and grows instead.
+            # lingering would only add latency, send at once (with a sample queued
+            # before, after a burst). Under load (batches in flight, samples close
+            # together) the batch lingers and grows instead.
             if (not self._in_flight or gap >= self._sparse_gap) and self._slot(channel).acquire(
                 blocking=False
             ):
