@@ -78,11 +78,14 @@ class ChannelPublisher(Generic[T]):
     ``batch_count``, and each batch's fixed cost (a request, a reply and a
     live sample, ~150-200 us of CPU over client and store) is shared by
     more elements. ``batch_bytes`` (256 KiB) keeps a batch's request and live
-    sample below Cyclone's writer-history high watermark (500 kB by default,
-    ``NetworkConfig.whc_high``): larger samples make a write wait for
-    acknowledgements, and the binding holds the GIL through it; 256 KiB
-    batches measured 1.3-1.6x the rate of 1 MiB ones at 4-64 KiB elements
-    (``docs/large-payloads.md``).
+    sample small enough to pipeline through publisher, store and subscriber
+    and below Cyclone's writer-history high watermark (500 kB by default,
+    ``NetworkConfig.whc_high``), beyond which a write waits for
+    acknowledgements while the binding holds the GIL (``docs/large-payloads.md``).
+    A sample that comes ``linger``/4 or more after the previous publish, itself
+    as far from the one before, is sent at once (with its channel's queued
+    batch) if its store's window has room: a sparse stream is not held for
+    ``linger`` just because a batch is in flight.
 
     ``store_key`` authenticates the publisher to a store namespace that has a
     key (``docs/security.md``): a key file's path or a ``StoreKey``; by default
@@ -147,12 +150,13 @@ class ChannelPublisher(Generic[T]):
         stores = max(1, self._client.store_count)
         self._slots = [threading.Semaphore(max_in_flight) for _ in range(stores)]
         self._pending: dict[int, Batch] = {}
-        # A sample arriving at least this long after the previous publish goes out at
-        # once if its store's window has room, even with a batch in flight: at such
-        # rates lingering only adds latency (a channel's batch would hold one sample).
+        # A sample arriving at least this long after the previous publish, which came as
+        # long after its own predecessor, goes out at once if its store's window has room,
+        # even with a batch in flight: at such rates lingering only adds latency.
         # (linger=0 sends every batch as soon as it can anyway: no such rule)
         self._sparse_gap = self._linger / 4 if self._linger > 0 else float("inf")
         self._last_publish = 0.0
+        self._last_gap = 0.0
         self._in_flight: set[Future[Published]] = set()
         # in-flight bookkeeping has its own lock: confirmations (on the client's
         # reply thread) must never wait for a publish/flush holding self._lock
@@ -237,7 +241,10 @@ class ChannelPublisher(Generic[T]):
                 channel = self.channel_of(sample)
         now = _monotonic()
         with self._lock:
+            # the shorter of the last two gaps: one pause of the publishing thread (the
+            # scheduler, another thread holding the GIL) does not make a stream sparse
             gap = now - self._last_publish
+            gap, self._last_gap = (gap if gap < self._last_gap else self._last_gap), gap
             self._last_publish = now
             batch = self._pending.get(channel)
             if (
