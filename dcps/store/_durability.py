@@ -181,6 +181,10 @@ class DurabilityService:
         self._reply_writers: dict[str, Any] = {}
         self._client_id = f"durability{self.incarnation[:16]}"
         self._aligning: dict[str, int] = {}  # other service -> cursor still to fetch
+        # other service -> request id of the alignment request awaiting its answer: replies
+        # are TRANSIENT_LOCAL, so a service matched again replays its earlier pages to us
+        self._asked: dict[str, int] = {}
+        self._next_rid = 0
         self._align_until = 0.0
         self._peers: set[str] = set()  # other services matched now
         self._peer_cursors: dict[str, int] = {}  # other service -> cursor of its last page
@@ -429,12 +433,15 @@ class DurabilityService:
                     self._ask(service, self._aligning[service])
             for gone in set(self._aligning) - now:
                 del self._aligning[gone]  # it died or became unreachable mid-alignment
+                self._asked.pop(gone, None)
         for reply in self._align_replies.take(N=64):
             if not isinstance(reply, Reply) or reply.status:
                 continue
             service = reply.text
             if service not in self._aligning or not self._sealer.accept_reply(reply, service):
                 continue
+            if int(reply.request_id) != self._asked.get(service):
+                continue  # a page replayed from an earlier alignment, not this one's answer
             page = HistoryPage.from_wire(reply)
             self.aligned += self.history.add_many(page.samples, time.time_ns())
             self._peer_cursors[service] = max(page.cursor, self._peer_cursors.get(service, 0))
@@ -443,9 +450,12 @@ class DurabilityService:
                 self._ask(service, page.cursor)
             else:
                 self._aligning.pop(service, None)
+                self._asked.pop(service, None)
         if not self._aligning and time.monotonic() >= self._align_until:
             self._ready.set()
 
     def _ask(self, service: str, after: int) -> None:
         request = HistoryFetchRequest("", (), after, MAX_HISTORY_PAGE, service)
-        self._align_writer.write(request.to_wire(self._client_id, 1))
+        self._next_rid += 1
+        self._asked[service] = self._next_rid
+        self._align_writer.write(request.to_wire(self._client_id, self._next_rid))

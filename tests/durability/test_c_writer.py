@@ -64,13 +64,28 @@ def _write(
     return done.stdout.strip()
 
 
+def _kept(store: Store, topic_name: str, count: int) -> None:
+    """Wait until the store's service keeps ``count`` samples (acknowledged is not yet kept)."""
+    service = store.durability
+    assert service is not None
+    eventually(lambda: service.history.count(topic_name) == count, 20, f"{count} samples kept")
+
+
 def _late_joiner(
-    participant: dcps.DomainParticipant, topic_name: str, kind: q.Durability
+    participant: dcps.DomainParticipant, topic_name: str, kind: q.Durability, count: int
 ) -> list[dcps.Sample[Reading]]:
+    """A reader created now; the first ``count`` samples it gets (the stored history)."""
     topic = dcps.Topic(participant, topic_name, Reading)
     reader = dcps.DataReader(participant, topic, qos=q.DataReaderQos(kind, q.History.KEEP_ALL))
     reader.wait_for_historical_data(20)
-    return eventually(reader.take, 20, "the stored history")
+    taken: list[dcps.Sample[Reading]] = []
+
+    def all_taken() -> bool:
+        taken.extend(reader.take())  # not read(): that would make the instances NOT_NEW
+        return len(taken) >= count
+
+    eventually(all_taken, 20, f"{count} stored samples")
+    return taken
 
 
 class TestCWriter:
@@ -89,9 +104,8 @@ class TestCWriter:
         with the C program's labels, NOT_ALIVE_NO_WRITERS."""
         with _store(tmp_path / "store", domain_id, namespace) as store:
             assert _write(c_writer, domain_id, topic_name, "transient", 4, 3, 1) == "written 12"
-            assert store.durability is not None
-            assert store.durability.history.count(topic_name) == 4  # acked before the exit
-            samples = _late_joiner(participant, topic_name, q.Durability.TRANSIENT)
+            _kept(store, topic_name, 4)
+            samples = _late_joiner(participant, topic_name, q.Durability.TRANSIENT, 4)
         assert sorted((s.data.sensor, s.data.value, s.data.label) for s in samples) == [
             (i, 2.0, f"c{i}") for i in range(4)
         ]
@@ -110,10 +124,11 @@ class TestCWriter:
         """PERSISTENT data of a C writer is on disk: the store that kept it is closed,
         a new one on the same directory serves it to a dcps late joiner."""
         data = tmp_path / "store"
-        with _store(data, domain_id, namespace):
+        with _store(data, domain_id, namespace) as store:
             assert _write(c_writer, domain_id, topic_name, "persistent", 3, 2, 1) == "written 6"
+            _kept(store, topic_name, 3)
         with _store(data, domain_id, namespace):
-            samples = _late_joiner(participant, topic_name, q.Durability.PERSISTENT)
+            samples = _late_joiner(participant, topic_name, q.Durability.PERSISTENT, 3)
         got = sorted((s.data.sensor, s.data.value) for s in samples)
         assert got == [(i, 1.0) for i in range(3)]
         assert {s.info.instance_state for s in samples} == {dcps.InstanceState.NOT_ALIVE_NO_WRITERS}
