@@ -361,7 +361,14 @@ class DurabilityService:
 
     # -- serving ---------------------------------------------------------------------
     def _answer(self) -> None:
-        for sample in self._requests.take(N=256):
+        requests = self._requests.take(N=256)
+        if requests:
+            # keep what arrived since this step's take first: a writer's sample acked
+            # before a reader asked (it exited, then the reader was created) is served
+            now = time.time_ns()
+            for served in list(self._served.values()):
+                self._take(served, now)
+        for sample in requests:
             if not isinstance(sample, Request) or sample.client == self._client_id:
                 continue
             if sample.member not in ("", self.incarnation):

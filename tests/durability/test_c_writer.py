@@ -68,7 +68,11 @@ def _kept(store: Store, topic_name: str, count: int) -> None:
     """Wait until the store's service keeps ``count`` samples (acknowledged is not yet kept)."""
     service = store.durability
     assert service is not None
-    eventually(lambda: service.history.count(topic_name) == count, 20, f"{count} samples kept")
+    try:
+        eventually(lambda: service.history.count(topic_name) == count, 20, f"{count} kept")
+    except AssertionError as exc:
+        kept = service.history.count(topic_name)
+        raise AssertionError(f"{exc}: {kept} kept; served {service.history.topics()}") from None
 
 
 def _late_joiner(
