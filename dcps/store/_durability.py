@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
-from cyclonedds.core import InstanceState, Policy, Qos
+from cyclonedds.core import InstanceState, Policy, Qos, SampleState, ViewState
 from cyclonedds.dynamic import get_types_for_typeid
 from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
 
 import qos as q
 from dcps._cyclone.binding import entity_ref
-from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, take_cdr
+from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, peek_infos, take_cdr
 from dcps._history import SERVICE_READER_NAME
 from dcps.store._durability_history import Arrival, HistoryStore, Limits
 from dcps.store._log import ChannelLog, SyncMode
@@ -79,6 +79,8 @@ TYPE_LOOKUP_TIMEOUT_NS = 5_000_000_000
 #: How long a starting service listens for other services' history.
 ALIGN_WINDOW = 1.0
 _TAKE = 1024
+#: Samples of instances the service's reader has not taken from yet (or that came back).
+_NEW_INSTANCES = int(SampleState.Any | ViewState.New | InstanceState.Any)
 
 
 def _reader_qos(partition: str) -> tuple[Qos, Qos]:
@@ -106,11 +108,23 @@ class _Served:
     def key(self, handle: int) -> bytes:
         found = self.keys.get(handle)
         if found is None:
-            found = instance_key(self.ref, handle) or b""
+            found = instance_key(self.ref, handle)
+            if found is None:
+                # the instance is gone from Cyclone (its writer left and everything of it
+                # was taken): one of its own all the same, never merged with others
+                _log.warning("durability: key of an instance of %r not found", self.topic)
+                found = b"handle:" + handle.to_bytes(8, "big")
             if len(self.keys) > 100_000:
                 self.keys.clear()
             self.keys[handle] = found
         return found
+
+    def learn_keys(self) -> None:
+        """Look up the keys of new instances before their samples are taken: Cyclone
+        forgets an instance whose writers left once everything of it was taken, and
+        its key with it. Instances seen before are not NEW: usually nothing to peek."""
+        for row in peek_infos(self.ref, _NEW_INSTANCES, _TAKE):
+            self.key(row[5])
 
     def guid(self, handle: int) -> bytes:
         found = self.guids.get(handle)
@@ -339,6 +353,7 @@ class DurabilityService:
         (one lock, one transaction), so the service keeps up with a fast writer."""
         topic, partition, history = served.topic, served.partition, self.history
         while True:
+            served.learn_keys()
             rows = take_cdr(served.ref, ANY_STATE, _TAKE)
             if isinstance(rows, int):
                 raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
