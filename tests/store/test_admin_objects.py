@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -14,10 +15,22 @@ from typing import Any
 
 import pytest
 
-from dcps import AlreadyClosedError, DcpsError
+from dcps import AlreadyClosedError, BadParameterError, DcpsError
 from dcps.channels import ChannelledTopic, ChannelPublisher
 from dcps.durables import DurableSubscriber, KeyValueMap, QueuePublisher, QueueSubscriber
+from dcps.wire._admin_objects import (
+    DeleteDurableRequest,
+    DeleteMapRequest,
+    DeleteQueueRequest,
+    DescribeDurablesRequest,
+    DescribeMapsRequest,
+    DescribeQueuesRequest,
+    ResetDurableRequest,
+)
 from dcps.wire._auth_keys import write_key_file
+from dcps.wire._codes import Op, SeekMode
+from dcps.wire._messages import Request
+from dcps.wire._requests import decode_request
 from tests.support.cli import cli_env, run_dcps
 from tests.support.peers.channels_types import Msg
 from tests.support.peers.maps_queues_peer import Counter, Task
@@ -306,3 +319,65 @@ class TestAuthentication:
             assert keyed.json("maps", "describe", "m_auth")["keys"] == 0
         finally:
             store.kill()
+
+
+class TestRequests:
+    """Every admin request is checked whole when the store decodes it."""
+
+    @pytest.mark.parametrize(
+        ("request_", "message"),
+        [
+            (
+                Request(client="c", request_id=1, op=Op.DESCRIBE_DURABLES, group="d"),
+                "name its topic",
+            ),
+            (Request(client="c", request_id=1, op=Op.DELETE_DURABLE, topic="t"), "durable name"),
+            (
+                Request(
+                    client="c", request_id=1, op=Op.DELETE_DURABLE, topic="t", group="d", flag=2
+                ),
+                "force",
+            ),
+            (
+                Request(
+                    client="c", request_id=1, op=Op.RESET_DURABLE, topic="t", group="d", number=9
+                ),
+                "reset mode",
+            ),
+            (
+                Request(
+                    client="c",
+                    request_id=1,
+                    op=Op.RESET_DURABLE,
+                    topic="t",
+                    group="d",
+                    number=int(SeekMode.POSITION),
+                    channels=[0, 1],
+                    offsets=[5],
+                ),
+                "RESET_DURABLE to POSITION of 2 channel",
+            ),
+            (Request(client="c", request_id=1, op=Op.DELETE_QUEUE), "queue name"),
+            (Request(client="c", request_id=1, op=Op.DELETE_QUEUE, topic="q", flag=-1), "force"),
+            (Request(client="c", request_id=1, op=Op.DESCRIBE_QUEUES, topic="q*"), "'*'"),
+            (Request(client="c", request_id=1, op=Op.DELETE_MAP), "map name"),
+            (Request(client="c", request_id=1, op=Op.DESCRIBE_MAPS, topic="m" * 300), "MAX_NAME"),
+        ],
+    )
+    def test_malformed_requests_are_refused_naming_the_field(
+        self, request_: Request, message: str
+    ) -> None:
+        with pytest.raises(BadParameterError, match=re.escape(message)):
+            decode_request(request_)
+
+    def test_requests_survive_the_wire(self) -> None:
+        sent = [
+            DescribeDurablesRequest("t", "d"),
+            DeleteDurableRequest("t", "d", force=True),
+            ResetDurableRequest("t", "d", SeekMode.POSITION, (0, 2), (5, 7), True),
+            DescribeQueuesRequest("q"),
+            DeleteQueueRequest("q", force=True),
+            DescribeMapsRequest(),
+            DeleteMapRequest("m"),
+        ]
+        assert [decode_request(r.to_wire("c", 1)) for r in sent] == sent
