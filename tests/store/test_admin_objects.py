@@ -17,7 +17,13 @@ import pytest
 
 from dcps import AlreadyClosedError, BadParameterError, DcpsError
 from dcps.channels import ChannelledTopic, ChannelPublisher
-from dcps.durables import DurableSubscriber, KeyValueMap, QueuePublisher, QueueSubscriber
+from dcps.durables import (
+    DurableKind,
+    DurableSubscriber,
+    KeyValueMap,
+    QueuePublisher,
+    QueueSubscriber,
+)
 from dcps.wire._admin_objects import (
     DeleteDurableRequest,
     DeleteMapRequest,
@@ -215,6 +221,39 @@ class TestDurables:
         assert admin.json("durables", "describe", topic.name, dname)["pending"] == 0
         admin.json("durables", "reset", topic.name, dname, "--to-head")
         assert admin.json("durables", "describe", topic.name, dname)["pending"] == 10
+
+    def test_a_reset_outlives_a_store_restart(
+        self, tmp_path: Path, where: dict[str, Any], topic: ChannelledTopic, dname: str
+    ) -> None:
+        """A persistent durable reset to offset 8, then the store killed (SIGKILL) and started
+        again: it still has 2 pending, and its next subscriber receives 8 and 9."""
+        namespace = f"admr_{uuid.uuid4().hex[:8]}"
+        store = StoreProcess(tmp_path / "store", where["domain_id"], namespace)
+        try:
+            kw = {"domain_id": where["domain_id"], "namespace": namespace}
+            admin = Admin(where["domain_id"], namespace)
+            with DurableSubscriber(topic, dname, window=5, **kw) as sub:
+                publish(topic, 10, kw)
+                receive_ack(sub, 3, 3)
+            admin.json("durables", "reset", topic.name, dname, "--to-offset", "8")
+            store.restart()
+            described = admin.json("durables", "describe", topic.name, dname)
+            assert (described["pending"], described["outstanding"]) == (2, 2)
+            with DurableSubscriber(topic, dname, window=5, **kw) as again:
+                assert [again.receive(TIMEOUT).value.seq for _ in range(2)] == [8, 9]
+        finally:
+            store.kill()
+
+    def test_a_last_value_durable_is_listed_but_not_reset(
+        self, admin: Admin, topic: ChannelledTopic, kw: dict[str, Any], dname: str
+    ) -> None:
+        """A last-value durable shows its kind with no counts (-1) and refuses a reset."""
+        DurableSubscriber(topic, dname, kind=DurableKind.LAST_VALUE, **kw).close()
+        (listed,) = admin.json("durables", "list", "--topic", topic.name)
+        assert (listed["kind"], listed["outstanding"], listed["pending"]) == ("last_value", -1, -1)
+        assert listed["channels"] == []
+        err = admin.refused("durables", "reset", topic.name, dname, "--to-head")
+        assert "last-value durable" in err
 
 
 class TestQueues:
