@@ -168,6 +168,7 @@ class Sealer:
         self._lock = threading.Lock()
         self._announcements: OrderedDict[tuple[str, bytes], bool] = OrderedDict()
         self._proof_drops = 0  # JOINs of a live member without its proof
+        self._dropped: dict[DropReason, int] = {}  # refusals judged outside the authenticator
 
     @classmethod
     def from_keys(
@@ -189,11 +190,20 @@ class Sealer:
         drops = self.auth.drops()
         with self._lock:
             drops[DropReason.BAD_MEMBER_PROOF] += self._proof_drops
+            for reason, count in self._dropped.items():
+                drops[reason] += count
         return drops
 
     def refused(self, exc: AuthenticationError) -> None:
         """Log a refusal (rate-limited)."""
         self._log.warning(exc.reason, f"dropped: {exc}")
+
+    def drop(self, exc: AuthenticationError) -> None:
+        """Count and log (rate-limited) a refusal judged by the caller, e.g. a store that
+        did not answer the ping that would have confirmed its announcement."""
+        with self._lock:
+            self._dropped[exc.reason] = self._dropped.get(exc.reason, 0) + 1
+        self.refused(exc)
 
     # -- member secrets --------------------------------------------------------------
 
