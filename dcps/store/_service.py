@@ -102,7 +102,13 @@ from ._log import (
 )
 from ._maps import MAP_HANDLERS, MapTable
 from ._metrics import LogSnapshot, StoreMetrics, take_snapshot
-from ._queues import QUEUE_HANDLERS, QueueTable, serve_queues
+from ._queues import (
+    QUEUE_HANDLERS,
+    QUEUE_MEMBER_OPS,
+    QueueTable,
+    queue_secret_ident,
+    serve_queues,
+)
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
 from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict_with
 from ._staging import on_abort_staged, on_commit_staged, on_stage
@@ -616,13 +622,10 @@ class Store:
         ident = (sample.topic, sample.group, sample.member)
         if sample.op in DURABLE_MEMBER_OPS:  # a durable subscriber's secret (``_durables.py``)
             ident = secret_ident(*ident)
+        elif sample.op in QUEUE_MEMBER_OPS:  # a queue consumer's secret (``_queues.py``)
+            ident = queue_secret_ident(sample.topic, sample.member)
         secret = self._secrets.get(ident)
-        live = secret is not None and (
-            self._member_live(*ident)
-            if sample.op == Op.JOIN
-            else sample.op == Op.DURABLE_SUBSCRIBE
-            and self.durables.live(sample.group, sample.member)
-        )
+        live = secret is not None and self._subscriber_live(sample)
         try:
             self._sealer.open_request(sample, self.incarnation, secret, proof_required=live)
         except AuthenticationError as exc:
@@ -640,6 +643,17 @@ class Store:
                 )
             return False
         return True
+
+    def _subscriber_live(self, sample: Request) -> bool:
+        """Whether the member, durable subscriber or queue consumer a JOIN or subscribe
+        names is live (then only its own secret's proof lets it in again)."""
+        if sample.op == Op.JOIN:
+            return self._member_live(sample.topic, sample.group, sample.member)
+        if sample.op == Op.DURABLE_SUBSCRIBE:
+            return self.durables.live(sample.group, sample.member)
+        if sample.op == Op.QUEUE_SUBSCRIBE:
+            return self._queues.live(sample.topic, sample.member)
+        return False
 
     def _member_live(self, topic: str, group: str, member: str) -> bool:
         """Whether ``member`` belongs to ``group`` now (per the coordinator's assignment)."""
@@ -714,6 +728,9 @@ class Store:
 
     def _seal_reply(self, reply: Reply) -> bytes | None:
         return self._sealer.seal_reply(reply, self.incarnation)
+
+    def _seal_live(self, batch: LiveBatch) -> bytes | None:
+        return self._sealer.seal_live(batch, self.incarnation)
 
     def _refuse_client(self, client: str, request_id: int) -> None:
         """Tell a client over MAX_CLIENTS that it is refused (a bounded set of writers)."""
@@ -895,6 +912,7 @@ class Store:
                 ep.batch_topic,
                 batch_partition(self.namespace, r.topic, r.channel),
                 BATCH_WRITER_QOS,
+                seal=self._seal_live,
             )
             self._batch_writers[(r.topic, r.channel)] = writer
         self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
