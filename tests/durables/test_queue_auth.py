@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cyclonedds.core import Policy, Qos
-from cyclonedds.domain import DomainParticipant
-from cyclonedds.pub import DataWriter, Publisher
-from cyclonedds.sub import DataReader, Subscriber
-from cyclonedds.topic import Topic
 
 from dcps import PreconditionNotMetError
 from dcps.channels._client import StoreClient
@@ -20,8 +14,6 @@ from dcps.store import Store, SyncMode
 from dcps.wire._auth_keys import KEY_FILE_ENV, write_key_file
 from dcps.wire._auth_member import MemberOffer, MemberSecret
 from dcps.wire._codes import ErrorCode, Op
-from dcps.wire._messages import Reply, Request
-from dcps.wire._names import REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
 from dcps.wire._queues import (
     QueueAcked,
     QueueAckRequest,
@@ -31,11 +23,10 @@ from dcps.wire._queues import (
     QueueSubscribeRequest,
     queue_secret_group,
 )
-from dcps.wire._sealing import Sealer
 from dcps.wire._transport import Endpoint
 from tests.support.peers.maps_queues_peer import Task
+from tests.support.raw_attacker import RawKeyHolder
 from tests.support.store_process import StoreProcess
-from tests.support.waiting import eventually
 
 TIMEOUT = 10.0
 
@@ -76,53 +67,6 @@ def test_another_key_holder_cannot_act_for_a_queue_consumer(
         assert pub.state().stored == 0
 
 
-class _RawKeyHolder:
-    """A raw ``cyclonedds`` participant holding the namespace key (not the consumer's
-    secret), writing requests under any client id and reading any client's replies."""
-
-    def __init__(self, domain_id: int, namespace: str, key: str, client: str) -> None:
-        self.dp = DomainParticipant(domain_id)
-        self.client = client
-        self.sealer = Sealer.from_keys(key, None)
-        requests = Topic(self.dp, "dcps_channels_request", Request)
-        replies = Topic(self.dp, "dcps_channels_reply", Reply)
-        self.writer = DataWriter(
-            Publisher(self.dp, qos=Qos(Policy.Partition([namespace]))),
-            requests,
-            qos=REQUEST_WRITER_QOS,
-        )
-        self.replies = DataReader(
-            Subscriber(self.dp, qos=Qos(Policy.Partition([reply_partition(namespace, client)]))),
-            replies,
-            qos=REPLY_QOS,
-        )
-        self._ids = 10**12  # far from the victim's own request ids
-
-    def send(self, request: Any, incarnation: str, secret: MemberSecret | None) -> int:
-        """Seal ``request`` (with a made-up member proof if ``secret``) and write it."""
-        self._ids += 1
-        wire = request.to_wire(self.client, self._ids)
-        self.sealer.seal_request(wire, incarnation, secret)
-        eventually(self.writer.get_matched_subscriptions, TIMEOUT, "the store's reader")
-        self.writer.write(wire)
-        return self._ids
-
-    def answer(self, rid: int) -> Reply:
-        got: dict[int, Reply] = {}
-
-        def answered() -> bool:
-            for r in self.replies.take(N=64):
-                if isinstance(r, Reply):
-                    got[r.request_id] = r
-            return rid in got
-
-        eventually(answered, TIMEOUT, f"the store's answer to request {rid}")
-        return got[rid]
-
-    def close(self) -> None:
-        self.dp.__del__()
-
-
 def test_a_key_holder_spoofing_the_consumers_client_cannot_act_for_it(
     tmp_path: Path, domain_id: int, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,7 +90,7 @@ def test_a_key_holder_spoofing_the_consumers_client_cannot_act_for_it(
             pub.publish(Task(n=2, note="b"), confirm=True)
             victim = sub._link.client
             incarnation = victim.ping(timeout=TIMEOUT).incarnation
-            attacker = _RawKeyHolder(domain_id, namespace, key, victim.client_id)
+            attacker = RawKeyHolder(domain_id, namespace, key, victim.client_id)
             made_up = MemberSecret(
                 secrets.token_bytes(32), queue_secret_group("jobs"), sub.consumer, incarnation
             )
