@@ -74,7 +74,7 @@ KIND_ANNOUNCEMENT: Final = "announcement"
 KIND_ASSIGNMENT: Final = "assignment"
 KIND_LIVE_BATCH: Final = "live_batch"
 KIND_MAP_CHANGE: Final = "map_change"
-_REQUEST_KINDS = {op: f"request/{op.name.lower()}" for op in Op}
+_REQUEST_KINDS = {int(op): f"request/{op.name.lower()}" for op in Op}
 #: Distinct announcements (verified or refused) remembered, so re-reading one costs nothing.
 _ANNOUNCEMENT_MEMORY = 1024
 
@@ -125,10 +125,8 @@ def authenticator(
 
 def request_kind(op: int) -> str:
     """The authentication kind of a request of wire kind ``op``."""
-    try:
-        return _REQUEST_KINDS[Op(op)]
-    except ValueError:
-        return f"request/{op}"
+    kind = _REQUEST_KINDS.get(op)
+    return f"request/{op}" if kind is None else kind
 
 
 def _body(message: Any) -> bytes:
@@ -143,18 +141,23 @@ def _body(message: Any) -> bytes:
 def _received_body(message: Any) -> bytes:
     """:func:`_body` of a message taken from DDS, cut from its CDR bytes when it kept them.
 
-    ``auth`` is the last field: a uint32 length then its octets (then padding
-    to 4), so the body is the bytes before that length, then a zero length.
+    ``auth`` is the last field: a uint32 length then its octets (then, when
+    the writer padded the sample to 4 bytes, padding), so the body is the
+    bytes before that length, then a zero length. (Without this fast path the
+    receiver serialises the sample again: ~20 us per message.)
     """
     wire: bytes | None = getattr(message, "_wire", None)
     auth: bytes = message.auth
     if wire is not None:
-        end = len(wire) - (-len(auth) % 4)
-        start = end - len(auth)
-        if wire[start:end] == auth and int.from_bytes(wire[start - 4 : start], "little") == len(
-            auth
-        ):
-            return b"\x00\x01\x00\x00" + wire[4 : start - 4] + bytes(4)
+        n = len(auth)
+        for end in (len(wire), len(wire) - (-n % 4)):  # as written by _wire; padded
+            start = end - n
+            if (
+                start >= 8
+                and wire[start:end] == auth
+                and int.from_bytes(wire[start - 4 : start], "little") == n
+            ):
+                return b"\x00\x01\x00\x00" + wire[4 : start - 4] + bytes(4)
     return _body(message)
 
 
