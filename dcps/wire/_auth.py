@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import itertools
 import logging
 import struct
 import threading
@@ -238,7 +239,8 @@ class Authenticator:
         self._replays = ReplayTable(max_streams=max_streams, window=replay_window)
         self._log = log if log is not None else RateLimitedLog()
         self._lock = threading.Lock()
-        self._counter = clock() % _U64  # a restarted sender continues above its old counters
+        # a restarted sender continues above its old counters; next() is atomic (no lock)
+        self._counter = itertools.count(clock() % _U64 + 1)
         self._drops: dict[DropReason, int] = dict.fromkeys(DropReason, 0)
 
     @property
@@ -283,9 +285,7 @@ class Authenticator:
             key, mac = self._key, self._mac
         if kind in self.member_kinds and member is None:
             raise PreconditionNotMetError(f"{kind} needs the member secret agreed at JOIN")
-        with self._lock:
-            self._counter = (self._counter + 1) % _U64
-            counter = self._counter
+        counter = next(self._counter) % _U64
         header = _HEADER.pack(
             _VERSION, _FLAG_MEMBER if member is not None else 0, key.key_id, counter, self._clock()
         )
