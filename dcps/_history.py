@@ -38,6 +38,7 @@ from cyclonedds.core import GuardCondition, Listener, Policy, ReadCondition, Wai
 
 import idl
 import qos as q
+from dcps._gc import paused_gc
 from dcps._sample import InstanceState
 from dcps._subscription_keys import KeyedCache
 from dcps.wire._durability import (
@@ -303,7 +304,8 @@ class HistoryFetch:
             return
         rid = int(reply.request_id)
         self._client.forget(rid)  # each request addresses one service: one answer
-        page = HistoryPage.from_wire(reply)
+        with paused_gc():  # a page builds one record per stored sample
+            page = HistoryPage.from_wire(reply)
         with self._lock:
             self._rids.discard(rid)
             self._cursors[page.service] = max(page.cursor, self._cursors.get(page.service, 0))
@@ -313,7 +315,8 @@ class HistoryFetch:
         if page.more:  # asked before filing: the service pages while this one is filed
             self._ask(page.service, page.cursor)
         if page.samples:
-            self._file(list(page.samples), late)
+            with paused_gc():  # filing builds a value and an entry per sample
+                self._file(list(page.samples), late)
         if page.more:
             return
         with self._lock:
