@@ -371,6 +371,8 @@ class HistoryFetch:
 
 
 _timestamp = operator.attrgetter("timestamp")
+_writer = operator.attrgetter("writer")
+_payload = operator.attrgetter("payload")
 
 
 def _key_getter(data_type: type, reader_qos: q.DataReaderQos) -> Callable[[Any], Any]:
@@ -449,33 +451,49 @@ class DurableCache(KeyedCache[T]):
         than the newest one filed for its instance is dropped, as a reader
         ordered by source timestamp drops it, so it cannot replace newer data.
         """
-        seen, crc = self._seen, payload_crc
-        fresh = []
-        for s in samples:
-            identity = (s.writer, s.timestamp, crc(s.payload))
-            if identity in seen:
-                continue
-            seen.add(identity)
-            fresh.append(s)
+        seen = self._seen
+        identities = list(
+            zip(
+                map(_writer, samples),
+                map(_timestamp, samples),
+                map(payload_crc, map(_payload, samples)),
+                strict=True,
+            )
+        )
+        if seen.isdisjoint(identities):  # the usual case, checked in C: every sample is new
+            before = len(seen)
+            seen.update(identities)
+            if len(seen) - before == len(identities):
+                fresh = list(samples)
+            else:  # a page repeating a sample (same identity, same sample): filed once
+                fresh = list(dict(zip(identities, samples, strict=True)).values())
+        else:
+            fresh = []
+            for s, identity in zip(samples, identities, strict=True):
+                if identity not in seen:
+                    seen.add(identity)
+                    fresh.append(s)
         if not fresh:
             return False
-        fresh.sort(key=_timestamp)
-        key_of, newest, floor = self._key_of, self._newest, -(2**63)
+        fresh.sort(key=_timestamp)  # pages come in the service's arrival order
+        values = list(map(decode, map(_payload, fresh)))
+        keys = list(map(self._key_of, values))
+        newest, floor = self._newest, -(2**63)
         batch = []
+        batch_keys = []
         last: dict[Any, StoredSample] = {}
-        for s in fresh:  # one decode and one key per sample: a late joiner files 100 k's
-            data = decode(s.payload)
-            key = key_of(data)
+        for data, key, s in zip(values, keys, fresh, strict=True):  # a late joiner files 100 k's
             ts = s.timestamp
             if ts >= newest.get(key, floor):
                 newest[key] = ts
             elif late:
                 continue
             batch.append((data, ts, 0, bool(s.flags & FLAG_DISPOSES)))
+            batch_keys.append(key)
             last[key] = s
         if not batch:
             return False
-        self.add_batch(batch)
+        self.add_batch(batch, batch_keys)
         with self.lock:
             for key, s in last.items():
                 instance = self._instances.get(key)
