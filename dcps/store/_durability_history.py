@@ -13,11 +13,14 @@ kept, and read back when the service starts.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
+import heapq
+import operator
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 
 import attrs
@@ -110,6 +113,11 @@ class _Topic:
     persistent: bool
     instances: dict[bytes, _Instance] = attrs.field(factory=dict)
     count: int = 0
+    #: every sample kept, in seq order, including dropped ones until compacted: a page
+    #: starts by bisection instead of a walk over every instance
+    order: list[StoredSample] = attrs.field(factory=list)
+    #: seqs of the samples in ``order`` that are no longer kept
+    dropped: set[int] = attrs.field(factory=set)
 
 
 class HistoryStore:
@@ -155,6 +163,7 @@ class HistoryStore:
                 name, partition, bytes(key), bytes(writer), ts, seq, flags, bytes(payload)
             )
             topic.instances.setdefault(sample.key, _Instance()).samples.append(sample)
+            topic.order.append(sample)  # in seq order (ORDER BY seq)
             topic.count += 1
             self._seen.add(sample.identity)
             self._seq = max(self._seq, seq)
@@ -287,6 +296,7 @@ class HistoryStore:
                 t.name, t.partition, key, writer, timestamp, self._seq, flags, payload
             )
             inst.samples.append(sample)
+            t.order.append(sample)  # seqs only grow
             t.count += 1
             seen.add(identity)
             inst.disposed_ns = now_ns if disposes else None
@@ -362,6 +372,11 @@ class HistoryStore:
         """Forget a kept sample (in ``db``'s open transaction, if given)."""
         t.count -= 1
         self._seen.discard(sample.identity)
+        t.dropped.add(sample.seq)
+        if len(t.dropped) > 1024 and len(t.dropped) * 2 > len(t.order):
+            gone = t.dropped  # compacted when most of ``order`` is gone: amortised O(1)
+            t.order = [s for s in t.order if s.seq not in gone]
+            t.dropped = set()
         if db is not None:
             db.execute("DELETE FROM durability_samples WHERE seq = ?", (sample.seq,))
 
@@ -386,27 +401,22 @@ class HistoryStore:
         """Samples of ``topic`` ("" every topic) in ``partitions`` (empty: all) with a cursor
         above ``after``, oldest first: (samples, cursor to continue from, more remain)."""
         with self._lock:
-            found: list[StoredSample] = []
-            for (name, partition), t in self._topics.items():
-                if topic and name != topic:
-                    continue
-                if partitions and not any(fnmatch.fnmatchcase(partition, p) for p in partitions):
-                    continue
-                extra = FLAG_PERSISTENT if t.persistent else 0
-                for inst in t.instances.values():
-                    flags = extra | (FLAG_DISPOSED if inst.disposed_ns is not None else 0)
-                    for s in inst.samples:
-                        if s.seq > after:
-                            found.append(s._replace(flags=s.flags | flags) if flags else s)
-        found.sort(key=lambda s: s.seq)
-        out: list[StoredSample] = []
-        size = 0
-        for s in found:
-            if len(out) >= count or (out and size + len(s.payload) > max_bytes):
-                break
-            out.append(s)
-            size += len(s.payload) + 64
-        more = len(out) < len(found)
+            streams = [
+                _after(t, after)
+                for (name, partition), t in self._topics.items()
+                if (not topic or name == topic)
+                and (not partitions or any(fnmatch.fnmatchcase(partition, p) for p in partitions))
+            ]
+            merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_seq)
+            out: list[StoredSample] = []
+            size = 0
+            more = False
+            for s in merged:
+                if len(out) >= count or (out and size + len(s.payload) > max_bytes):
+                    more = True
+                    break
+                out.append(s)
+                size += len(s.payload) + 64
         cursor = out[-1].seq if out else after
         return out, cursor, more
 
@@ -425,3 +435,19 @@ class HistoryStore:
         """How many samples are kept (of ``topic``, or of all)."""
         with self._lock:
             return sum(t.count for (n, _), t in self._topics.items() if not topic or n == topic)
+
+
+_seq = operator.attrgetter("seq")
+
+
+def _after(t: _Topic, after: int) -> Iterator[StoredSample]:
+    """The samples ``t`` keeps with a seq above ``after``, in seq order, flagged as served
+    (FLAG_PERSISTENT for a PERSISTENT topic, FLAG_DISPOSED for a disposed instance)."""
+    order, dropped, instances = t.order, t.dropped, t.instances
+    extra = FLAG_PERSISTENT if t.persistent else 0
+    for i in range(bisect.bisect_right(order, after, key=_seq), len(order)):
+        s = order[i]
+        if dropped and s.seq in dropped:
+            continue
+        flags = extra | (FLAG_DISPOSED if instances[s.key].disposed_ns is not None else 0)
+        yield s._replace(flags=s.flags | flags) if flags else s
