@@ -136,7 +136,9 @@ def late_joiner(
         topic,
         qos=q.DataWriterQos(
             q.Durability.TRANSIENT,
-            q.Reliability.RELIABLE,
+            # it writes 100 k samples as fast as it can: under load the service's receive
+            # thread may not acknowledge within the default 100 ms; not what is measured
+            q.Reliability.reliable(timedelta(seconds=30)),
             q.History.KEEP_ALL,
             keep_all,
             # closing it must not dispose the instances (the service would forget them)
