@@ -139,6 +139,18 @@ class _Topic:
     dropped: set[int] = attrs.field(factory=set)
 
 
+def _insert_by_time(samples: deque[_Kept], sample: _Kept) -> None:
+    """Append ``sample``, or insert it in source-timestamp order if it is older than the
+    newest kept (a sample another service served while aligning)."""
+    if not samples or samples[-1][_TS] <= sample[_TS]:
+        samples.append(sample)
+        return
+    at = len(samples)
+    while at > 0 and samples[at - 1][_TS] > sample[_TS]:
+        at -= 1
+    samples.insert(at, sample)
+
+
 class HistoryStore:
     """The kept samples of every served topic, in memory, PERSISTENT ones also in ``db``.
 
@@ -298,6 +310,10 @@ class HistoryStore:
                 self.rejected += 1
                 continue
             if depth is not None and len(inst.samples) >= depth:
+                if timestamp < inst.samples[0][_TS]:
+                    # older than all it keeps (another service's, aligning): KEEP_LAST
+                    # keeps the newest samples, whatever order they come in
+                    continue
                 old = inst.samples.popleft()
                 self._drop(t, old, db)
                 if old[_SEQ] >= first:
@@ -310,11 +326,12 @@ class HistoryStore:
             self._seq += 1
             flags = FLAG_DISPOSES if disposes else 0  # FLAG_DISPOSED/PERSISTENT: when served
             sample = (t.name, t.partition, key, writer, timestamp, self._seq, flags, payload)
-            inst.samples.append(sample)
+            _insert_by_time(inst.samples, sample)
             t.order.append(sample)  # seqs only grow
             t.count += 1
             seen.add(identity)
-            inst.disposed_ns = now_ns if disposes else None
+            if inst.samples[-1] is sample:  # the instance's state is its newest sample's
+                inst.disposed_ns = now_ns if disposes else None
             kept.append(sample)
         return [s for s in kept if s[_SEQ] not in dropped] if dropped else kept
 
