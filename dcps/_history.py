@@ -50,6 +50,7 @@ from dcps.wire._durability import (
     StoredSample,
     durability_partition,
     matched_services,
+    matched_subscriptions,
     payload_crc,
 )
 from dcps.wire._messages import Reply, Request
@@ -104,7 +105,7 @@ def wait_for_durability_service(cyclone_writer: Any) -> bool:
     deadline = time.monotonic() + seconds
     delay = 0.005
     while True:
-        for handle in cyclone_writer.get_matched_subscriptions():
+        for handle in matched_subscriptions(cyclone_writer):
             data = cyclone_writer.get_matched_subscription_data(handle)
             if data is not None and _is_service(data.qos):
                 return True
