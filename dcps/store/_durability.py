@@ -45,6 +45,7 @@ from cyclonedds.topic import Topic
 import qos as q
 from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, peek_infos, take_cdr
+from dcps._gc import paused_gc
 from dcps._history import SERVICE_READER_NAME
 from dcps.store._durability_history import Arrival, HistoryStore, Limits
 from dcps.store._log import ChannelLog, SyncMode
@@ -353,26 +354,34 @@ class DurabilityService:
         (one lock, one transaction), so the service keeps up with a fast writer."""
         topic, partition, history = served.topic, served.partition, self.history
         while True:
-            served.learn_keys()
-            rows = take_cdr(served.ref, ANY_STATE, _TAKE)
-            if isinstance(rows, int):
-                raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
-            batch: list[Arrival] = []
-            for data, row, status in rows:
-                key = served.key(row[5])
-                if data is None:  # dispose or unregister without data: in order
-                    if row[2] == int(InstanceState.NotAliveDisposed):
-                        history.add_batch(topic, partition, batch, now)
-                        batch = []
-                        history.dispose(topic, partition, key, now)
-                    continue
-                batch.append(
-                    (key, served.guid(row[6]), row[4], data, bool(status & STATUSINFO_DISPOSE))
-                )
-            if batch:
-                history.add_batch(topic, partition, batch, now)
-            if len(rows) < _TAKE:
+            with paused_gc():  # a take builds several objects per sample (dcps/_gc.py)
+                more = self._take_some(served, topic, partition, history, now)
+            if not more:
                 return
+
+    def _take_some(
+        self, served: _Served, topic: str, partition: str, history: HistoryStore, now: int
+    ) -> bool:
+        """Take and keep up to ``_TAKE`` samples; True if the reader may hold more."""
+        served.learn_keys()
+        rows = take_cdr(served.ref, ANY_STATE, _TAKE)
+        if isinstance(rows, int):
+            raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
+        batch: list[Arrival] = []
+        for data, row, status in rows:
+            key = served.key(row[5])
+            if data is None:  # dispose or unregister without data: in order
+                if row[2] == int(InstanceState.NotAliveDisposed):
+                    history.add_batch(topic, partition, batch, now)
+                    batch = []
+                    history.dispose(topic, partition, key, now)
+                continue
+            batch.append(
+                (key, served.guid(row[6]), row[4], data, bool(status & STATUSINFO_DISPOSE))
+            )
+        if batch:
+            history.add_batch(topic, partition, batch, now)
+        return len(rows) == _TAKE
 
     # -- serving ---------------------------------------------------------------------
     def _answer(self) -> None:
@@ -399,16 +408,17 @@ class DurabilityService:
                     raise BadParameterError(
                         f"the durability service answers HISTORY_FETCH only, not op {sample.op}"
                     )
-                samples, cursor, more = self.history.page(
-                    request.topic,
-                    request.partitions,
-                    request.after,
-                    request.count,
-                    MAX_HISTORY_PAGE_BYTES,
-                )
-                reply = HistoryPage(tuple(samples), cursor, more, self.incarnation).to_wire(
-                    sample.client, sample.request_id
-                )
+                with paused_gc():  # a page is a record per sample, gone once sent
+                    samples, cursor, more = self.history.page(
+                        request.topic,
+                        request.partitions,
+                        request.after,
+                        request.count,
+                        MAX_HISTORY_PAGE_BYTES,
+                    )
+                    reply = HistoryPage(tuple(samples), cursor, more, self.incarnation).to_wire(
+                        sample.client, sample.request_id
+                    )
             except DcpsError as exc:
                 reply = error_reply(sample.client, sample.request_id, exc)
             self._reply_writer(sample.client).write(reply)
