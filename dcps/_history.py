@@ -38,6 +38,7 @@ from cyclonedds.core import GuardCondition, Listener, Policy, ReadCondition, Wai
 
 import idl
 import qos as q
+from dcps._cyclone.binding import matched_readers
 from dcps._gc import paused_gc
 from dcps._sample import InstanceState
 from dcps._subscription_keys import KeyedCache
@@ -50,7 +51,6 @@ from dcps.wire._durability import (
     StoredSample,
     durability_partition,
     matched_services,
-    matched_subscriptions,
     payload_crc,
 )
 from dcps.wire._messages import Reply, Request
@@ -105,7 +105,7 @@ def wait_for_durability_service(cyclone_writer: Any) -> bool:
     deadline = time.monotonic() + seconds
     delay = 0.005
     while True:
-        for handle in matched_subscriptions(cyclone_writer):
+        for handle in matched_readers(cyclone_writer):
             data = cyclone_writer.get_matched_subscription_data(handle)
             if data is not None and _is_service(data.qos):
                 return True

@@ -19,7 +19,14 @@ from dcps import _status as st
 from dcps._autopurge import AutoPurge
 from dcps._condition import ReadCondition, WaitSet
 from dcps._cyclone.binding import entity_ref, install_listener
-from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
+from dcps._cyclone.calls import (
+    STATUSINFO_DISPOSE,
+    ReaderBuffer,
+    instance_key,
+    matched_publications,
+    peek_infos,
+    take_cdr,
+)
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
 from dcps._gc import paused_gc
@@ -237,7 +244,7 @@ class DataReader(WatchedReader, Generic[T]):
 
     def _live_writers(self) -> set[bytes]:
         """The GUIDs of the writers matched now."""
-        return {self._guid(h) for h in self._cyclone.get_matched_publications()}
+        return {self._guid(h) for h in matched_publications(self._ref)}
 
     def _file_history(self, samples: list[StoredSample], late: bool) -> None:
         """File a page of stored history (the history client's thread); ``late``: after
@@ -731,7 +738,7 @@ class DataReader(WatchedReader, Generic[T]):
         """Instance handles of the writers this reader currently matches."""
         self._check_open()
         with cyclone_call("get matched publications"):
-            return [int(h) for h in self._cyclone.get_matched_publications()]
+            return matched_publications(self._ref)
 
     @property
     def matched_publication_guids(self) -> list[str]:
@@ -740,7 +747,7 @@ class DataReader(WatchedReader, Generic[T]):
         with cyclone_call("get matched publication data"):
             return [
                 str(self._cyclone.get_matched_publication_data(h).key)
-                for h in self._cyclone.get_matched_publications()
+                for h in matched_publications(self._ref)
             ]
 
     @property

@@ -36,6 +36,7 @@ from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.util import duration
 
+from dcps._cyclone.binding import matched_readers
 from dcps.wire._auth_member import MemberOffer, MemberSecret
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
 from dcps.wire._messages import LiveBatch, Reply, Request, StoreAnnouncement
@@ -434,7 +435,7 @@ class StoreClient:
         waiting = set(range(count))
         while waiting:
             for index in sorted(waiting):
-                if not self._writers[index].get_matched_subscriptions():
+                if not matched_readers(self._writers[index]):
                     continue
                 fut = self._send(index, PingRequest().to_wire(self.client_id, 0), Pong.from_wire)
                 try:
@@ -1086,7 +1087,7 @@ class StoreClient:
             return None
         times = []
         try:
-            for handle in writer.get_matched_subscriptions():
+            for handle in matched_readers(writer):
                 endpoint = writer.get_matched_subscription_data(handle)
                 if endpoint is not None and endpoint.participant_key == participant:
                     at = self._matched_at.get((id(writer), handle))
@@ -1125,7 +1126,7 @@ class StoreClient:
 def _matches(writer: DataWriter[Any], participant: Any) -> bool:
     """Whether ``writer`` is matched by a reader of ``participant`` (None: by any reader)."""
     try:
-        handles = writer.get_matched_subscriptions()
+        handles = matched_readers(writer)
         if participant is None:
             return bool(handles)
         for handle in handles:

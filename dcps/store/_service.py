@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
+from dcps._cyclone.binding import matched_readers
 from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._auth_member import MemberSecret
 from dcps.wire._batches import PackedPayloads
@@ -774,7 +775,7 @@ class Store:
         """
         self._next_reply_sweep = now + REPLY_WRITER_IDLE
         for client, out in list(self._reply_writers.items()):
-            if (out.idle(now) or not idle_only) and not out.writer.get_matched_subscriptions():
+            if (out.idle(now) or not idle_only) and not matched_readers(out.writer):
                 out.close()
                 del self._reply_writers[client]
                 _log.info("dcps store: client %s disconnected", client)
