@@ -19,7 +19,13 @@ from tests.support.spark_support import publish, store_process, worker_domain
 
 pytest.importorskip("pyspark")
 
-pytestmark = [pytest.mark.slow, pytest.mark.multiprocess, pytest.mark.timeout(900)]
+# xdist_group: every test on the cluster runs on one xdist worker, so one cluster serves them
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.multiprocess,
+    pytest.mark.timeout(900),
+    pytest.mark.xdist_group("spark_cluster"),
+]
 
 TYPES_IDL = """
 module spark_test {

@@ -68,6 +68,7 @@ class TestSparkPipelineExample:
         check_output(out)
 
     @pytest.mark.timeout(900)
+    @pytest.mark.xdist_group("spark_cluster")  # shares the one cluster of tests/spark/conftest.py
     def test_pipeline_on_a_standalone_cluster(self, domain_id: int, cluster: SparkCluster) -> None:
         """On ``spark://``: the same results, computed by the cluster's executors."""
         out = run_example(
