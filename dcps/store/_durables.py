@@ -7,10 +7,12 @@ keeps every element a durable has not acknowledged (and, as for groups, a
 topic without groups or durables discards what is published). The offsets
 acknowledged above the floor live in table ``durable_acks``, the durable's
 configuration in ``durables``, the last values of last-value durables in
-``durable_values`` (``docs/store-format.md``). Who holds which element,
-windows and redelivery counts live in memory (``_durable_state.py``): after a
-store restart every unacknowledged element is delivered again, with its
-redelivery count starting over.
+``durable_values`` (``docs/store-format.md``), and how often each element
+not acknowledged yet was delivered in ``durable_deliveries`` (written in the
+store round that delivered it, with the round's acknowledgements). Who holds
+which element and windows live in memory (``_durable_state.py``): after a
+store restart every unacknowledged element is delivered again, its
+redelivery count counting the deliveries before the restart.
 
 Non-persistent durables write nothing but their floors (which retention
 needs) and are deleted when the store starts again.
@@ -203,6 +205,8 @@ class DurableService:
         self._next_trim: dict[str, float] = {}
         self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
         self._dirty: set[str] = set()  # durables whose acks (carried by polls) are not written
+        #: deliveries of persistent durables answered once their counts are written (tick)
+        self._held: dict[str, list[tuple[Any, DurableDelivery]]] = {}
         self._load()
 
     # -- loading and persisting ------------------------------------------------------
@@ -227,6 +231,13 @@ class DurableService:
                         'SELECT channel, "offset" FROM durable_acks WHERE name = ?', (name,)
                     )
                 ]
+                deliveries = {
+                    (int(c), int(o)): int(n)
+                    for c, o, n in db.execute(
+                        'SELECT channel, "offset", times FROM durable_deliveries WHERE name = ?',
+                        (name,),
+                    )
+                }
                 values = {
                     t: (int(c), int(o), int(ts), bytes(data))
                     for t, c, o, ts, data in db.execute(
@@ -243,7 +254,7 @@ class DurableService:
                 filter_,
                 int(ttl_ms),
                 False,
-                DurableState(kind, floors, acked),
+                DurableState(kind, floors, acked, deliveries),
                 values=values,
             )
             self._durables[name] = durable
@@ -260,6 +271,7 @@ class DurableService:
             db.execute("DELETE FROM durables WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_values WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_deliveries WHERE name = ?", (name,))
 
         self._log.write(f"deleting durable {name!r}", delete)
         self._log.destroy_group(topic, DURABLE_GROUP_PREFIX + name)
@@ -267,7 +279,8 @@ class DurableService:
     def _persist_acks(self, d: _Durable) -> None:
         """Write what the durable's acknowledgements changed (floors always; acks if persistent)."""
         acks, floors = d.state.take_changes()
-        if not acks and not floors:
+        delivered = d.state.take_deliveries() if d.persistent else {}
+        if not acks and not floors and not delivered:
             return
         tid = self._topic_id(d.topic)
         group = d.group
@@ -289,6 +302,22 @@ class DurableService:
                     db.executemany(
                         "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
                         [(d.name, c, o) for c, o in acks],
+                    )
+                    db.executemany(
+                        "DELETE FROM durable_deliveries"
+                        ' WHERE name = ? AND channel = ? AND "offset" = ?',
+                        [(d.name, c, o) for c, o in acks],
+                    )
+                if floors:
+                    db.executemany(
+                        "DELETE FROM durable_deliveries"
+                        ' WHERE name = ? AND channel = ? AND "offset" <= ?',
+                        [(d.name, c, f) for c, f in floors.items()],
+                    )
+                if delivered:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO durable_deliveries VALUES (?, ?, ?, ?)",
+                        [(d.name, c, o, n) for (c, o), n in delivered.items()],
                     )
 
         self._log.write(f"acknowledging elements of durable {d.name!r}", write)
@@ -563,7 +592,7 @@ class DurableService:
             # this one waits in its place: one answer per poll, none of them wasted
             refused = earlier.refused + refused
             got = self._take(d, sub, earlier.call.request.count, refused)
-            self._reply(earlier.call, got or self._delivery(d, sub, [], refused))
+            self._answer(d, earlier.call, got or self._delivery(d, sub, [], refused))
             refused = ()
         delivery = self._take(d, sub, r.count, refused)
         if r.acks:
@@ -571,7 +600,16 @@ class DurableService:
         if delivery is None and r.wait_ms > 0:
             self._parked[key] = _Parked(call, self._clock() + r.wait_ms / 1000, refused)
             return
-        self._reply(call, delivery or self._delivery(d, sub, [], refused))
+        self._answer(d, call, delivery or self._delivery(d, sub, [], refused))
+
+    def _answer(self, d: _Durable, call: Any, delivery: DurableDelivery) -> None:
+        """Answer a poll; a persistent durable's delivery waits for the end of the round, when
+        its delivery counts (and the acks polls carried) are written: a store killed
+        before that never let the subscriber see what it would not count."""
+        if d.persistent and d.name in self._dirty:
+            self._held.setdefault(d.name, []).append((call, delivery))
+        else:
+            self._reply(call, delivery)
 
     def _tails(self, d: _Durable) -> dict[int, int]:
         return {c: s.tail + 1 for c, s in enumerate(self._log.channel_states(d.topic))}
@@ -586,6 +624,8 @@ class DurableService:
                 return None
             return self._last_values(d, sub, items)
         got = d.state.deliver(sub.name, count, self._tails(d))
+        if got and d.persistent:
+            self._dirty.add(d.name)  # the delivery counts are written in this round's tick
         if not got and not sub.notice and not refused:
             return None
         return self._delivery(d, sub, got, refused)
@@ -754,11 +794,6 @@ class DurableService:
     def tick(self) -> None:
         """Once per store round: write acks, expire silent subscribers and idle durables,
         answer polls."""
-        for name in self._dirty:
-            dirty = self._durables.get(name)
-            if dirty is not None:
-                self._persist_acks(dirty)
-        self._dirty.clear()
         now = self._clock()
         for d in list(self._durables.values()):
             for sub in list(d.subs.values()):
@@ -776,6 +811,27 @@ class DurableService:
                 _log.info("durable %r: no subscriber for its TTL: deleted", d.name)
                 self._destroy(d)
         self._serve_parked(now)
+        # after the polls: the acks they carried and the delivery counts of what went out
+        for name in self._dirty:
+            dirty = self._durables.get(name)
+            held = self._held.pop(name, [])
+            try:
+                if dirty is not None:
+                    self._persist_acks(dirty)
+            except Exception as exc:  # (a full disk): those polls are refused, the rest go on
+                for call, delivery in held:
+                    if dirty is not None:  # never seen: given back, to be delivered again
+                        positions = list(zip(delivery.channels, delivery.offsets, strict=True))
+                        dirty.state.rollback(call.request.subscriber, positions)
+                    self._fail(call, exc)
+                continue
+            for call, delivery in held:
+                self._reply(call, delivery)
+        self._dirty.clear()
+        for held in self._held.values():  # (a durable deleted meanwhile)
+            for call, delivery in held:
+                self._reply(call, delivery)
+        self._held.clear()
         for topic in {d.topic for d in self._durables.values()}:
             if now >= self._next_trim.get(topic, 0.0):
                 self._next_trim[topic] = now + _TRIM_INTERVAL
@@ -799,7 +855,7 @@ class DurableService:
                 self._fail(parked.call, exc)
                 continue
             if delivery is not None:
-                self._reply(parked.call, delivery)
+                self._answer(d, parked.call, delivery)
             elif now >= parked.deadline:
                 self._reply(parked.call, self._delivery(d, sub, [], parked.refused))
             else:
