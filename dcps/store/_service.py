@@ -840,12 +840,14 @@ class Store:
                 self.metrics.request(Op.PUBLISH, error_code(exc))
                 self._fail(call, exc)
             return
+        discards = {t: self.log.discards(t) for t in {c.request.topic for c in good}}
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if not count:
                 first, stamp = 0, 0
             self.metrics.request(Op.PUBLISH)
             self.metrics.stored(call.request.topic, count, len(call.request.blob))
-            self._reply(call, Published(first, count, stamp))
+            discarded = discards[call.request.topic]
+            self._reply(call, Published(first, count, stamp, discarded=discarded))
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if count:
                 self._push(call.request, (first, stamp))
@@ -869,7 +871,8 @@ class Store:
         self.metrics.request(Op.PUBLISH)
         if not duplicate:
             self.metrics.stored(r.topic, len(placed), len(r.blob))
-        self._reply(call, Published(first, len(placed), stamp, duplicate))
+        discarded = self.log.discards(r.topic)
+        self._reply(call, Published(first, len(placed), stamp, duplicate, discarded))
         if placed and not duplicate:
             self._push(r, placed[0])
             self._tell_durables(r, *placed[0])
