@@ -130,6 +130,9 @@ class DurableSubscriber(Generic[T]):
     element (instead of :meth:`receive`). ``timeout``: a subscriber silent
     for that long is closed by the store and its unacknowledged elements are
     redelivered (the subscriber polls at least every second while open).
+    ``subscriber_id``: the id the store knows the subscriber by (default: a
+    fresh random one; ``dcps.jms`` names it to grant a temporary topic's
+    consumer before it subscribes).
 
     Use it as a context manager, or call :meth:`close`.
 
@@ -162,6 +165,7 @@ class DurableSubscriber(Generic[T]):
         connect_timeout: Timeout = timedelta(seconds=10),
         request_timeout: Timeout = timedelta(seconds=10),
         key: KeyOption = FROM_ENVIRONMENT,
+        subscriber_id: str | None = None,
     ) -> None:
         if not isinstance(kind, DurableKind):
             raise BadParameterError(f"kind must be a DurableKind, got {kind!r}")
@@ -178,7 +182,11 @@ class DurableSubscriber(Generic[T]):
         self.topic = topic
         self.kind = kind
         self.anonymous = name is None
-        self.subscriber_id = uuid.uuid4().hex
+        self.subscriber_id = (
+            uuid.uuid4().hex
+            if subscriber_id is None
+            else check_name("subscriber id", subscriber_id)
+        )
         self.name = (
             f"{ANONYMOUS_DURABLE_PREFIX}{self.subscriber_id}"
             if name is None

@@ -19,6 +19,7 @@ acknowledged unseen and, for the subscriber, never existed.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -138,6 +139,9 @@ class TopicSubscriber(Generic[T]):
         physical = ChannelledTopic(topic.name, envelope_of(body_type), connection.channel_count)
         kind = DurableKind.SHARED if shared else DurableKind.EXCLUSIVE
         store_name = durable_name(connection.client_id or "", name) if name is not None else None
+        subscriber_id = uuid.uuid4().hex
+        if isinstance(topic, TemporaryTopic):  # the store lets only granted consumers in
+            connection._grant(topic, subscriber_id)
         try:
             self._durable: DurableSubscriber[Any] = DurableSubscriber(
                 physical,
@@ -151,6 +155,7 @@ class TopicSubscriber(Generic[T]):
                 replace=durable and not shared,
                 ack_timing=AckTiming.ASYNC if session._dups_ok else AckTiming.SYNC,
                 timeout=connection.consumer_timeout,
+                subscriber_id=subscriber_id,
                 **connection._store_options(),
             )
         except InconsistentPolicyError as exc:

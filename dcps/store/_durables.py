@@ -57,6 +57,7 @@ from dcps.wire._auth_member import MemberSecret
 from dcps.wire._codes import Op
 from dcps.wire._durables import (
     DURABLE_GROUP_PREFIX,
+    TEMPORARY_TOPIC_PREFIX,
     AckStatus,
     DurableAcked,
     DurableAckRequest,
@@ -73,12 +74,16 @@ from dcps.wire._durables import (
     DurableUnsubscribeRequest,
     Notice,
     StartMode,
+    TemporaryAction,
+    TemporaryTopicRequest,
 )
 from dcps.wire._replies import ok_reply
 from dcps.wire._sealing import Sealer
 from idl._errors import (
     BadParameterError,
     InconsistentPolicyError,
+    InvalidDestinationError,
+    OutOfResourcesError,
     PreconditionNotMetError,
     UnsupportedError,
 )
@@ -103,6 +108,9 @@ _LAST_VALUE_QUEUE = 1024
 _CLOSED_KEPT = 1024
 #: How often consumed elements are released from the log (the floors move at every ack).
 _TRIM_INTERVAL = 0.05
+#: Temporary topics a store serves at once, and consumers granted per temporary topic.
+_MAX_TEMPORARIES = 65536
+_MAX_GRANTS = 4096
 
 
 #: Requests proven with the subscriber's secret (DURABLE_SUBSCRIBE: when it is live).
@@ -158,6 +166,15 @@ class _Durable:
         return DURABLE_GROUP_PREFIX + self.name
 
 
+@attrs.define
+class _Temporary:
+    """A temporary topic: the client that owns it, its lease, the consumers it granted."""
+
+    owner: str
+    deadline: float
+    grants: set[str] = attrs.Factory(set)
+
+
 #: Refused acknowledgements: (channel, offset, why).
 _Refused = tuple[tuple[int, int, AckStatus], ...]
 
@@ -204,6 +221,7 @@ class DurableService:
         self._parked: dict[tuple[str, str], _Parked] = {}  # (durable, subscriber) -> poll
         self._next_trim: dict[str, float] = {}
         self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
+        self._temporaries: dict[str, _Temporary] = {}  # in memory: they end with the store
         self._dirty: set[str] = set()  # durables whose acks (carried by polls) are not written
         #: deliveries of persistent durables answered once their counts are written (tick)
         self._held: dict[str, list[tuple[Any, DurableDelivery]]] = {}
@@ -360,6 +378,9 @@ class DurableService:
             self._reply_ok(call)
         elif isinstance(r, DurableInfoRequest):
             self._reply(call, self._info(r))
+        elif isinstance(r, TemporaryTopicRequest):
+            self._temporary(call.client, r)
+            self._reply_ok(call)
         elif isinstance(r, DurableUnsubscribeRequest):
             existing = self._durables.get(r.name)
             topic = existing.topic if existing is not None and r.any_topic else r.topic
@@ -375,7 +396,85 @@ class DurableService:
 
         self._reply(call, _Ok)
 
+    # -- temporary topics -------------------------------------------------------------------
+
+    def _temporary(self, client: str, r: TemporaryTopicRequest) -> None:
+        """Serve a TEMPORARY_TOPIC request: only the client that claimed the topic may act."""
+        t = self._temporaries.get(r.topic)
+        now = self._clock()
+        if r.action is TemporaryAction.CLAIM and t is None:
+            if len(self._temporaries) >= _MAX_TEMPORARIES:
+                raise OutOfResourcesError(
+                    f"the store serves {_MAX_TEMPORARIES} temporary topics: no more"
+                )
+            self._temporaries[r.topic] = _Temporary(client, now + r.lease_ms / 1000)
+            _log.info("temporary topic %r claimed by client %s", r.topic, client)
+            return
+        if t is None:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r} does not exist (deleted, or its connection "
+                "closed or went away)"
+            )
+        if t.owner != client:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r} belongs to another connection"
+            )
+        if r.action is TemporaryAction.CLAIM:
+            t.deadline = now + r.lease_ms / 1000
+        elif r.action is TemporaryAction.GRANT:
+            if len(t.grants) >= _MAX_GRANTS and r.subscriber not in t.grants:
+                raise OutOfResourcesError(
+                    f"temporary topic {r.topic!r} has {_MAX_GRANTS} consumers granted: no more"
+                )
+            t.grants.add(r.subscriber)
+        else:
+            consumers = sum(len(d.subs) for d in self._durables.values() if d.topic == r.topic)
+            if r.action is TemporaryAction.DELETE and consumers:
+                raise PreconditionNotMetError(
+                    f"temporary topic {r.topic!r} has {consumers} active consumer(s): close "
+                    "them before deleting it"
+                )
+            self._end_temporary(r.topic, "was deleted by its connection")
+
+    def _end_temporary(self, topic: str, why: str) -> None:
+        """Forget temporary topic ``topic``: its consumers are closed, their durables deleted."""
+        self._temporaries.pop(topic, None)
+        _log.info("temporary topic %r %s", topic, why)
+        for d in [d for d in self._durables.values() if d.topic == topic]:
+            for name in list(d.subs):
+                self._close_by_store(d, name, f"temporary topic {topic!r} {why}")
+            self._destroy(d)
+
+    def _check_temporary_consumer(self, r: DurableSubscribeRequest) -> None:
+        """Only a subscriber its owning connection granted consumes a temporary topic."""
+        t = self._temporaries.get(r.topic)
+        if t is None:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r} does not exist (deleted, or its connection "
+                "closed or went away)"
+            )
+        if r.subscriber not in t.grants:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r} belongs to another connection: only the "
+                "connection that created it may consume from it"
+            )
+        if r.persistent or not r.anonymous:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r}: a temporary topic has no durable subscriptions"
+            )
+
+    def check_publish(self, topic: str) -> None:
+        """Refuse a publish to a temporary topic that does not exist (any client may publish
+        to a live one, as JMS lets anyone send to a temporary topic it was given)."""
+        if topic.startswith(TEMPORARY_TOPIC_PREFIX) and topic not in self._temporaries:
+            raise InvalidDestinationError(
+                f"temporary topic {topic!r} does not exist (deleted, or its connection "
+                "closed or went away)"
+            )
+
     def _subscribe(self, client: str, r: DurableSubscribeRequest) -> DurableSubscribed:
+        if r.topic.startswith(TEMPORARY_TOPIC_PREFIX):
+            self._check_temporary_consumer(r)
         if self._split:
             raise UnsupportedError(
                 "durables need the namespace's channels in one store: this store serves a "
@@ -795,6 +894,9 @@ class DurableService:
         """Once per store round: write acks, expire silent subscribers and idle durables,
         answer polls."""
         now = self._clock()
+        for topic, t in list(self._temporaries.items()):
+            if now > t.deadline:
+                self._end_temporary(topic, "ended: its connection went away (lease expired)")
         for d in list(self._durables.values()):
             for sub in list(d.subs.values()):
                 if now - sub.last_seen > sub.timeout and (d.name, sub.name) not in self._parked:
@@ -888,5 +990,6 @@ DURABLE_HANDLERS: dict[int, Callable[[Any, Any], None]] = {
         DurableCloseRequest,
         DurableUnsubscribeRequest,
         DurableInfoRequest,
+        TemporaryTopicRequest,
     )
 }

@@ -824,6 +824,7 @@ class Store:
             try:
                 self.log.channel_state(r.topic, r.channel)
                 self._foreign(r.topic, (r.channel,))
+                self.durables.check_publish(r.topic)  # a temporary topic must be live
                 good.append(call)
             except Exception as exc:
                 self.metrics.request(Op.PUBLISH, error_code(exc))
@@ -860,6 +861,7 @@ class Store:
         r = call.request
         try:
             self._foreign(r.topic, (r.channel,))
+            self.durables.check_publish(r.topic)  # a temporary topic must be live
             placed, duplicate = self.log.append_keyed(
                 r.topic, r.channel, PackedPayloads(r.sizes, r.blob), r.key
             )

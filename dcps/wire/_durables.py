@@ -31,6 +31,9 @@ DURABLE_ROLLBACK (23)    the same as DURABLE_ACK
 DURABLE_CLOSE (24)       topic, group, member
 DURABLE_UNSUBSCRIBE (25) topic, group, flag = 1: whatever its topic (topic may be empty)
 DURABLE_INFO (26)        topic, group
+TEMPORARY_TOPIC (27)     topic (named :data:`TEMPORARY_TOPIC_PREFIX` ...), flag =
+                         :class:`TemporaryAction`, number = lease ms (CLAIM),
+                         member = the subscriber id a GRANT lets consume
 =======================  =====================================================
 """
 
@@ -54,6 +57,7 @@ __all__ = [
     "MAX_DURABLE_POLL",
     "MAX_DURABLE_WAIT_MS",
     "MAX_DURABLE_WINDOW",
+    "TEMPORARY_TOPIC_PREFIX",
     "AckStatus",
     "DurableAckRequest",
     "DurableAcked",
@@ -71,6 +75,8 @@ __all__ = [
     "DurableUnsubscribed",
     "Notice",
     "StartMode",
+    "TemporaryAction",
+    "TemporaryTopicRequest",
     "to_runs",
 ]
 
@@ -653,6 +659,72 @@ class DurableInfo:
 
 
 #: Any durable request.
+class TemporaryAction(enum.IntEnum):
+    """What a TEMPORARY_TOPIC request does (only the owning client may ask any of them)."""
+
+    CLAIM = 0
+    """Create the temporary topic, owned by the asking client, or renew its lease."""
+    DELETE = 1
+    """Delete it; refused while a consumer of it is open (JMS ``TemporaryTopic.delete``)."""
+    RELEASE = 2
+    """Delete it, closing its consumers (the owning connection closes)."""
+    GRANT = 3
+    """Let subscriber ``subscriber`` (a consumer the owning connection makes) consume it."""
+
+
+#: Topics named so are temporary: the store serves them only while their owning client holds
+#: their lease, and lets only the subscribers that client granted consume them.
+TEMPORARY_TOPIC_PREFIX = "jms.temporary."
+#: Longest lease of a temporary topic (ms).
+MAX_TEMPORARY_LEASE_MS = 600_000
+
+
+@attrs.frozen
+class TemporaryTopicRequest:
+    """Claim, renew, delete or grant a consumer of temporary topic ``topic`` (see
+    :class:`TemporaryAction`); answered OK or with the refusal."""
+
+    op: ClassVar[Op] = Op.TEMPORARY_TOPIC
+    topic: str
+    action: TemporaryAction
+    lease_ms: int = 0
+    subscriber: str = ""
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        return Request(
+            client=client,
+            request_id=request_id,
+            op=Op.TEMPORARY_TOPIC,
+            topic=self.topic,
+            flag=int(self.action),
+            number=self.lease_ms,
+            member=self.subscriber,
+        )
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        topic = check_wire_name("topic", r.topic)
+        if not topic.startswith(TEMPORARY_TOPIC_PREFIX):
+            raise BadParameterError(
+                f"topic {topic!r} is not a temporary topic (named {TEMPORARY_TOPIC_PREFIX}...)"
+            )
+        try:
+            action = TemporaryAction(int(r.flag))
+        except ValueError:
+            raise BadParameterError(f"request field 'flag' names action {r.flag}") from None
+        lease = int(r.number)
+        if action is TemporaryAction.CLAIM:
+            _bounded(lease, "number (lease ms)", 1, MAX_TEMPORARY_LEASE_MS)
+        elif lease:
+            raise BadParameterError("a lease is given only to CLAIM")
+        subscriber = ""
+        if action is TemporaryAction.GRANT:
+            subscriber = check_wire_name("member (subscriber)", r.member)
+        elif r.member:
+            raise BadParameterError("a subscriber is named only by GRANT")
+        return cls(topic, action, lease, subscriber)
+
+
 DurableRequest = (
     DurableSubscribeRequest
     | DurablePollRequest
@@ -661,6 +733,7 @@ DurableRequest = (
     | DurableCloseRequest
     | DurableUnsubscribeRequest
     | DurableInfoRequest
+    | TemporaryTopicRequest
 )
 #: The durable request kinds, for ``_requests._DECODERS``.
 DURABLE_REQUESTS: tuple[type[DurableRequest], ...] = (
@@ -671,4 +744,5 @@ DURABLE_REQUESTS: tuple[type[DurableRequest], ...] = (
     DurableCloseRequest,
     DurableUnsubscribeRequest,
     DurableInfoRequest,
+    TemporaryTopicRequest,
 )

@@ -58,6 +58,7 @@ class TestPinnedValues:
             "DURABLE_CLOSE": 24,
             "DURABLE_UNSUBSCRIBE": 25,
             "DURABLE_INFO": 26,
+            "TEMPORARY_TOPIC": 27,
             "MAP_OPEN": 40,
             "MAP_PUT": 41,
             "MAP_GET": 42,
