@@ -26,7 +26,9 @@ from idl._errors import PreconditionNotMetError
 __all__ = ["RESUBSCRIBE_MARKERS", "DurableClient", "durable_secret_group"]
 
 #: Requests that carry the subscriber's proof.
-_PROVEN = frozenset({Op.DURABLE_POLL, Op.DURABLE_ACK, Op.DURABLE_ROLLBACK, Op.DURABLE_CLOSE})
+_PROVEN = frozenset(
+    {Op.DURABLE_POLL, Op.DURABLE_ACK, Op.DURABLE_ROLLBACK, Op.DURABLE_CLOSE, Op.DURABLE_TX_ACK}
+)
 #: Requests sealed with the subscriber's secret when it has one (a live re-subscribe needs it).
 _SEALED_AS_SUBSCRIBER = _PROVEN | {Op.DURABLE_SUBSCRIBE}
 #: Texts of the errors after which a subscriber must subscribe again (the store forgot it).

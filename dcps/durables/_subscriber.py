@@ -45,6 +45,7 @@ from dcps.wire._durables import (
     DurableRollbackRequest,
     DurableSubscribed,
     DurableSubscribeRequest,
+    DurableTxAckRequest,
     Notice,
 )
 from dcps.wire._names import check_name
@@ -478,6 +479,28 @@ class DurableSubscriber(Generic[T]):
 
         inner.add_done_callback(done)
         return out
+
+    def _enlist(self, elements: Sequence[DurableElement[Any]], query: str, epoch: int) -> None:
+        """Enlist the acknowledgement of ``elements`` in transaction ``(query, epoch)`` (they
+        stay held here until the transaction commits: :meth:`_committed`)."""
+        if not elements:
+            return
+        with self._lock:
+            for e in elements:
+                if (e.topic, e.channel, e.offset) not in self._held:
+                    raise self._refusal(e)
+            positions = [(e.channel, e.offset) for e in elements]
+        self._flush_acks()  # keep earlier acknowledgements before the transaction's
+        request = DurableTxAckRequest(
+            self.topic.name, self.name, self.subscriber_id, tuple(positions), query, epoch
+        )
+        acked: DurableAcked = self._request(request, DurableAcked.from_wire)
+        self._check(acked, positions, "acknowledge in a transaction")
+
+    def _committed(self, elements: Sequence[DurableElement[Any]]) -> None:
+        """A transaction acknowledged ``elements`` at the store: settle them here."""
+        with contextlib.suppress(PreconditionNotMetError):
+            self._take_held(elements)
 
     def rollback(self, elements: DurableElement[Any] | Iterable[DurableElement[Any]]) -> None:
         """Give ``elements`` back: each is redelivered (to any subscriber) with a higher count."""

@@ -219,6 +219,17 @@ class DurableState:
             return AckStatus.NO_ELEMENT
         return AckStatus.NOT_HELD
 
+    def check(self, name: str, positions: Iterable[Position]) -> list[AckStatus]:
+        """Whether ``name`` could acknowledge each of ``positions`` now (changes nothing)."""
+        sub = self.subscribers.get(name)
+        out = []
+        for pos in positions:
+            why = self._status(name, pos)
+            if why is None and sub is None:
+                why = AckStatus.NOT_HELD
+            out.append(AckStatus.DONE if why is None else why)
+        return out
+
     def ack(self, name: str, positions: Iterable[Position]) -> list[AckStatus]:
         """``name`` acknowledges ``positions``; a status per position."""
         out = []

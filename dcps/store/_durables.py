@@ -70,12 +70,15 @@ from dcps.wire._durables import (
     DurableRollbackRequest,
     DurableSubscribed,
     DurableSubscribeRequest,
+    DurableTxAckRequest,
     DurableUnsubscribed,
     DurableUnsubscribeRequest,
     Notice,
     StartMode,
     TemporaryAction,
     TemporaryTopicRequest,
+    TxAbortRequest,
+    TxCommitRequest,
 )
 from dcps.wire._replies import ok_reply
 from dcps.wire._sealing import Sealer
@@ -90,6 +93,7 @@ from idl._errors import (
 
 from ._durable_state import DurableState, Position
 from ._log import ChannelLog
+from ._transactions import on_tx_abort, on_tx_commit, recover_transactions
 
 __all__ = [
     "DURABLE_GROUP_PREFIX",
@@ -115,8 +119,19 @@ _MAX_GRANTS = 4096
 
 #: Requests proven with the subscriber's secret (DURABLE_SUBSCRIBE: when it is live).
 DURABLE_MEMBER_OPS = frozenset(
-    {Op.DURABLE_SUBSCRIBE, Op.DURABLE_POLL, Op.DURABLE_ACK, Op.DURABLE_ROLLBACK, Op.DURABLE_CLOSE}
+    {
+        Op.DURABLE_SUBSCRIBE,
+        Op.DURABLE_POLL,
+        Op.DURABLE_ACK,
+        Op.DURABLE_ROLLBACK,
+        Op.DURABLE_CLOSE,
+        Op.DURABLE_TX_ACK,
+    }
 )
+#: How long enlisted acknowledgements of a transaction never committed are kept (s).
+_ENLISTED_KEPT = 600.0
+#: Most positions enlisted in one transaction.
+_MAX_ENLISTED = 1_000_000
 
 
 def secret_ident(topic: str, name: str, subscriber: str) -> tuple[str, str, str]:
@@ -222,10 +237,14 @@ class DurableService:
         self._next_trim: dict[str, float] = {}
         self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
         self._temporaries: dict[str, _Temporary] = {}  # in memory: they end with the store
+        #: (query, epoch) -> (first enlisted at, [(durable, subscriber, positions)])
+        self._enlisted: dict[tuple[str, int], tuple[float, list[tuple[str, str, list[Position]]]]]
+        self._enlisted = {}
         self._dirty: set[str] = set()  # durables whose acks (carried by polls) are not written
         #: deliveries of persistent durables answered once their counts are written (tick)
         self._held: dict[str, list[tuple[Any, DurableDelivery]]] = {}
         self._load()
+        recover_transactions(log, self)
 
     # -- loading and persisting ------------------------------------------------------
 
@@ -360,6 +379,8 @@ class DurableService:
             self._reply(call, self._subscribe(call.client, r))
         elif isinstance(r, DurablePollRequest):
             self._poll(call)
+        elif isinstance(r, DurableTxAckRequest):  # (a DurableAckRequest: asked first)
+            self._reply(call, self._enlist(call.client, r))
         elif isinstance(r, DurableRollbackRequest):
             d, _ = self._subscriber(call.client, r.topic, r.name, r.subscriber)
             statuses = d.state.rollback(r.subscriber, r.positions)
@@ -395,6 +416,68 @@ class DurableService:
                 return ok_reply(client, request_id)
 
         self._reply(call, _Ok)
+
+    # -- transactions (``_transactions.py``) ------------------------------------------------
+
+    def _enlist(self, client: str, r: DurableTxAckRequest) -> DurableAcked:
+        """Check ``r``'s positions are held by its subscriber; keep them for the commit."""
+        d, _ = self._subscriber(client, r.topic, r.name, r.subscriber)
+        if not d.kind.acknowledged:
+            raise PreconditionNotMetError("last-value durables are not acknowledged")
+        statuses = d.state.check(r.subscriber, r.positions)
+        if all(s is AckStatus.DONE for s in statuses):
+            key = (r.query, r.epoch)
+            since, acks = self._enlisted.get(key, (self._clock(), []))
+            if sum(len(p) for *_, p in acks) + len(r.positions) > _MAX_ENLISTED:
+                raise OutOfResourcesError(
+                    f"transaction {r.query!r} epoch {r.epoch} enlists more than "
+                    f"{_MAX_ENLISTED} acknowledgements"
+                )
+            acks.append((d.name, r.subscriber, list(r.positions)))
+            self._enlisted[key] = (since, acks)
+        return DurableAcked(tuple(statuses))
+
+    def take_enlisted(self, query: str, epoch: int) -> list[tuple[str, list[Position]]]:
+        """The acknowledgements enlisted in ``(query, epoch)``, each still held by its
+        subscriber (else the transaction is refused: PreconditionNotMetError)."""
+        _, acks = self._enlisted.pop((query, epoch), (0.0, []))
+        out: list[tuple[str, list[Position]]] = []
+        for name, subscriber, positions in acks:
+            d = self._durables.get(name)
+            statuses = (
+                [AckStatus.NO_ELEMENT] * len(positions)
+                if d is None
+                else d.state.check(subscriber, positions)
+            )
+            bad = [
+                (p, s) for p, s in zip(positions, statuses, strict=True) if s is not AckStatus.DONE
+            ]
+            if bad:
+                (c, o), status = bad[0]
+                raise PreconditionNotMetError(
+                    f"transaction {query!r} epoch {epoch} rolled back: element ({c}, {o}) of "
+                    f"durable {name!r} is {status.name.lower().replace('_', ' ')} for "
+                    f"subscriber {subscriber!r} (it left, timed out, or the store restarted)"
+                )
+            out.append((name, positions))
+        return out
+
+    def drop_enlisted(self, query: str, epoch: int) -> None:
+        """Forget the acknowledgements enlisted in ``(query, epoch)`` (aborted)."""
+        self._enlisted.pop((query, epoch), None)
+
+    def apply_acks(self, acks: list[tuple[str, list[Position]]]) -> int:
+        """Acknowledge (and write) each durable's positions, whoever holds them; how many."""
+        done = 0
+        for name, positions in acks:
+            d = self._durables.get(name)
+            if d is None:
+                continue
+            done += d.state.ack_any(positions)
+            self._persist_acks(d)
+        if acks:
+            self._serve_parked()  # windows freed
+        return done
 
     # -- temporary topics -------------------------------------------------------------------
 
@@ -894,6 +977,9 @@ class DurableService:
         """Once per store round: write acks, expire silent subscribers and idle durables,
         answer polls."""
         now = self._clock()
+        for key, (since, _) in list(self._enlisted.items()):
+            if now - since > _ENLISTED_KEPT:
+                del self._enlisted[key]
         for topic, t in list(self._temporaries.items()):
             if now > t.deadline:
                 self._end_temporary(topic, "ended: its connection went away (lease expired)")
@@ -991,5 +1077,8 @@ DURABLE_HANDLERS: dict[int, Callable[[Any, Any], None]] = {
         DurableUnsubscribeRequest,
         DurableInfoRequest,
         TemporaryTopicRequest,
+        DurableTxAckRequest,
     )
 }
+DURABLE_HANDLERS[TxCommitRequest.op] = on_tx_commit
+DURABLE_HANDLERS[TxAbortRequest.op] = on_tx_abort

@@ -198,14 +198,20 @@ CREATE TABLE IF NOT EXISTS staged_commits (
     PRIMARY KEY (topic_id, query, epoch)
 ) WITHOUT ROWID;
 """
-# Delivery counts (format version 9): how often an element not acknowledged yet was
-# delivered, for persistent durables (a row per delivered element) and queues (a column).
-_DELIVERIES = (
+# Format version 9: delivery counts (how often an element not acknowledged yet was
+# delivered, for persistent durables a row per delivered element, for queues a column) and
+# the commit records of transactions over durables (dcps/store/_transactions.py).
+_DELIVERY_TABLE = (
     "CREATE TABLE IF NOT EXISTS durable_deliveries (name TEXT NOT NULL, channel INTEGER NOT NULL,"
     ' "offset" INTEGER NOT NULL, times INTEGER NOT NULL,'
-    ' PRIMARY KEY (name, channel, "offset")) WITHOUT ROWID',
-    "ALTER TABLE queue_elements ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0",
+    ' PRIMARY KEY (name, channel, "offset")) WITHOUT ROWID'
 )
+_QUEUE_DELIVERIES = "ALTER TABLE queue_elements ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0"
+_TRANSACTION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS durable_transactions (query TEXT NOT NULL,"
+    " epoch INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (query, epoch)) WITHOUT ROWID"
+)
+_DELIVERIES = (_DELIVERY_TABLE, _QUEUE_DELIVERIES, _TRANSACTION_TABLE)
 _SCHEMA = (
     """
 CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -430,7 +436,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     the durability service's empty ``durability_*`` tables; 5 -> 6 the (empty)
     tables of maps and queues; 6 -> 7 the (empty) staging tables; 7 -> 8 adds the segment
     columns and gives every element its own timestamp (:func:`_migrate_v4`); 8 -> 9 adds
-    the delivery counts (``durable_deliveries``, ``queue_elements.deliveries``). On
+    the delivery counts (``durable_deliveries``, ``queue_elements.deliveries``) and
+    ``durable_transactions``. On
     failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
@@ -462,10 +469,11 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
         if version < SEGMENTS_VERSION:
             _migrate_v4(db)
         if version < 9:
-            db.execute(_DELIVERIES[0])
+            db.execute(_DELIVERY_TABLE)
+            db.execute(_TRANSACTION_TABLE)
             columns = {row[1] for row in db.execute("PRAGMA table_info(queue_elements)")}
             if "deliveries" not in columns:  # (a file may have been downgraded by hand)
-                db.execute(_DELIVERIES[1])
+                db.execute(_QUEUE_DELIVERIES)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:
