@@ -9,6 +9,8 @@ jms-before-commit`` in its environment it dies inside ``commit`` just before the
 store is asked to commit (everything staged and enlisted).
 """
 
+import faulthandler
+import signal
 import sys
 import threading
 from datetime import timedelta
@@ -22,6 +24,7 @@ from dcps.jms import AcknowledgeMode, Connection
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1)  # the tests ask for its stacks when it hangs
     domain, namespace, in_name, out_name, count, commit = sys.argv[1:7]
     connection = Connection(
         "tx-peer",
@@ -29,6 +32,7 @@ def main() -> None:
         namespace=namespace,
         channel_count=1,
         consumer_timeout=timedelta(seconds=1),
+        connect_timeout=timedelta(seconds=60),  # (a loaded test machine)
     )
     connection.start()
     session = connection.create_topic_session(AcknowledgeMode.TRANSACTED)
