@@ -217,3 +217,40 @@ def test_a_commit_whose_consumed_message_was_redelivered_is_rolled_back(
         finally:
             tx_conn.close()
         assert _seqs(_durable(watcher, out_topic, "watch")) == []
+
+
+def test_a_transaction_commits_in_a_namespace_with_a_key(
+    tmp_path: Path, topic_name: str, domain_id: int, namespace: str
+) -> None:
+    """With a namespace key, staging, the subscribers' enlisted acknowledgements (proven
+    with their own secrets) and the commit are all accepted: both take effect."""
+    from dcps.store import Store, SyncMode
+    from dcps.wire._auth_keys import write_key_file
+
+    key = write_key_file(tmp_path / "ns.key").source
+    kw = {"domain_id": domain_id, "namespace": namespace, "channel_count": 1, "key": key}
+    in_topic, out_topic = f"{topic_name}_in", f"{topic_name}_out"
+    with (
+        Store(
+            tmp_path / "store",
+            sync=SyncMode.NORMAL,
+            key=key,
+            admin_key=None,
+            **{"domain_id": domain_id, "namespace": namespace},
+        ),
+        Connection("keyed", consumer_timeout=timedelta(seconds=5), **kw) as connection,
+    ):
+        connection.start()
+        _durable(connection, out_topic, "watch").close()
+        tx = connection.create_topic_session(AcknowledgeMode.TRANSACTED)
+        sub = tx.create_durable_subscriber(tx.create_topic(in_topic, Quote), "in")
+        _publish(connection, in_topic, range(1, 3))
+        pub = tx.create_publisher(tx.create_topic(out_topic, Quote))
+        for _ in range(2):
+            m = sub.receive(TIMEOUT)
+            assert m is not None
+            pub.publish(Quote("out", 0.0, m.body.seq + 100))
+        tx.commit()
+        sub.close()
+        assert _seqs(_durable(connection, out_topic, "watch")) == [(101, False), (102, False)]
+        assert _seqs(_durable(connection, in_topic, "in")) == []
