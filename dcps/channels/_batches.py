@@ -30,6 +30,7 @@ class Batch:
 
     __slots__ = (
         "channel",
+        "discarded",
         "done",
         "error",
         "first",
@@ -46,6 +47,7 @@ class Batch:
         self.size = 0
         self.started = started
         self.done = False
+        self.discarded = False
         self.first = 0
         self.error: BaseException | None = None
         self.lock = threading.Lock()
@@ -66,10 +68,12 @@ class Batch:
                 return
         action(self)
 
-    def resolve(self, first: int, error: BaseException | None) -> None:
-        """Record the store's answer and complete what waits for it."""
+    def resolve(self, first: int, error: BaseException | None, *, discarded: bool = False) -> None:
+        """Record the store's answer and complete what waits for it (``discarded``: the
+        store kept nothing, its topic having no group nor durable)."""
         with self.lock:
             self.first, self.error, self.done = first, error, True
+            self.discarded = discarded
             waiting, self.waiting = self.waiting, []
         for item in waiting:
             if isinstance(item, ElementFuture):
@@ -118,6 +122,15 @@ class ElementFuture(Future[Position | None]):
                 else:
                     Future.set_exception(self, batch.error)
         return self.__dict__[name]
+
+    @property
+    def discarded(self) -> bool:
+        """True once the store confirmed the element *discarded*: its topic had no
+        subscriber group nor durable (nor retention), so the element reached only the live
+        subscribers of that moment and is not stored (FTL's confirm of a discard).
+        False while not done, on an error, and when the element is stored."""
+        batch = self._batch
+        return batch.done and batch.error is None and batch.discarded
 
     def done(self) -> bool:
         if "_state" not in self.__dict__:

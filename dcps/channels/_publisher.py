@@ -66,7 +66,10 @@ class ChannelPublisher(Generic[T]):
     batching costs no latency on an idle link, and batches grow under load).
     :meth:`publish` returns a future: in confirmed mode it
     completes with the element's :class:`Position` once the store persisted
-    it; unconfirmed, it completes at once with ``None``. At most
+    it; unconfirmed, it completes at once with ``None``. A topic with no
+    subscriber group nor durable (nor retention) keeps nothing: the store
+    then confirms the element as *discarded* (FTL's confirm of a discard): the
+    future's ``discarded`` is True and :attr:`discarded_count` counts it. At most
     ``max_in_flight`` batches await the store (each store, when several split
     the channels); beyond that :meth:`publish` of a full batch blocks up to
     ``timeout`` and then raises :class:`~dcps.DcpsTimeoutError`.
@@ -158,6 +161,7 @@ class ChannelPublisher(Generic[T]):
         self._last_publish = 0.0
         self._last_gap = 0.0
         self._in_flight: set[Future[Published]] = set()
+        self._discarded = 0
         # in-flight bookkeeping has its own lock: confirmations (on the client's
         # reply thread) must never wait for a publish/flush holding self._lock
         self._idle = threading.Condition(threading.Lock())
@@ -363,7 +367,10 @@ class ChannelPublisher(Generic[T]):
         except BaseException as exc:
             batch.resolve(0, exc if isinstance(exc, DcpsError) else DcpsError(str(exc)))
         else:
-            batch.resolve(published.first, None)
+            batch.resolve(published.first, None, discarded=published.discarded)
+            if published.discarded:
+                with self._idle:
+                    self._discarded += published.count
         with self._idle:
             self._in_flight.discard(reply_future)
             self._idle.notify_all()
@@ -446,6 +453,12 @@ class ChannelPublisher(Generic[T]):
                         f"the store did not confirm within {limit:g} s"
                     )
                 self._idle.wait(left)
+
+    @property
+    def discarded_count(self) -> int:
+        """Confirmed elements the store discarded (their topic had no group nor durable)."""
+        with self._idle:
+            return self._discarded
 
     @property
     def flow_control(self) -> FlowControl:

@@ -31,7 +31,7 @@ __all__ = ["RESUBSCRIBE_MARKERS", "DurableClient", "durable_secret_group"]
 
 #: Requests that carry the subscriber's (or consumer's) proof.
 _PROVEN = frozenset(
-    {Op.DURABLE_POLL, Op.DURABLE_ACK, Op.DURABLE_ROLLBACK, Op.DURABLE_CLOSE}
+    {Op.DURABLE_POLL, Op.DURABLE_ACK, Op.DURABLE_ROLLBACK, Op.DURABLE_CLOSE, Op.DURABLE_TX_ACK}
     | {Op.QUEUE_RECEIVE, Op.QUEUE_ACK, Op.QUEUE_HEARTBEAT, Op.QUEUE_LEAVE}
 )
 #: The subscribes that agree a secret, and the group it is derived for (from the request).

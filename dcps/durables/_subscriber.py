@@ -45,6 +45,7 @@ from dcps.wire._durables import (
     DurableRollbackRequest,
     DurableSubscribed,
     DurableSubscribeRequest,
+    DurableTxAckRequest,
     Notice,
 )
 from dcps.wire._names import check_name
@@ -130,6 +131,9 @@ class DurableSubscriber(Generic[T]):
     element (instead of :meth:`receive`). ``timeout``: a subscriber silent
     for that long is closed by the store and its unacknowledged elements are
     redelivered (the subscriber polls at least every second while open).
+    ``subscriber_id``: the id the store knows the subscriber by (default: a
+    fresh random one; ``dcps.jms`` names it to grant a temporary topic's
+    consumer before it subscribes).
 
     Use it as a context manager, or call :meth:`close`.
 
@@ -162,6 +166,7 @@ class DurableSubscriber(Generic[T]):
         connect_timeout: Timeout = timedelta(seconds=10),
         request_timeout: Timeout = timedelta(seconds=10),
         key: KeyOption = FROM_ENVIRONMENT,
+        subscriber_id: str | None = None,
     ) -> None:
         if not isinstance(kind, DurableKind):
             raise BadParameterError(f"kind must be a DurableKind, got {kind!r}")
@@ -178,7 +183,11 @@ class DurableSubscriber(Generic[T]):
         self.topic = topic
         self.kind = kind
         self.anonymous = name is None
-        self.subscriber_id = uuid.uuid4().hex
+        self.subscriber_id = (
+            uuid.uuid4().hex
+            if subscriber_id is None
+            else check_name("subscriber id", subscriber_id)
+        )
         self.name = (
             f"{ANONYMOUS_DURABLE_PREFIX}{self.subscriber_id}"
             if name is None
@@ -470,6 +479,28 @@ class DurableSubscriber(Generic[T]):
 
         inner.add_done_callback(done)
         return out
+
+    def _enlist(self, elements: Sequence[DurableElement[Any]], query: str, epoch: int) -> None:
+        """Enlist the acknowledgement of ``elements`` in transaction ``(query, epoch)`` (they
+        stay held here until the transaction commits: :meth:`_committed`)."""
+        if not elements:
+            return
+        with self._lock:
+            for e in elements:
+                if (e.topic, e.channel, e.offset) not in self._held:
+                    raise self._refusal(e)
+            positions = [(e.channel, e.offset) for e in elements]
+        self._flush_acks()  # keep earlier acknowledgements before the transaction's
+        request = DurableTxAckRequest(
+            self.topic.name, self.name, self.subscriber_id, tuple(positions), query, epoch
+        )
+        acked: DurableAcked = self._request(request, DurableAcked.from_wire)
+        self._check(acked, positions, "acknowledge in a transaction")
+
+    def _committed(self, elements: Sequence[DurableElement[Any]]) -> None:
+        """A transaction acknowledged ``elements`` at the store: settle them here."""
+        with contextlib.suppress(PreconditionNotMetError):
+            self._take_held(elements)
 
     def rollback(self, elements: DurableElement[Any] | Iterable[DurableElement[Any]]) -> None:
         """Give ``elements`` back: each is redelivered (to any subscriber) with a higher count."""

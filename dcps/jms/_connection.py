@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import uuid
@@ -10,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from dcps._timeout import Timeout, timeout_seconds
 from dcps.channels._client import StoreClient
+from dcps.wire._durables import TEMPORARY_TOPIC_PREFIX, TemporaryAction, TemporaryTopicRequest
 from dcps.wire._names import check_name
+from dcps.wire._replies import raise_for_status
 from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
 from dcps.wire._transport import Endpoint
 from idl._errors import (
@@ -32,8 +35,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Connection"]
 
-#: Temporary topics are named so: the owning connection's id is part of the name.
-TEMPORARY_PREFIX = "jms.temporary."
+#: Temporary topics are named so: the owning connection's id is part of the name. The store
+#: knows the prefix too: it serves such a topic only while its owner holds the topic's lease.
+TEMPORARY_PREFIX = TEMPORARY_TOPIC_PREFIX
 
 
 class Connection:
@@ -93,6 +97,10 @@ class Connection:
         self._temp_numbers = itertools.count(1)
         self._endpoint: Endpoint | None = None
         self._client: StoreClient | None = None
+        #: the store's lease of each temporary topic (renewed a third of the way through)
+        self.temporary_lease = self.consumer_timeout
+        self._renewer: threading.Thread | None = None
+        self._stop_renewing = threading.Event()
 
     @staticmethod
     def _valid_client_id(client_id: str) -> str:
@@ -194,6 +202,12 @@ class Connection:
             sessions = list(self._sessions)
         for session in sessions:
             session.close()
+        self._stop_renewing.set()
+        with self._lock:
+            temporaries = list(self._temporaries)
+        for name in temporaries:  # the store ends them (or their leases do, if it is away)
+            with contextlib.suppress(Exception):
+                self._temporary_request(name, TemporaryAction.RELEASE)
         with self._lock:
             self._deleted.update(self._temporaries)
             self._temporaries.clear()
@@ -217,13 +231,48 @@ class Connection:
 
     # -- temporary topics --------------------------------------------------------------
 
+    def _temporary_request(self, topic: str, action: TemporaryAction, subscriber: str = "") -> None:
+        """Ask the store to claim, renew, delete or grant a consumer of a temporary topic."""
+        lease = int(self.temporary_lease.total_seconds() * 1000)
+        request = TemporaryTopicRequest(
+            topic, action, lease if action is TemporaryAction.CLAIM else 0, subscriber
+        )
+        client = self._store_client()
+        fut = client.request_async(request, raise_for_status)
+        client.wait_for(request.op, fut, None)
+
     def _new_temporary(self, message_type: type) -> TemporaryTopic:
         with self._lock:
             self._used = True
             name = f"{TEMPORARY_PREFIX}{self.connection_id}.{next(self._temp_numbers)}"
             topic = TemporaryTopic(name, message_type, self.connection_id, self)
+        # the store owns the topic's life: it serves it while this connection renews its lease
+        self._temporary_request(name, TemporaryAction.CLAIM)
+        with self._lock:
             self._temporaries[name] = topic
+            if self._renewer is None:
+                self._renewer = threading.Thread(
+                    target=self._renew_loop, name="dcps-jms-temporaries", daemon=True
+                )
+                self._renewer.start()
         return topic
+
+    def _renew_loop(self) -> None:
+        """Renew the leases of this connection's temporary topics (a third of a lease apart)."""
+        period = self.temporary_lease.total_seconds() / 3
+        while not self._stop_renewing.wait(period):
+            with self._lock:
+                names = list(self._temporaries)
+            for name in names:
+                try:
+                    self._temporary_request(name, TemporaryAction.CLAIM)
+                except Exception:  # the store is away: the next round tries again
+                    if self._stop_renewing.is_set():
+                        return
+
+    def _grant(self, topic: Topic, subscriber: str) -> None:
+        """Let ``subscriber`` (a consumer of this connection) consume temporary ``topic``."""
+        self._temporary_request(topic.name, TemporaryAction.GRANT, subscriber)
 
     def _delete_temporary(self, topic: TemporaryTopic) -> None:
         with self._lock:
@@ -238,7 +287,9 @@ class Connection:
                     f"temporary topic {topic.name!r} has {self._consumers[topic.name]} active "
                     "consumer(s): close them before deleting it"
                 )
-            del self._temporaries[topic.name]
+        self._temporary_request(topic.name, TemporaryAction.DELETE)  # the store checks again
+        with self._lock:
+            self._temporaries.pop(topic.name, None)
             self._deleted.add(topic.name)
 
     def _check_usable(self, topic: Topic) -> None:

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import itertools
 import threading
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from dcps._crash import crash_point
 from dcps.channels._publisher import ChannelPublisher
 from dcps.durables._element import DurableElement
-from dcps.wire._durables import DurableUnsubscribed, DurableUnsubscribeRequest
+from dcps.wire._durables import (
+    DurableUnsubscribed,
+    DurableUnsubscribeRequest,
+    TxAbortRequest,
+    TxCommitRequest,
+    TxCommitted,
+)
+from dcps.wire._replies import raise_for_status
+from dcps.wire._staging import Staged, StageRequest
+from idl._batch_codec import encoder_of
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -51,8 +64,9 @@ class AcknowledgeMode(enum.Enum):
     crash may deliver some again (duplicates), never loses one."""
     TRANSACTED = "transacted"
     """``SESSION_TRANSACTED``: published messages are held and consumed ones unacknowledged
-    until :meth:`TopicSession.commit`; :meth:`TopicSession.rollback` discards the first
-    and redelivers the second."""
+    until :meth:`TopicSession.commit`, which makes both take effect in one store
+    transaction (a crash before it: neither; after it: both);
+    :meth:`TopicSession.rollback` discards the first and redelivers the second."""
 
 
 class TopicSession:
@@ -77,6 +91,9 @@ class TopicSession:
         self._pending: list[tuple[TopicSubscriber[Any], DurableElement[Any]]] = []
         self._held: list[tuple[ChannelPublisher[Any], Any, str, Future[str]]] = []
         self._closed = False
+        #: transactions are (query, epoch): this session's query and its next epoch
+        self._tx_query = f"jms/{uuid.uuid4().hex}"
+        self._tx_epochs = itertools.count(1)
 
     @property
     def transacted(self) -> bool:
@@ -293,27 +310,87 @@ class TopicSession:
             self._held.append((pub, envelope, mid, fut))
 
     def commit(self) -> None:
-        """Send the messages published in this transaction, then acknowledge those consumed.
+        """Commit the transaction: what it published becomes visible and what it consumed is
+        acknowledged in ONE store transaction (``dcps/store/_transactions.py``).
 
-        Each step is atomic per store request, not across them: a crash between the
-        two delivers the consumed messages again (duplicates, no losses).
+        The messages are staged (invisible), each subscriber enlists its
+        acknowledgements, and TX_COMMIT applies both at once: a crash of this
+        process or of the store before the commit publishes and acknowledges
+        nothing (the consumed messages come again); after it, both hold. If the
+        store refuses (a consumed message was redelivered meanwhile: its
+        subscriber timed out), the transaction is rolled back and
+        :class:`~dcps.PreconditionNotMetError` raised.
         """
         self._check_open()
         if not self.transacted:
             raise IllegalOperationError("commit is for transacted sessions")
         with self._lock:
             held, self._held = self._held, []
-        sent = [(pub.publish(envelope), mid, fut) for pub, envelope, mid, fut in held]
-        for pub in {id(p): p for p, *_ in held}.values():
-            pub.flush()
-        for inner, mid, fut in sent:
-            try:
-                inner.result(30.0)
-            except BaseException as exc:
-                fut.set_exception(exc)
+            pending, self._pending = self._pending, []
+        epoch = next(self._tx_epochs)
+        by_sub: dict[int, tuple[TopicSubscriber[Any], list[DurableElement[Any]]]] = {}
+        for sub, element in pending:
+            by_sub.setdefault(id(sub), (sub, []))[1].append(element)
+        client = self.connection._store_client()
+        stages: list[tuple[str, str, int]] = []
+        try:
+            stages = self._stage(held, epoch)
+            for sub, elements in by_sub.values():
+                sub._durable._enlist(elements, self._tx_query, epoch)
+            crash_point("jms-before-commit")  # test-only (dcps/_crash.py)
+            request = TxCommitRequest(self._tx_query, epoch, tuple(stages))
+            fut = client.request_async(request, TxCommitted.from_wire)
+            client.wait_for(request.op, fut, None)
+        except BaseException as exc:
+            abort = TxAbortRequest(self._tx_query, epoch, tuple(stages))
+            with contextlib.suppress(DcpsError):
+                client.wait_for(abort.op, client.request_async(abort, raise_for_status), None)
+            for *_, out in held:
+                out.set_exception(exc if isinstance(exc, DcpsError) else DcpsError(str(exc)))
+            with self._lock:  # rolled back: the consumed messages are redelivered
+                self._pending = pending + self._pending
+            with contextlib.suppress(DcpsError):
+                self._settle(lambda sub, elements: sub._durable.rollback(elements), unreceived=True)
+            if isinstance(exc, DcpsError) and not isinstance(exc, PreconditionNotMetError):
                 raise
-            fut.set_result(mid)
-        self._settle(lambda sub, elements: sub._durable.ack(elements))
+            raise PreconditionNotMetError(f"the transaction was rolled back: {exc}") from exc
+        for _, _, mid, out in held:
+            out.set_result(mid)
+        for sub, elements in by_sub.values():
+            sub._durable._committed(elements)
+            sub._settled()
+
+    def _stage(
+        self, held: list[tuple[ChannelPublisher[Any], Any, str, Future[str]]], epoch: int
+    ) -> list[tuple[str, str, int]]:
+        """Stage the transaction's messages (one chunk per topic and channel, in order)."""
+        chunks: dict[tuple[str, int], list[bytes]] = {}
+        for pub, envelope, _, _ in held:
+            encode = encoder_of(type(envelope))
+            chunks.setdefault((pub.topic.name, pub.channel_of(envelope)), []).append(
+                encode(envelope)
+            )
+        client = self.connection._store_client()
+        futures = []
+        counts: dict[str, int] = {}
+        for (topic, channel), payloads in chunks.items():
+            seq = counts.get(topic, 0)
+            counts[topic] = seq + 1
+            request = StageRequest(
+                topic,
+                self._tx_query,
+                epoch,
+                0,
+                "s",
+                seq,
+                channel,
+                [len(p) for p in payloads],
+                b"".join(payloads),
+            )
+            futures.append((request, client.request_async(request, Staged.from_wire)))
+        for request, fut in futures:
+            client.wait_for(request.op, fut, None)
+        return [(topic, "s", n) for topic, n in counts.items()]
 
     def rollback(self) -> None:
         """Discard the messages published in this transaction and redeliver those consumed."""

@@ -18,7 +18,9 @@ acknowledged unseen and, for the subscriber, never existed.
 
 from __future__ import annotations
 
+import logging
 import threading
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -31,7 +33,10 @@ from dcps.sql._selector import compile_selector
 from dcps.wire._durables import DurableKind
 from idl._errors import (
     AlreadyClosedError,
+    BadParameterError,
+    DcpsError,
     DcpsTimeoutError,
+    IllegalOperationError,
     InconsistentPolicyError,
     InvalidSelectorError,
     PreconditionNotMetError,
@@ -50,6 +55,7 @@ __all__ = ["TopicSubscriber", "durable_name", "filter_text"]
 T = TypeVar("T")
 
 _HEAD = "jms"
+_log = logging.getLogger("dcps.jms")
 
 
 def durable_name(client_id: str, name: str) -> str:
@@ -135,9 +141,14 @@ class TopicSubscriber(Generic[T]):
         self._closed = False
         self._closing = False
         self._lock = threading.Lock()
+        self._listener: Callable[[Message[Any]], None] | None = None
+        self._listening: threading.Thread | None = None
         physical = ChannelledTopic(topic.name, envelope_of(body_type), connection.channel_count)
         kind = DurableKind.SHARED if shared else DurableKind.EXCLUSIVE
         store_name = durable_name(connection.client_id or "", name) if name is not None else None
+        subscriber_id = uuid.uuid4().hex
+        if isinstance(topic, TemporaryTopic):  # the store lets only granted consumers in
+            connection._grant(topic, subscriber_id)
         try:
             self._durable: DurableSubscriber[Any] = DurableSubscriber(
                 physical,
@@ -151,6 +162,7 @@ class TopicSubscriber(Generic[T]):
                 replace=durable and not shared,
                 ack_timing=AckTiming.ASYNC if session._dups_ok else AckTiming.SYNC,
                 timeout=connection.consumer_timeout,
+                subscriber_id=subscriber_id,
                 **connection._store_options(),
             )
         except InconsistentPolicyError as exc:
@@ -176,8 +188,21 @@ class TopicSubscriber(Generic[T]):
         """The next message, waiting up to ``timeout`` seconds (None: until one comes).
 
         Returns None when none came in time; raises
-        :class:`~dcps.AlreadyClosedError` once closed.
+        :class:`~dcps.AlreadyClosedError` once closed, and
+        :class:`~dcps.IllegalOperationError` while a message listener is set.
         """
+        if self._listener is not None:
+            raise IllegalOperationError(
+                "this subscriber delivers to its message listener: receive is refused (JMS)"
+            )
+        got = self._next(timeout)
+        if got is None:
+            return None
+        message, element = got
+        self.session._consumed(self, element)
+        return message
+
+    def _next(self, timeout: float | None) -> tuple[Message[T], DurableElement[Any]] | None:
         if self._closed:
             raise AlreadyClosedError(f"the subscriber of topic {self.topic.name!r} is closed")
         connection = self.session.connection
@@ -198,8 +223,71 @@ class TopicSubscriber(Generic[T]):
             Position(element.channel, element.offset),
             self.session,
         )
-        self.session._consumed(self, element)
-        return message
+        return message, element
+
+    # -- message listeners ----------------------------------------------------------
+
+    @property
+    def message_listener(self) -> Callable[[Message[T]], None] | None:
+        """The message listener (JMS ``getMessageListener``), None when unset."""
+        return self._listener
+
+    def set_message_listener(self, listener: Callable[[Message[T]], None] | None) -> None:
+        """Deliver every message to ``listener`` on a thread of this subscriber (JMS
+        ``setMessageListener``); None stops it, and ``receive`` works again.
+
+        In AUTO and DUPS_OK modes a message is acknowledged after the listener
+        returns; if the listener raises, the message is redelivered (marked
+        redelivered; the error is logged). In CLIENT and TRANSACTED modes the
+        session acknowledges or commits, as for received messages. Delivery
+        waits while the connection is stopped.
+        """
+        if listener is not None and not callable(listener):
+            raise BadParameterError(f"a message listener is a callable, not {listener!r}")
+        with self._lock:
+            if self._closed:
+                raise AlreadyClosedError(f"the subscriber of topic {self.topic.name!r} is closed")
+            previous = self._listening
+            self._listener = listener
+            self._listening = None
+        if previous is not None and previous is not threading.current_thread():
+            previous.join()  # the old listener's loop ends after its current message
+        if listener is not None:
+            thread = threading.Thread(
+                target=self._listen, args=(listener,), name="dcps-jms-listener", daemon=True
+            )
+            with self._lock:
+                self._listening = thread
+            thread.start()
+
+    def _listen(self, listener: Callable[[Message[T]], None]) -> None:
+        """Deliver messages to ``listener`` until it is replaced or the subscriber closes."""
+        while self._listener is listener and not self._closed:
+            try:
+                got = self._next(0.2)
+            except AlreadyClosedError:
+                return
+            except DcpsError as exc:
+                _log.warning("message listener of topic %r: %s", self.topic.name, exc)
+                continue
+            if got is None:
+                continue
+            message, element = got
+            try:
+                listener(message)
+            except Exception:
+                _log.exception("message listener of topic %r raised", self.topic.name)
+                if self.session.acknowledge_mode.value in ("auto", "dups_ok"):
+                    # JMS: an automatically acknowledged message is redelivered
+                    try:
+                        self._durable.rollback(element)
+                    except DcpsError as exc:
+                        _log.warning("redelivering a message of %r: %s", self.topic.name, exc)
+                    continue
+            try:
+                self.session._consumed(self, element)
+            except DcpsError as exc:
+                _log.warning("acknowledging a message of %r: %s", self.topic.name, exc)
 
     def receive_no_wait(self) -> Message[T] | None:
         """The next message if one is there now, else None (JMS ``receiveNoWait``)."""
@@ -228,6 +316,9 @@ class TopicSubscriber(Generic[T]):
             if self._closed:
                 return
             self._closed = True
+            listening, self._listening = self._listening, None
+        if listening is not None and listening is not threading.current_thread():
+            listening.join()
         self.session._forget(self)
         if self.session._holds(self):
             self._closing = True

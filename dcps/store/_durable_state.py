@@ -9,10 +9,12 @@ An element is a position ``(channel, offset)``. Per channel the state keeps:
 * ``next``: the first offset never delivered since the state was built.
 
 The floor and the acknowledged offsets are what a persistent durable writes
-to disk (:meth:`DurableState.persisted`); everything else (who holds which
-element, the redelivery counts, the rolled-back elements waiting) lives in
-memory and is rebuilt empty after a store restart: every unacknowledged
-element is then delivered again.
+to disk (:meth:`DurableState.persisted`), and the delivery count of each
+element delivered and not acknowledged yet (:meth:`DurableState.take_deliveries`),
+so redelivery counts survive a store restart; everything else (who holds which
+element, the rolled-back elements waiting) lives in memory and is rebuilt
+empty after a store restart: every unacknowledged element is then delivered
+again, its redelivery count counting every delivery before the restart.
 
 Delivery rules per kind (seed 001):
 
@@ -69,7 +71,9 @@ class DurableState:
         kind: DurableKind,
         floors: Mapping[int, int],
         acked: Iterable[Position] = (),
+        deliveries: Mapping[Position, int] | None = None,
     ) -> None:
+        """``deliveries``: how often each unacknowledged element was delivered (persisted)."""
         self.kind = kind
         self._channels = {c: _Channel(f, next=f + 1) for c, f in floors.items()}
         self.subscribers: dict[str, Subscriber] = {}
@@ -81,6 +85,8 @@ class DurableState:
         #: Positions acknowledged and floors moved since :meth:`take_changes`.
         self._new_acks: set[Position] = set()
         self._moved: set[int] = set()
+        #: Positions whose delivery count changed since :meth:`take_deliveries`.
+        self._new_deliveries: set[Position] = set()
         for c, o in acked:
             ch = self._channels[c]
             if o > ch.floor:
@@ -89,6 +95,9 @@ class DurableState:
             self._raise_floor(c)
         self._new_acks.clear()
         self._moved.clear()
+        for pos, times in (deliveries or {}).items():
+            if pos[0] in self._channels and not self._is_acked(pos) and times > 0:
+                self._deliveries[pos] = times
 
     # -- subscribers ----------------------------------------------------------------
 
@@ -171,6 +180,7 @@ class DurableState:
             sub.held.add(pos)
             times = self._deliveries.get(pos, 0)
             self._deliveries[pos] = times + 1
+            self._new_deliveries.add(pos)
             result.append((pos, times))
         return result
 
@@ -208,6 +218,17 @@ class DurableState:
         if ch is None or (pos[1] >= ch.next and pos not in self._waiting_set):
             return AckStatus.NO_ELEMENT
         return AckStatus.NOT_HELD
+
+    def check(self, name: str, positions: Iterable[Position]) -> list[AckStatus]:
+        """Whether ``name`` could acknowledge each of ``positions`` now (changes nothing)."""
+        sub = self.subscribers.get(name)
+        out = []
+        for pos in positions:
+            why = self._status(name, pos)
+            if why is None and sub is None:
+                why = AckStatus.NOT_HELD
+            out.append(AckStatus.DONE if why is None else why)
+        return out
 
     def ack(self, name: str, positions: Iterable[Position]) -> list[AckStatus]:
         """``name`` acknowledges ``positions``; a status per position."""
@@ -301,6 +322,16 @@ class DurableState:
         self._new_acks = set()
         self._moved = set()
         return acks, floors
+
+    def take_deliveries(self) -> dict[Position, int]:
+        """Delivery counts of unacknowledged elements changed since the last call."""
+        changed = {
+            p: self._deliveries[p]
+            for p in self._new_deliveries
+            if p in self._deliveries and not self._is_acked(p)
+        }
+        self._new_deliveries = set()
+        return changed
 
     def outstanding(self, tails: Mapping[int, int]) -> int:
         """Elements not acknowledged yet (delivered or not), up to ``tails``."""

@@ -7,10 +7,12 @@ keeps every element a durable has not acknowledged (and, as for groups, a
 topic without groups or durables discards what is published). The offsets
 acknowledged above the floor live in table ``durable_acks``, the durable's
 configuration in ``durables``, the last values of last-value durables in
-``durable_values`` (``docs/store-format.md``). Who holds which element,
-windows and redelivery counts live in memory (``_durable_state.py``): after a
-store restart every unacknowledged element is delivered again, with its
-redelivery count starting over.
+``durable_values`` (``docs/store-format.md``), and how often each element
+not acknowledged yet was delivered in ``durable_deliveries`` (written in the
+store round that delivered it, with the round's acknowledgements). Who holds
+which element and windows live in memory (``_durable_state.py``): after a
+store restart every unacknowledged element is delivered again, its
+redelivery count counting the deliveries before the restart.
 
 Non-persistent durables write nothing but their floors (which retention
 needs) and are deleted when the store starts again.
@@ -61,6 +63,7 @@ from dcps.wire._auth_member import MemberSecret
 from dcps.wire._codes import Op
 from dcps.wire._durables import (
     DURABLE_GROUP_PREFIX,
+    TEMPORARY_TOPIC_PREFIX,
     AckStatus,
     DurableAcked,
     DurableAckRequest,
@@ -73,22 +76,30 @@ from dcps.wire._durables import (
     DurableRollbackRequest,
     DurableSubscribed,
     DurableSubscribeRequest,
+    DurableTxAckRequest,
     DurableUnsubscribed,
     DurableUnsubscribeRequest,
     Notice,
     StartMode,
+    TemporaryAction,
+    TemporaryTopicRequest,
+    TxAbortRequest,
+    TxCommitRequest,
 )
 from dcps.wire._replies import ok_reply
 from dcps.wire._sealing import Sealer
 from idl._errors import (
     BadParameterError,
     InconsistentPolicyError,
+    InvalidDestinationError,
+    OutOfResourcesError,
     PreconditionNotMetError,
     UnsupportedError,
 )
 
 from ._durable_state import DurableState, Position
 from ._log import ChannelLog
+from ._transactions import on_tx_abort, on_tx_commit, recover_transactions
 
 __all__ = [
     "DURABLE_GROUP_PREFIX",
@@ -107,12 +118,26 @@ _LAST_VALUE_QUEUE = 1024
 _CLOSED_KEPT = 1024
 #: How often consumed elements are released from the log (the floors move at every ack).
 _TRIM_INTERVAL = 0.05
+#: Temporary topics a store serves at once, and consumers granted per temporary topic.
+_MAX_TEMPORARIES = 65536
+_MAX_GRANTS = 4096
 
 
 #: Requests proven with the subscriber's secret (DURABLE_SUBSCRIBE: when it is live).
 DURABLE_MEMBER_OPS = frozenset(
-    {Op.DURABLE_SUBSCRIBE, Op.DURABLE_POLL, Op.DURABLE_ACK, Op.DURABLE_ROLLBACK, Op.DURABLE_CLOSE}
+    {
+        Op.DURABLE_SUBSCRIBE,
+        Op.DURABLE_POLL,
+        Op.DURABLE_ACK,
+        Op.DURABLE_ROLLBACK,
+        Op.DURABLE_CLOSE,
+        Op.DURABLE_TX_ACK,
+    }
 )
+#: How long enlisted acknowledgements of a transaction never committed are kept (s).
+_ENLISTED_KEPT = 600.0
+#: Most positions enlisted in one transaction.
+_MAX_ENLISTED = 1_000_000
 
 
 def secret_ident(topic: str, name: str, subscriber: str) -> tuple[str, str, str]:
@@ -162,6 +187,15 @@ class _Durable:
         return DURABLE_GROUP_PREFIX + self.name
 
 
+@attrs.define
+class _Temporary:
+    """A temporary topic: the client that owns it, its lease, the consumers it granted."""
+
+    owner: str
+    deadline: float
+    grants: set[str] = attrs.Factory(set)
+
+
 #: Refused acknowledgements: (channel, offset, why).
 _Refused = tuple[tuple[int, int, AckStatus], ...]
 
@@ -208,8 +242,15 @@ class DurableService:
         self._parked: dict[tuple[str, str], _Parked] = {}  # (durable, subscriber) -> poll
         self._next_trim: dict[str, float] = {}
         self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
+        self._temporaries: dict[str, _Temporary] = {}  # in memory: they end with the store
+        #: (query, epoch) -> (first enlisted at, [(durable, subscriber, positions)])
+        self._enlisted: dict[tuple[str, int], tuple[float, list[tuple[str, str, list[Position]]]]]
+        self._enlisted = {}
         self._dirty: set[str] = set()  # durables whose acks (carried by polls) are not written
+        #: deliveries of persistent durables answered once their counts are written (tick)
+        self._held: dict[str, list[tuple[Any, DurableDelivery]]] = {}
         self._load()
+        recover_transactions(log, self)
 
     # -- loading and persisting ------------------------------------------------------
 
@@ -233,6 +274,13 @@ class DurableService:
                         'SELECT channel, "offset" FROM durable_acks WHERE name = ?', (name,)
                     )
                 ]
+                deliveries = {
+                    (int(c), int(o)): int(n)
+                    for c, o, n in db.execute(
+                        'SELECT channel, "offset", times FROM durable_deliveries WHERE name = ?',
+                        (name,),
+                    )
+                }
                 values = {
                     t: (int(c), int(o), int(ts), bytes(data))
                     for t, c, o, ts, data in db.execute(
@@ -249,7 +297,7 @@ class DurableService:
                 filter_,
                 int(ttl_ms),
                 False,
-                DurableState(kind, floors, acked),
+                DurableState(kind, floors, acked, deliveries),
                 values=values,
             )
             self._durables[name] = durable
@@ -266,6 +314,7 @@ class DurableService:
             db.execute("DELETE FROM durables WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_values WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_deliveries WHERE name = ?", (name,))
 
         self._log.write(f"deleting durable {name!r}", delete)
         self._log.destroy_group(topic, DURABLE_GROUP_PREFIX + name)
@@ -273,7 +322,8 @@ class DurableService:
     def _persist_acks(self, d: _Durable) -> None:
         """Write what the durable's acknowledgements changed (floors always; acks if persistent)."""
         acks, floors = d.state.take_changes()
-        if not acks and not floors:
+        delivered = d.state.take_deliveries() if d.persistent else {}
+        if not acks and not floors and not delivered:
             return
         tid = self._topic_id(d.topic)
         group = d.group
@@ -295,6 +345,22 @@ class DurableService:
                     db.executemany(
                         "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
                         [(d.name, c, o) for c, o in acks],
+                    )
+                    db.executemany(
+                        "DELETE FROM durable_deliveries"
+                        ' WHERE name = ? AND channel = ? AND "offset" = ?',
+                        [(d.name, c, o) for c, o in acks],
+                    )
+                if floors:
+                    db.executemany(
+                        "DELETE FROM durable_deliveries"
+                        ' WHERE name = ? AND channel = ? AND "offset" <= ?',
+                        [(d.name, c, f) for c, f in floors.items()],
+                    )
+                if delivered:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO durable_deliveries VALUES (?, ?, ?, ?)",
+                        [(d.name, c, o, n) for (c, o), n in delivered.items()],
                     )
 
         self._log.write(f"acknowledging elements of durable {d.name!r}", write)
@@ -319,6 +385,8 @@ class DurableService:
             self._reply(call, self._subscribe(call.client, r))
         elif isinstance(r, DurablePollRequest):
             self._poll(call)
+        elif isinstance(r, DurableTxAckRequest):  # (a DurableAckRequest: asked first)
+            self._reply(call, self._enlist(call.client, r))
         elif isinstance(r, DurableRollbackRequest):
             d, _ = self._subscriber(call.client, r.topic, r.name, r.subscriber)
             statuses = d.state.rollback(r.subscriber, r.positions)
@@ -337,6 +405,9 @@ class DurableService:
             self._reply_ok(call)
         elif isinstance(r, DurableInfoRequest):
             self._reply(call, self._info(r))
+        elif isinstance(r, TemporaryTopicRequest):
+            self._temporary(call.client, r)
+            self._reply_ok(call)
         elif isinstance(r, DurableUnsubscribeRequest):
             existing = self._durables.get(r.name)
             topic = existing.topic if existing is not None and r.any_topic else r.topic
@@ -352,7 +423,147 @@ class DurableService:
 
         self._reply(call, _Ok)
 
+    # -- transactions (``_transactions.py``) ------------------------------------------------
+
+    def _enlist(self, client: str, r: DurableTxAckRequest) -> DurableAcked:
+        """Check ``r``'s positions are held by its subscriber; keep them for the commit."""
+        d, _ = self._subscriber(client, r.topic, r.name, r.subscriber)
+        if not d.kind.acknowledged:
+            raise PreconditionNotMetError("last-value durables are not acknowledged")
+        statuses = d.state.check(r.subscriber, r.positions)
+        if all(s is AckStatus.DONE for s in statuses):
+            key = (r.query, r.epoch)
+            since, acks = self._enlisted.get(key, (self._clock(), []))
+            if sum(len(p) for *_, p in acks) + len(r.positions) > _MAX_ENLISTED:
+                raise OutOfResourcesError(
+                    f"transaction {r.query!r} epoch {r.epoch} enlists more than "
+                    f"{_MAX_ENLISTED} acknowledgements"
+                )
+            acks.append((d.name, r.subscriber, list(r.positions)))
+            self._enlisted[key] = (since, acks)
+        return DurableAcked(tuple(statuses))
+
+    def take_enlisted(self, query: str, epoch: int) -> list[tuple[str, list[Position]]]:
+        """The acknowledgements enlisted in ``(query, epoch)``, each still held by its
+        subscriber (else the transaction is refused: PreconditionNotMetError)."""
+        _, acks = self._enlisted.pop((query, epoch), (0.0, []))
+        out: list[tuple[str, list[Position]]] = []
+        for name, subscriber, positions in acks:
+            d = self._durables.get(name)
+            statuses = (
+                [AckStatus.NO_ELEMENT] * len(positions)
+                if d is None
+                else d.state.check(subscriber, positions)
+            )
+            bad = [
+                (p, s) for p, s in zip(positions, statuses, strict=True) if s is not AckStatus.DONE
+            ]
+            if bad:
+                (c, o), status = bad[0]
+                raise PreconditionNotMetError(
+                    f"transaction {query!r} epoch {epoch} rolled back: element ({c}, {o}) of "
+                    f"durable {name!r} is {status.name.lower().replace('_', ' ')} for "
+                    f"subscriber {subscriber!r} (it left, timed out, or the store restarted)"
+                )
+            out.append((name, positions))
+        return out
+
+    def drop_enlisted(self, query: str, epoch: int) -> None:
+        """Forget the acknowledgements enlisted in ``(query, epoch)`` (aborted)."""
+        self._enlisted.pop((query, epoch), None)
+
+    def apply_acks(self, acks: list[tuple[str, list[Position]]]) -> int:
+        """Acknowledge (and write) each durable's positions, whoever holds them; how many."""
+        done = 0
+        for name, positions in acks:
+            d = self._durables.get(name)
+            if d is None:
+                continue
+            done += d.state.ack_any(positions)
+            self._persist_acks(d)
+        if acks:
+            self._serve_parked()  # windows freed
+        return done
+
+    # -- temporary topics -------------------------------------------------------------------
+
+    def _temporary(self, client: str, r: TemporaryTopicRequest) -> None:
+        """Serve a TEMPORARY_TOPIC request: only the client that claimed the topic may act."""
+        t = self._temporaries.get(r.topic)
+        now = self._clock()
+        if r.action is TemporaryAction.CLAIM and t is None:
+            if len(self._temporaries) >= _MAX_TEMPORARIES:
+                raise OutOfResourcesError(
+                    f"the store serves {_MAX_TEMPORARIES} temporary topics: no more"
+                )
+            self._temporaries[r.topic] = _Temporary(client, now + r.lease_ms / 1000)
+            _log.info("temporary topic %r claimed by client %s", r.topic, client)
+            return
+        if t is None:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r} does not exist (deleted, or its connection "
+                "closed or went away)"
+            )
+        if t.owner != client:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r} belongs to another connection"
+            )
+        if r.action is TemporaryAction.CLAIM:
+            t.deadline = now + r.lease_ms / 1000
+        elif r.action is TemporaryAction.GRANT:
+            if len(t.grants) >= _MAX_GRANTS and r.subscriber not in t.grants:
+                raise OutOfResourcesError(
+                    f"temporary topic {r.topic!r} has {_MAX_GRANTS} consumers granted: no more"
+                )
+            t.grants.add(r.subscriber)
+        else:
+            consumers = sum(len(d.subs) for d in self._durables.values() if d.topic == r.topic)
+            if r.action is TemporaryAction.DELETE and consumers:
+                raise PreconditionNotMetError(
+                    f"temporary topic {r.topic!r} has {consumers} active consumer(s): close "
+                    "them before deleting it"
+                )
+            self._end_temporary(r.topic, "was deleted by its connection")
+
+    def _end_temporary(self, topic: str, why: str) -> None:
+        """Forget temporary topic ``topic``: its consumers are closed, their durables deleted."""
+        self._temporaries.pop(topic, None)
+        _log.info("temporary topic %r %s", topic, why)
+        for d in [d for d in self._durables.values() if d.topic == topic]:
+            for name in list(d.subs):
+                self._close_by_store(d, name, f"temporary topic {topic!r} {why}")
+            self._destroy(d)
+
+    def _check_temporary_consumer(self, r: DurableSubscribeRequest) -> None:
+        """Only a subscriber its owning connection granted consumes a temporary topic."""
+        t = self._temporaries.get(r.topic)
+        if t is None:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r} does not exist (deleted, or its connection "
+                "closed or went away)"
+            )
+        if r.subscriber not in t.grants:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r} belongs to another connection: only the "
+                "connection that created it may consume from it"
+            )
+        if r.persistent or not r.anonymous:
+            raise InvalidDestinationError(
+                f"temporary topic {r.topic!r}: a temporary topic has no durable subscriptions"
+            )
+
+    def check_publish(self, topic: str) -> None:
+        """Refuse a publish to a temporary topic that does not exist (any client may publish
+        to a live one, as JMS lets anyone send to a temporary topic it was given)."""
+        if topic.startswith(TEMPORARY_TOPIC_PREFIX) and topic not in self._temporaries:
+            raise InvalidDestinationError(
+                f"temporary topic {topic!r} does not exist (deleted, or its connection "
+                "closed or went away)"
+            )
+
     def _subscribe(self, client: str, r: DurableSubscribeRequest) -> DurableSubscribed:
+        if r.topic.startswith(TEMPORARY_TOPIC_PREFIX):
+            self._check_temporary_consumer(r)
         if self._split:
             raise UnsupportedError(
                 "durables need the namespace's channels in one store: this store serves a "
@@ -569,7 +780,7 @@ class DurableService:
             # this one waits in its place: one answer per poll, none of them wasted
             refused = earlier.refused + refused
             got = self._take(d, sub, earlier.call.request.count, refused)
-            self._reply(earlier.call, got or self._delivery(d, sub, [], refused))
+            self._answer(d, earlier.call, got or self._delivery(d, sub, [], refused))
             refused = ()
         delivery = self._take(d, sub, r.count, refused)
         if r.acks:
@@ -577,7 +788,16 @@ class DurableService:
         if delivery is None and r.wait_ms > 0:
             self._parked[key] = _Parked(call, self._clock() + r.wait_ms / 1000, refused)
             return
-        self._reply(call, delivery or self._delivery(d, sub, [], refused))
+        self._answer(d, call, delivery or self._delivery(d, sub, [], refused))
+
+    def _answer(self, d: _Durable, call: Any, delivery: DurableDelivery) -> None:
+        """Answer a poll; a persistent durable's delivery waits for the end of the round, when
+        its delivery counts (and the acks polls carried) are written: a store killed
+        before that never let the subscriber see what it would not count."""
+        if d.persistent and d.name in self._dirty:
+            self._held.setdefault(d.name, []).append((call, delivery))
+        else:
+            self._reply(call, delivery)
 
     def _tails(self, d: _Durable) -> dict[int, int]:
         return {c: s.tail + 1 for c, s in enumerate(self._log.channel_states(d.topic))}
@@ -592,6 +812,8 @@ class DurableService:
                 return None
             return self._last_values(d, sub, items)
         got = d.state.deliver(sub.name, count, self._tails(d))
+        if got and d.persistent:
+            self._dirty.add(d.name)  # the delivery counts are written in this round's tick
         if not got and not sub.notice and not refused:
             return None
         return self._delivery(d, sub, got, refused)
@@ -873,12 +1095,13 @@ class DurableService:
     def tick(self) -> None:
         """Once per store round: write acks, expire silent subscribers and idle durables,
         answer polls."""
-        for name in self._dirty:
-            dirty = self._durables.get(name)
-            if dirty is not None:
-                self._persist_acks(dirty)
-        self._dirty.clear()
         now = self._clock()
+        for key, (since, _) in list(self._enlisted.items()):
+            if now - since > _ENLISTED_KEPT:
+                del self._enlisted[key]
+        for topic, t in list(self._temporaries.items()):
+            if now > t.deadline:
+                self._end_temporary(topic, "ended: its connection went away (lease expired)")
         for d in list(self._durables.values()):
             for sub in list(d.subs.values()):
                 if now - sub.last_seen > sub.timeout and (d.name, sub.name) not in self._parked:
@@ -895,6 +1118,27 @@ class DurableService:
                 _log.info("durable %r: no subscriber for its TTL: deleted", d.name)
                 self._destroy(d)
         self._serve_parked(now)
+        # after the polls: the acks they carried and the delivery counts of what went out
+        for name in self._dirty:
+            dirty = self._durables.get(name)
+            held = self._held.pop(name, [])
+            try:
+                if dirty is not None:
+                    self._persist_acks(dirty)
+            except Exception as exc:  # (a full disk): those polls are refused, the rest go on
+                for call, delivery in held:
+                    if dirty is not None:  # never seen: given back, to be delivered again
+                        positions = list(zip(delivery.channels, delivery.offsets, strict=True))
+                        dirty.state.rollback(call.request.subscriber, positions)
+                    self._fail(call, exc)
+                continue
+            for call, delivery in held:
+                self._reply(call, delivery)
+        self._dirty.clear()
+        for held in self._held.values():  # (a durable deleted meanwhile)
+            for call, delivery in held:
+                self._reply(call, delivery)
+        self._held.clear()
         for topic in {d.topic for d in self._durables.values()}:
             if now >= self._next_trim.get(topic, 0.0):
                 self._next_trim[topic] = now + _TRIM_INTERVAL
@@ -918,7 +1162,7 @@ class DurableService:
                 self._fail(parked.call, exc)
                 continue
             if delivery is not None:
-                self._reply(parked.call, delivery)
+                self._answer(d, parked.call, delivery)
             elif now >= parked.deadline:
                 self._reply(parked.call, self._delivery(d, sub, [], parked.refused))
             else:
@@ -951,5 +1195,9 @@ DURABLE_HANDLERS: dict[int, Callable[[Any, Any], None]] = {
         DurableCloseRequest,
         DurableUnsubscribeRequest,
         DurableInfoRequest,
+        TemporaryTopicRequest,
+        DurableTxAckRequest,
     )
 }
+DURABLE_HANDLERS[TxCommitRequest.op] = on_tx_commit
+DURABLE_HANDLERS[TxAbortRequest.op] = on_tx_abort

@@ -684,6 +684,12 @@ class ChannelLog:
                 )
             ]
 
+    def discards(self, topic: str) -> bool:
+        """True when ``topic`` keeps nothing once it is pushed live: it has no group (nor
+        durable, whose floors are groups) and does not retain consumed elements."""
+        tid, info = self._topic(topic)
+        return not (info.retain_consumed or self._grouped.get(tid))
+
     def has_group(self, topic: str, group: str) -> bool:
         """True when ``group`` exists on ``topic``."""
         tid, _ = self._topic(topic)

@@ -42,11 +42,12 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 8 keeps large batch bodies in segment files and gives every element its own
+#: Version 9 keeps delivery counts (durables' and queues' redelivery counts survive a
+#: restart); 8 keeps large batch bodies in segment files and gives every element its own
 #: timestamp; 7 added the staging tables (two-phase commit); 6 key-value maps and
 #: queues; 5 the durability service's tables; 4 the durables'; 3
 #: ``topics.type_identity``; 2 stored batches as rows.
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 #: The first version whose elements each have their own timestamp (a batch's
 #: ``ts`` plus ``ELEMENT_STEP_NS`` per element) and whose bodies may be in segments.
 SEGMENTS_VERSION = 8
@@ -197,6 +198,20 @@ CREATE TABLE IF NOT EXISTS staged_commits (
     PRIMARY KEY (topic_id, query, epoch)
 ) WITHOUT ROWID;
 """
+# Format version 9: delivery counts (how often an element not acknowledged yet was
+# delivered, for persistent durables a row per delivered element, for queues a column) and
+# the commit records of transactions over durables (dcps/store/_transactions.py).
+_DELIVERY_TABLE = (
+    "CREATE TABLE IF NOT EXISTS durable_deliveries (name TEXT NOT NULL, channel INTEGER NOT NULL,"
+    ' "offset" INTEGER NOT NULL, times INTEGER NOT NULL,'
+    ' PRIMARY KEY (name, channel, "offset")) WITHOUT ROWID'
+)
+_QUEUE_DELIVERIES = "ALTER TABLE queue_elements ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0"
+_TRANSACTION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS durable_transactions (query TEXT NOT NULL,"
+    " epoch INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (query, epoch)) WITHOUT ROWID"
+)
+_DELIVERIES = (_DELIVERY_TABLE, _QUEUE_DELIVERIES, _TRANSACTION_TABLE)
 _SCHEMA = (
     """
 CREATE TABLE dcps_format (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -345,6 +360,7 @@ def create_schema(db: sqlite3.Connection) -> None:
         "BEGIN IMMEDIATE;"
         + _SCHEMA
         + "".join(f"{statement};" for statement in _SEGMENT_COLUMNS)
+        + "".join(f"{statement};" for statement in _DELIVERIES)
         + f"INSERT INTO dcps_format VALUES ('magic', '{FORMAT_MAGIC}');"
         + f"INSERT INTO dcps_format VALUES ('version', '{FORMAT_VERSION}');"
         + "COMMIT;"
@@ -419,7 +435,9 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     client that names one); 3 -> 4 adds the durables' tables (empty); 4 -> 5
     the durability service's empty ``durability_*`` tables; 5 -> 6 the (empty)
     tables of maps and queues; 6 -> 7 the (empty) staging tables; 7 -> 8 adds the segment
-    columns and gives every element its own timestamp (:func:`_migrate_v4`). On
+    columns and gives every element its own timestamp (:func:`_migrate_v4`); 8 -> 9 adds
+    the delivery counts (``durable_deliveries``, ``queue_elements.deliveries``) and
+    ``durable_transactions``. On
     failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
@@ -450,6 +468,12 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
                     db.execute(statement)
         if version < SEGMENTS_VERSION:
             _migrate_v4(db)
+        if version < 9:
+            db.execute(_DELIVERY_TABLE)
+            db.execute(_TRANSACTION_TABLE)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(queue_elements)")}
+            if "deliveries" not in columns:  # (a file may have been downgraded by hand)
+                db.execute(_QUEUE_DELIVERIES)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

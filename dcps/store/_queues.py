@@ -4,10 +4,12 @@ Each queue is a row of ``queues`` (its value type's identity, its next
 sequence number) and one row of ``queue_elements`` per element not yet
 acknowledged; acknowledging an element deletes its row, in the transaction
 that answers the acknowledgement, so an acknowledged element is never
-delivered again, even after a kill -9 of the store. Which consumer holds
-which element, and how often an element was delivered, is kept in memory:
-after a store restart every stored element is pending again (it may be
-delivered a second time; it is never lost).
+delivered again, even after a kill -9 of the store. How often an element was
+delivered is its row's ``deliveries`` (written once per store round for the
+elements that round delivered), so redelivery counts survive a restart.
+Which consumer holds which element is kept in memory: after a store restart
+every stored element is pending again (it may be delivered a second time,
+with its count raised; it is never lost).
 
 Delivery: elements go out lowest sequence number first (an element given
 back comes before newer ones), each to one consumer at a time. A consumer
@@ -135,18 +137,22 @@ class QueueTable:
         self._log = log
         self._queues: dict[str, _Queue] = {}
         self._deleted: dict[tuple[str, str], None] = {}
+        self._counted: dict[int, set[int]] = {}  # queue id -> seqs delivered, count not written
+        #: receives answered once the round's delivery counts are written (serve_queues)
+        self.held: list[tuple[Any, QueueDelivery]] = []
         try:
             db = log._conn
             for qid, name, identity, next_seq in db.execute(
                 "SELECT id, name, type_identity, next_seq FROM queues"
             ).fetchall():
                 q = _Queue(qid, name, identity, next_seq)
-                q.pending = [
-                    int(r[0])
-                    for r in db.execute(
-                        "SELECT seq FROM queue_elements WHERE queue_id = ? ORDER BY seq", (qid,)
-                    )
-                ]
+                for seq, times in db.execute(
+                    "SELECT seq, deliveries FROM queue_elements WHERE queue_id = ? ORDER BY seq",
+                    (qid,),
+                ):
+                    q.pending.append(int(seq))
+                    if times:
+                        q.deliveries[int(seq)] = int(times)
                 self._queues[name] = q
         except sqlite3.Error as exc:
             raise sql_error(exc, log.path, "loading the queues") from exc
@@ -236,6 +242,7 @@ class QueueTable:
             q.held[seq] = c.name
             c.held.add(seq)
             q.deliveries[seq] = q.deliveries.get(seq, 0) + 1
+        self._counted.setdefault(q.id, set()).update(out)
         return QueueDelivery(
             tuple(out),
             tuple(q.deliveries[s] for s in out),
@@ -257,7 +264,9 @@ class QueueTable:
 
         def insert() -> None:
             db = self._log._conn
-            db.executemany("INSERT INTO queue_elements VALUES (?, ?, ?)", rows)
+            db.executemany(
+                "INSERT INTO queue_elements (queue_id, seq, data) VALUES (?, ?, ?)", rows
+            )
             db.execute("UPDATE queues SET next_seq = ? WHERE id = ?", (first + len(rows), q.id))
 
         self._log._write(f"publishing to queue {r.queue!r}", insert, small=False)
@@ -376,6 +385,41 @@ class QueueTable:
             del self._deleted[next(iter(self._deleted))]
         return QueueDeleted(True, discarded), [call for call, _ in q.parked]
 
+    def give_back(self, name: str, seqs: Iterable[int]) -> None:
+        """Elements a consumer never saw go back to the queue (to be delivered again)."""
+        q = self._queues.get(name)
+        if q is None:
+            return
+        for seq in seqs:
+            holder = q.held.pop(seq, None)
+            if holder is not None:
+                c = q.consumers.get(holder)
+                if c is not None:
+                    c.held.discard(seq)
+                heapq.heappush(q.pending, seq)
+
+    def write_deliveries(self) -> None:
+        """Write the delivery counts of the elements delivered since the last call (one
+        transaction; an element acknowledged meanwhile has no row to update)."""
+        if not self._counted:
+            return
+        counted, self._counted = self._counted, {}
+        by_id = {q.id: q for q in self._queues.values()}
+        rows = [
+            (by_id[qid].deliveries[seq], qid, seq)
+            for qid, seqs in counted.items()
+            if qid in by_id
+            for seq in seqs
+            if seq in by_id[qid].deliveries
+        ]
+        if rows:
+            self._log._write(
+                f"counting deliveries of {len(rows)} queue elements",
+                lambda: self._log._conn.executemany(
+                    "UPDATE queue_elements SET deliveries = ? WHERE queue_id = ? AND seq = ?", rows
+                ),
+            )
+
     def state(self, r: QueueStateRequest) -> QueueState:
         q = self._queues.get(r.queue)
         if q is None:
@@ -454,9 +498,18 @@ def _check_client(queue: str, c: _Consumer, client: str) -> None:
 # -- the store's handlers (registered in dcps/store/_service.py) --------------------------------
 
 
+def _deliver(store: Store, call: Any, delivery: QueueDelivery) -> None:
+    """Answer a receive; elements go out at the end of the round, once their delivery
+    counts are written (a store killed before never let a consumer see an uncounted one)."""
+    if delivery.seqs and store.share.coordinates:
+        store._queues.held.append((call, delivery))
+    else:
+        store._reply(call, delivery)
+
+
 def _answer_all(store: Store, answers: Iterable[tuple[Any, QueueDelivery]]) -> None:
     for call, delivery in answers:
-        store._reply(call, delivery)
+        _deliver(store, call, delivery)
 
 
 def _on_publish(store: Store, call: _Call[QueuePublishRequest]) -> None:
@@ -490,7 +543,7 @@ def _exchange(store: Store, r: QueueSubscribeRequest) -> tuple[bytes, MemberSecr
 def _on_receive(store: Store, call: _Call[QueueReceiveRequest]) -> None:
     delivery = store._queues.receive(call, time.monotonic())
     if delivery is not None:
-        store._reply(call, delivery)
+        _deliver(store, call, delivery)
 
 
 def _on_ack(store: Store, call: _Call[QueueAckRequest]) -> None:
@@ -531,7 +584,18 @@ def _on_state(store: Store, call: _Call[QueueStateRequest]) -> None:
 
 def serve_queues(store: Store) -> None:
     """Once per service round: expel silent consumers, answer receives that waited enough."""
-    _answer_all(store, store._queues.expire(time.monotonic()))
+    queues = store._queues
+    _answer_all(store, queues.expire(time.monotonic()))
+    held, queues.held = queues.held, []
+    try:
+        queues.write_deliveries()
+    except Exception as exc:  # (a full disk): the elements go back, the receives are refused
+        for call, delivery in held:
+            queues.give_back(call.request.queue, delivery.seqs)
+            store._fail(call, exc)
+        return
+    for call, delivery in held:
+        store._reply(call, delivery)
 
 
 #: Queue request kind -> handler, merged into ``Store._HANDLERS``.

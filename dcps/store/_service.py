@@ -849,6 +849,7 @@ class Store:
             try:
                 self.log.channel_state(r.topic, r.channel)
                 self._foreign(r.topic, (r.channel,))
+                self.durables.check_publish(r.topic)  # a temporary topic must be live
                 good.append(call)
             except Exception as exc:
                 self.metrics.request(Op.PUBLISH, error_code(exc))
@@ -865,12 +866,14 @@ class Store:
                 self.metrics.request(Op.PUBLISH, error_code(exc))
                 self._fail(call, exc)
             return
+        discards = {t: self.log.discards(t) for t in {c.request.topic for c in good}}
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if not count:
                 first, stamp = 0, 0
             self.metrics.request(Op.PUBLISH)
             self.metrics.stored(call.request.topic, count, len(call.request.blob))
-            self._reply(call, Published(first, count, stamp))
+            discarded = discards[call.request.topic]
+            self._reply(call, Published(first, count, stamp, discarded=discarded))
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if count:
                 self._push(call.request, (first, stamp))
@@ -883,6 +886,7 @@ class Store:
         r = call.request
         try:
             self._foreign(r.topic, (r.channel,))
+            self.durables.check_publish(r.topic)  # a temporary topic must be live
             placed, duplicate = self.log.append_keyed(
                 r.topic, r.channel, PackedPayloads(r.sizes, r.blob), r.key
             )
@@ -894,7 +898,8 @@ class Store:
         self.metrics.request(Op.PUBLISH)
         if not duplicate:
             self.metrics.stored(r.topic, len(placed), len(r.blob))
-        self._reply(call, Published(first, len(placed), stamp, duplicate))
+        discarded = self.log.discards(r.topic)
+        self._reply(call, Published(first, len(placed), stamp, duplicate, discarded))
         if placed and not duplicate:
             self._push(r, placed[0])
             self._tell_durables(r, *placed[0])

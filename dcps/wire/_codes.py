@@ -62,6 +62,10 @@ class Op(enum.IntEnum):
     DURABLE_CLOSE = 24
     DURABLE_UNSUBSCRIBE = 25
     DURABLE_INFO = 26
+    TEMPORARY_TOPIC = 27
+    DURABLE_TX_ACK = 28
+    TX_COMMIT = 29
+    TX_ABORT = 30
     # key-value maps (dcps/wire/_maps.py): 40-49
     MAP_OPEN = 40
     MAP_PUT = 41

@@ -31,12 +31,20 @@ DURABLE_ROLLBACK (23)    the same as DURABLE_ACK
 DURABLE_CLOSE (24)       topic, group, member
 DURABLE_UNSUBSCRIBE (25) topic, group, flag = 1: whatever its topic (topic may be empty)
 DURABLE_INFO (26)        topic, group
+TEMPORARY_TOPIC (27)     topic (named :data:`TEMPORARY_TOPIC_PREFIX` ...), flag =
+                         :class:`TemporaryAction`, number = lease ms (CLAIM),
+                         member = the subscriber id a GRANT lets consume
+DURABLE_TX_ACK (28)      as DURABLE_ACK, text = transaction query, number = epoch
+TX_COMMIT (29)           group = transaction query, number = epoch, blob = the
+                         stages as JSON ``[[topic, stage, chunks], ...]``
+TX_ABORT (30)            the same as TX_COMMIT
 =======================  =====================================================
 """
 
 from __future__ import annotations
 
 import enum
+import json
 from typing import ClassVar, Self
 
 import attrs
@@ -54,6 +62,8 @@ __all__ = [
     "MAX_DURABLE_POLL",
     "MAX_DURABLE_WAIT_MS",
     "MAX_DURABLE_WINDOW",
+    "MAX_TX_STAGES",
+    "TEMPORARY_TOPIC_PREFIX",
     "AckStatus",
     "DurableAckRequest",
     "DurableAcked",
@@ -67,10 +77,16 @@ __all__ = [
     "DurableRollbackRequest",
     "DurableSubscribeRequest",
     "DurableSubscribed",
+    "DurableTxAckRequest",
     "DurableUnsubscribeRequest",
     "DurableUnsubscribed",
     "Notice",
     "StartMode",
+    "TemporaryAction",
+    "TemporaryTopicRequest",
+    "TxAbortRequest",
+    "TxCommitRequest",
+    "TxCommitted",
     "to_runs",
 ]
 
@@ -653,6 +669,186 @@ class DurableInfo:
 
 
 #: Any durable request.
+class TemporaryAction(enum.IntEnum):
+    """What a TEMPORARY_TOPIC request does (only the owning client may ask any of them)."""
+
+    CLAIM = 0
+    """Create the temporary topic, owned by the asking client, or renew its lease."""
+    DELETE = 1
+    """Delete it; refused while a consumer of it is open (JMS ``TemporaryTopic.delete``)."""
+    RELEASE = 2
+    """Delete it, closing its consumers (the owning connection closes)."""
+    GRANT = 3
+    """Let subscriber ``subscriber`` (a consumer the owning connection makes) consume it."""
+
+
+#: Topics named so are temporary: the store serves them only while their owning client holds
+#: their lease, and lets only the subscribers that client granted consume them.
+TEMPORARY_TOPIC_PREFIX = "jms.temporary."
+#: Longest lease of a temporary topic (ms).
+MAX_TEMPORARY_LEASE_MS = 600_000
+
+
+@attrs.frozen
+class TemporaryTopicRequest:
+    """Claim, renew, delete or grant a consumer of temporary topic ``topic`` (see
+    :class:`TemporaryAction`); answered OK or with the refusal."""
+
+    op: ClassVar[Op] = Op.TEMPORARY_TOPIC
+    topic: str
+    action: TemporaryAction
+    lease_ms: int = 0
+    subscriber: str = ""
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        return Request(
+            client=client,
+            request_id=request_id,
+            op=Op.TEMPORARY_TOPIC,
+            topic=self.topic,
+            flag=int(self.action),
+            number=self.lease_ms,
+            member=self.subscriber,
+        )
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        topic = check_wire_name("topic", r.topic)
+        if not topic.startswith(TEMPORARY_TOPIC_PREFIX):
+            raise BadParameterError(
+                f"topic {topic!r} is not a temporary topic (named {TEMPORARY_TOPIC_PREFIX}...)"
+            )
+        try:
+            action = TemporaryAction(int(r.flag))
+        except ValueError:
+            raise BadParameterError(f"request field 'flag' names action {r.flag}") from None
+        lease = int(r.number)
+        if action is TemporaryAction.CLAIM:
+            _bounded(lease, "number (lease ms)", 1, MAX_TEMPORARY_LEASE_MS)
+        elif lease:
+            raise BadParameterError("a lease is given only to CLAIM")
+        subscriber = ""
+        if action is TemporaryAction.GRANT:
+            subscriber = check_wire_name("member (subscriber)", r.member)
+        elif r.member:
+            raise BadParameterError("a subscriber is named only by GRANT")
+        return cls(topic, action, lease, subscriber)
+
+
+@attrs.frozen
+class DurableTxAckRequest(DurableAckRequest):
+    """``subscriber`` enlists its acknowledgement of ``positions`` in transaction
+    ``(query, epoch)``: the store checks now that it holds them, and applies the
+    acknowledgements with TX_COMMIT, in the transaction that makes the staged publishes
+    visible (JMS transacted sessions). Answered like DURABLE_ACK, nothing applied yet."""
+
+    op: ClassVar[Op] = Op.DURABLE_TX_ACK
+    query: str = ""
+    epoch: int = 0
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        wire = super().to_wire(client, request_id)
+        wire.text, wire.number = self.query, self.epoch
+        return wire
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        topic, name, subscriber = _durable_fields(r)
+        query = check_wire_name("text (transaction query)", r.text)
+        epoch = _bounded(int(r.number), "number (epoch)", 0, 2**62)
+        return cls(topic, name, subscriber, _runs(r, list(r.sizes)), query, epoch)
+
+
+#: Most (topic, stage) entries one transaction commits.
+MAX_TX_STAGES = 4096
+
+
+@attrs.frozen
+class TxCommitRequest:
+    """Commit transaction ``(query, epoch)``: the chunks staged (STAGE, under ``query`` and
+    ``epoch``) for ``stages`` ((topic, stage, chunk count) each) and the acknowledgements
+    its subscribers enlisted (DURABLE_TX_ACK) take effect together, or not at all."""
+
+    op: ClassVar[Op] = Op.TX_COMMIT
+    query: str
+    epoch: int
+    stages: tuple[tuple[str, str, int], ...] = ()
+
+    def to_wire(self, client: str, request_id: int) -> Request:
+        return Request(
+            client=client,
+            request_id=request_id,
+            op=self.op,
+            group=self.query,
+            number=self.epoch,
+            blob=json.dumps([list(s) for s in self.stages]).encode(),
+        )
+
+    @classmethod
+    def from_wire(cls, r: Request) -> Self:
+        query = check_wire_name("group (transaction query)", r.group)
+        epoch = _bounded(int(r.number), "number (epoch)", 0, 2**62)
+        if len(r.blob) > MAX_TX_STAGES * 600:
+            raise BadParameterError("request field 'blob' (the stages) is too long")
+        try:
+            raw = json.loads(bytes(r.blob).decode() or "[]")
+        except ValueError:
+            raise BadParameterError("request field 'blob' is not the stages' JSON") from None
+        if not isinstance(raw, list) or len(raw) > MAX_TX_STAGES:
+            raise BadParameterError(f"a transaction names a list of <= {MAX_TX_STAGES} stages")
+        stages = []
+        for entry in raw:
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 3
+                and isinstance(entry[0], str)
+                and isinstance(entry[1], str)
+                and isinstance(entry[2], int)
+                and not isinstance(entry[2], bool)
+            ):
+                raise BadParameterError(f"a stage is [topic, stage, chunks], not {entry!r}")
+            stages.append(
+                (
+                    check_wire_name("stage topic", entry[0]),
+                    check_wire_name("stage", entry[1]),
+                    _bounded(entry[2], "stage chunks", 1, 1_000_000),
+                )
+            )
+        if len(set((t, s) for t, s, _ in stages)) != len(stages):
+            raise BadParameterError("a transaction names a (topic, stage) twice")
+        return cls(query, epoch, tuple(stages))
+
+
+@attrs.frozen
+class TxAbortRequest(TxCommitRequest):
+    """Abort transaction ``(query, epoch)``: its staged chunks and enlisted acknowledgements
+    are dropped (the elements stay held by their subscribers, to roll back)."""
+
+    op: ClassVar[Op] = Op.TX_ABORT
+
+
+@attrs.frozen
+class TxCommitted:
+    """The answer to TX_COMMIT: how many elements it published and acknowledged."""
+
+    published: int
+    acknowledged: int
+
+    def to_wire(self, client: str, request_id: int) -> Reply:
+        return Reply(
+            client=client,
+            request_id=request_id,
+            number=self.published,
+            offsets=[self.acknowledged],
+        )
+
+    @classmethod
+    def from_wire(cls, r: Reply) -> Self:
+        if len(r.offsets) != 1:
+            raise BadParameterError("malformed TX_COMMIT reply")
+        return cls(int(r.number), int(r.offsets[0]))
+
+
 DurableRequest = (
     DurableSubscribeRequest
     | DurablePollRequest
@@ -661,6 +857,10 @@ DurableRequest = (
     | DurableCloseRequest
     | DurableUnsubscribeRequest
     | DurableInfoRequest
+    | TemporaryTopicRequest
+    | DurableTxAckRequest
+    | TxCommitRequest
+    | TxAbortRequest
 )
 #: The durable request kinds, for ``_requests._DECODERS``.
 DURABLE_REQUESTS: tuple[type[DurableRequest], ...] = (
@@ -671,4 +871,8 @@ DURABLE_REQUESTS: tuple[type[DurableRequest], ...] = (
     DurableCloseRequest,
     DurableUnsubscribeRequest,
     DurableInfoRequest,
+    TemporaryTopicRequest,
+    DurableTxAckRequest,
+    TxCommitRequest,
+    TxAbortRequest,
 )

@@ -108,12 +108,15 @@ class Published:
     """The answer to PUBLISH: elements ``first .. first + count - 1``, accepted at ``stamp``.
 
     ``duplicate``: a keyed publish whose key was already stored (its original placement).
+    ``discarded``: the topic has no group nor durable (and no retention): the elements were
+    pushed to live subscribers and are not kept (FTL's confirm of a discard).
     """
 
     first: int
     count: int
     stamp: int
     duplicate: bool = False
+    discarded: bool = False
 
     def to_wire(self, client: str, request_id: int) -> Reply:
         return Reply(
@@ -122,14 +125,20 @@ class Published:
             number=self.count,
             offsets=[self.first],
             stamps=[self.stamp],
-            flag=int(self.duplicate),
+            flag=int(self.duplicate) | (int(self.discarded) << 1),
         )
 
     @classmethod
     def from_wire(cls, r: Reply) -> Self:
         if len(r.offsets) != 1 or len(r.stamps) != 1:
             raise BadParameterError("malformed PUBLISH reply (no placement)")
-        return cls(int(r.offsets[0]), int(r.number), int(r.stamps[0]), bool(r.flag))
+        return cls(
+            int(r.offsets[0]),
+            int(r.number),
+            int(r.stamps[0]),
+            bool(r.flag & 1),
+            bool(r.flag & 2),
+        )
 
 
 @attrs.frozen

@@ -3,6 +3,8 @@ noLocal, temporary topics, publishers, acknowledgement modes and transactions.""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from dcps import (
@@ -472,3 +474,52 @@ def test_errors_are_dcps_errors() -> None:
     for cls in (InvalidDestinationError, InvalidSelectorError, IllegalOperationError):
         assert issubclass(cls, DcpsError)
     assert callable(eventually)
+
+
+class TestMessageListeners:
+    def test_a_listener_gets_every_message_on_its_thread(
+        self, connect: Connections, topic_name: str
+    ) -> None:
+        """set_message_listener delivers each message to the callable on another thread
+        (acknowledged after it returns); receive is refused meanwhile; None stops it."""
+        session = connect("client-l").create_topic_session()
+        topic = session.create_topic(topic_name, Quote)
+        sub = session.create_durable_subscriber(topic, "listened")
+        got: list[tuple[int, str]] = []
+        sub.set_message_listener(
+            lambda m: got.append((m.body.seq, threading.current_thread().name))
+        )
+        assert sub.message_listener is not None
+        with pytest.raises(IllegalOperationError, match="listener"):
+            sub.receive(0.1)
+        pub = session.create_publisher(topic)
+        for q in quotes(3):
+            pub.publish(q)
+        eventually(lambda: len(got) == 3, WAIT, "three messages at the listener")
+        assert [seq for seq, _ in got] == [0, 1, 2]
+        assert {name for _, name in got} == {"dcps-jms-listener"}
+        sub.set_message_listener(None)
+        pub.publish(Quote("A", 9.0, 9))
+        m = sub.receive(WAIT)
+        assert m is not None
+        assert (m.body.seq, m.redelivered) == (9, False)  # 0..2 were acknowledged
+
+    def test_a_listener_that_raises_gets_the_message_again(
+        self, connect: Connections, topic_name: str
+    ) -> None:
+        """AUTO mode: a message whose listener raised is redelivered, marked redelivered."""
+        session = connect("client-r").create_topic_session()
+        topic = session.create_topic(topic_name, Quote)
+        sub = session.create_durable_subscriber(topic, "flaky")
+        calls: list[tuple[int, bool]] = []
+
+        def listener(m: Message[Quote]) -> None:
+            calls.append((m.body.seq, m.redelivered))
+            if len(calls) == 1:
+                raise RuntimeError("first delivery fails")
+
+        sub.set_message_listener(listener)
+        session.create_publisher(topic).publish(Quote("A", 1.0, 5))
+        eventually(lambda: len(calls) >= 2, WAIT, "the redelivery")
+        assert calls[:2] == [(5, False), (5, True)]
+        sub.close()
