@@ -792,13 +792,20 @@ class DurableService:
         self._take_over(topic, name, "reset", force)
         self._persist_acks(d)
         self._dirty.discard(name)
-        move(d.group)
+        # The acknowledgements above the floors go first, then the floors move (one write per
+        # channel): a crash or a failed move in between leaves old floors without those
+        # acknowledgements, so elements are delivered again, never skipped. The other order
+        # left a reset to an earlier offset redelivering the floor's elements but skipping the
+        # out-of-order acknowledged ones after a restart.
         self._log.write(
             f"forgetting the acknowledgements of durable {name!r}",
             lambda db: db.execute("DELETE FROM durable_acks WHERE name = ?", (name,)),
         )
-        d.state = DurableState(d.kind, self._floors(topic, name))
-        d.idle_since = self._clock()
+        try:
+            move(d.group)
+        finally:  # memory follows the file, whatever part of the move was written
+            d.state = DurableState(d.kind, self._floors(topic, name))
+            d.idle_since = self._clock()
         _log.info("durable %r of topic %r reset by an administrator", name, topic)
 
     # -- subscribers leaving --------------------------------------------------------------
