@@ -12,8 +12,11 @@ from typing import Any
 
 import pytest
 
+from dcps import OutOfResourcesError
 from dcps.channels import ChannelledTopic, ChannelPublisher
 from dcps.durables import DurableSubscriber
+from dcps.wire import _admin
+from dcps.wire._admin_objects import DurableChannelReport, DurableReport, DurablesReport
 from tests.support.cli import cli_env, run_dcps
 from tests.support.peers import PEERS_DIR
 from tests.support.peers.channels_types import Msg
@@ -84,3 +87,19 @@ class TestResetCrash:
             assert seqs in ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [3, 4, 6, 7, 8, 9]), seqs
         finally:
             store.kill()
+
+
+class TestReportSize:
+    def test_a_report_above_the_limit_is_refused_by_the_sender_naming_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A durables report larger than MAX_REPORT_BYTES (lowered here: the real one is
+        64 MiB, reached by ~190 durables of a 4096-channel topic, since `list` carries every
+        channel of every durable) is refused where it is made, with OutOfResourcesError naming
+        the limit, instead of sent whole for the client to call it a malformed reply."""
+        channels = tuple(DurableChannelReport(c, -1, 0, 0, 0, -1) for c in range(4096))
+        one = DurableReport("t", "d", "shared", True, "", -1, 0, 0, (), channels)
+        assert len(DurablesReport((one,)).to_wire("c", 1).blob) > 256 * 1024
+        monkeypatch.setattr(_admin, "MAX_REPORT_BYTES", 256 * 1024)
+        with pytest.raises(OutOfResourcesError, match="MAX_REPORT_BYTES = 262144"):
+            DurablesReport((one,)).to_wire("c", 1)
