@@ -103,3 +103,31 @@ class TestReportSize:
         monkeypatch.setattr(_admin, "MAX_REPORT_BYTES", 256 * 1024)
         with pytest.raises(OutOfResourcesError, match="MAX_REPORT_BYTES = 262144"):
             DurablesReport((one,)).to_wire("c", 1)
+
+
+class TestEmptyNames:
+    @pytest.mark.parametrize(
+        "args",
+        [
+            ("queues", "describe", ""),
+            ("maps", "describe", ""),
+            ("durables", "describe", "", ""),
+            ("topics", "describe", ""),
+        ],
+    )
+    def test_describe_of_an_empty_name_is_a_usage_error_not_a_traceback(
+        self, tmp_path: Path, worker_id: str, args: tuple[str, ...]
+    ) -> None:
+        """`dcps queues describe ''` (a script's unset variable) asked the store for every
+        queue and ended in a ValueError traceback; it is refused, naming the argument."""
+        domain = _domain(worker_id)
+        namespace = f"adme_{uuid.uuid4().hex[:8]}"
+        store = StoreProcess(tmp_path / "store", domain, namespace)
+        try:
+            done = _dcps(domain, namespace, *args)
+            assert done.returncode != 0, done.stdout
+            assert "Traceback" not in done.stderr
+            assert "ValueError" not in done.stderr
+            assert "must not be empty" in done.stderr, done.stderr
+        finally:
+            store.kill()
