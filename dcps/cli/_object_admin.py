@@ -110,7 +110,7 @@ def durables_describe(
     """Describe a durable without subscribing: its subscribers and what each holds, its
     filter, and per channel the position acknowledged through."""
     with connected("durables describe", target) as admin:
-        (d,) = admin.durables(topic, name).durables
+        (d,) = admin.durables(topic, name, channels=True).durables
     if target.json:
         emit_json(_durable_json(d))
         return

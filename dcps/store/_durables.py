@@ -690,8 +690,11 @@ class DurableService:
 
     # -- administration (dcps durables ...; handlers in _admin_objects.py) -------------------
 
-    def reports(self, topic: str = "", name: str = "") -> list[DurableReport]:
-        """The durables (of ``topic``; ``name`` of it) as ``dcps durables`` shows them.
+    def reports(
+        self, topic: str = "", name: str = "", *, channels: bool = False
+    ) -> list[DurableReport]:
+        """The durables (of ``topic``; ``name`` of it) as ``dcps durables`` shows them
+        (``channels``: with their positions per channel).
 
         Raises :class:`~dcps.PreconditionNotMetError` when ``name`` is not a durable of
         ``topic``.
@@ -705,11 +708,10 @@ class DurableService:
             chosen = [d]
         else:
             chosen = [d for d in self._durables.values() if not topic or d.topic == topic]
-        return [self._report(d) for d in sorted(chosen, key=lambda d: (d.topic, d.name))]
+        return [self._report(d, channels) for d in sorted(chosen, key=lambda d: (d.topic, d.name))]
 
-    def _report(self, d: _Durable) -> DurableReport:
+    def _report(self, d: _Durable, with_channels: bool) -> DurableReport:
         now = self._clock()
-        states = self._log.channel_states(d.topic)
         acked = d.kind.acknowledged
         subs = tuple(
             DurableSubscriberReport(
@@ -722,11 +724,14 @@ class DurableService:
             )
             for s in sorted(d.subs.values(), key=lambda s: s.name)
         )
-        channels = tuple(
-            DurableChannelReport(c, floor, above, nxt, states[c].head, states[c].tail)
-            for c, (floor, above, nxt) in d.state.channel_positions().items()
-            if acked and c < len(states)
-        )
+        channels: tuple[DurableChannelReport, ...] = ()
+        if with_channels and acked:
+            states = self._log.channel_states(d.topic)
+            channels = tuple(
+                DurableChannelReport(c, floor, above, nxt, states[c].head, states[c].tail)
+                for c, (floor, above, nxt) in d.state.channel_positions().items()
+                if c < len(states)
+            )
         return DurableReport(
             d.topic,
             d.name,

@@ -3,7 +3,9 @@ does to the admin commands (real store processes, raw cyclonedds where it attack
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -12,11 +14,20 @@ from typing import Any
 
 import pytest
 
-from dcps import OutOfResourcesError
+from dcps import BadParameterError, OutOfResourcesError
 from dcps.channels import ChannelledTopic, ChannelPublisher
 from dcps.durables import DurableSubscriber
+from dcps.store._durables import DURABLE_GROUP_PREFIX
 from dcps.wire import _admin
-from dcps.wire._admin_objects import DurableChannelReport, DurableReport, DurablesReport
+from dcps.wire._admin_objects import (
+    DescribeDurablesRequest,
+    DurableChannelReport,
+    DurableReport,
+    DurablesReport,
+)
+from dcps.wire._codes import Op
+from dcps.wire._messages import Request
+from dcps.wire._requests import decode_request
 from tests.support.cli import cli_env, run_dcps
 from tests.support.peers import PEERS_DIR
 from tests.support.peers.channels_types import Msg
@@ -131,3 +142,73 @@ class TestEmptyNames:
             assert "must not be empty" in done.stderr, done.stderr
         finally:
             store.kill()
+
+
+def _clone_durables(db_path: Path, template: str, count: int) -> None:
+    """Add durables ``{template}1`` .. ``{template}{count-1}`` (``d01``, ``d02``, ...),
+    copies of ``template`` (same topic, kind, positions), to a stopped store's file: what
+    ``count`` subscriptions made."""
+    group = DURABLE_GROUP_PREFIX + template
+    db = sqlite3.connect(db_path)
+    try:
+        row = db.execute("SELECT * FROM durables WHERE name = ?", (template,)).fetchone()
+        grp = db.execute("SELECT * FROM groups WHERE name = ?", (group,)).fetchone()
+        commits = db.execute("SELECT * FROM commits WHERE grp = ?", (group,)).fetchall()
+        names = [f"{template}{i}" for i in range(1, count)]
+        with db:
+            db.executemany(
+                "INSERT INTO durables VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(n, *row[1:]) for n in names],
+            )
+            db.executemany(
+                "INSERT INTO groups VALUES (?, ?, ?)",
+                [(grp[0], DURABLE_GROUP_PREFIX + n, grp[2]) for n in names],
+            )
+            db.executemany(
+                "INSERT INTO commits VALUES (?, ?, ?, ?, ?)",
+                [(c[0], DURABLE_GROUP_PREFIX + n, *c[2:]) for n in names for c in commits],
+            )
+    finally:
+        db.close()
+
+
+class TestManyDurables:
+    def test_list_does_not_grow_with_channels_times_durables(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        """1,000 durables of a 64-channel topic: `durables list --json` carried every channel
+        of every durable (5 MB here; 8,000 durables of 128 channels passed MAX_REPORT_BYTES
+        while the store answered nobody else for ~100 s). The list stays under 1 KB per
+        durable; `describe` of one durable still shows its 64 channels."""
+        domain = _domain(worker_id)
+        namespace = f"admm_{uuid.uuid4().hex[:8]}"
+        data = tmp_path / "store"
+        store = StoreProcess(data, domain, namespace)
+        try:
+            topic = ChannelledTopic("t_many", Msg, channel_count=64)
+            DurableSubscriber(topic, "d0", domain_id=domain, namespace=namespace).close()
+            store.kill()
+            _clone_durables(data / "channels.db", "d0", 1000)
+            store = StoreProcess(data, domain, namespace)
+            listed = _dcps(domain, namespace, "durables", "list", "--json", "--timeout", "120")
+            assert listed.returncode == 0, listed.stderr[-500:]
+            durables = json.loads(listed.stdout)
+            assert len(durables) == 1000
+            assert len(listed.stdout) < 1000 * 1000, len(listed.stdout)
+            one = _dcps(domain, namespace, "durables", "describe", "t_many", "d07", "--json",
+                        "--timeout", "60")  # fmt: skip
+            assert one.returncode == 0, one.stderr[-500:]
+            assert len(json.loads(one.stdout)["channels"]) == 64
+        finally:
+            store.kill()
+
+
+class TestDescribeDurablesRequest:
+    def test_channels_flag_is_checked_and_survives_the_wire(self) -> None:
+        """DESCRIBE_DURABLES carries whether per-channel positions are wanted in ``flag``
+        (0 or 1); any other value is refused naming the field."""
+        sent = DescribeDurablesRequest("t", "d", channels=True)
+        assert decode_request(sent.to_wire("c", 1)) == sent
+        bad = Request(client="c", request_id=1, op=Op.DESCRIBE_DURABLES, topic="t", flag=2)
+        with pytest.raises(BadParameterError, match=r"'flag' \(channels\) is 2"):
+            decode_request(bad)
