@@ -16,22 +16,33 @@ import pytest
 
 from dcps import BadParameterError, OutOfResourcesError
 from dcps.channels import ChannelledTopic, ChannelPublisher
-from dcps.durables import DurableSubscriber
+from dcps.durables import DurableSubscriber, KeyValueMap, QueuePublisher
+from dcps.store import Store, SyncMode
 from dcps.store._durables import DURABLE_GROUP_PREFIX
 from dcps.wire import _admin
 from dcps.wire._admin_objects import (
+    DeleteDurableRequest,
+    DeleteMapRequest,
+    DeleteQueueRequest,
     DescribeDurablesRequest,
     DurableChannelReport,
     DurableReport,
     DurablesReport,
+    ResetDurableRequest,
 )
-from dcps.wire._codes import Op
+from dcps.wire._auth import Authenticator, DropReason
+from dcps.wire._auth_keys import StoreKey, write_key_file
+from dcps.wire._codes import Op, SeekMode
 from dcps.wire._messages import Request
 from dcps.wire._requests import decode_request
+from dcps.wire._sealing import _body, request_kind
+from tests.store.test_store_auth import Attacker
 from tests.support.cli import cli_env, run_dcps
 from tests.support.peers import PEERS_DIR
 from tests.support.peers.channels_types import Msg
+from tests.support.peers.maps_queues_peer import Counter, Task
 from tests.support.store_process import StoreProcess
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.multiprocess
 
@@ -212,3 +223,66 @@ class TestDescribeDurablesRequest:
         bad = Request(client="c", request_id=1, op=Op.DESCRIBE_DURABLES, topic="t", flag=2)
         with pytest.raises(BadParameterError, match=r"'flag' \(channels\) is 2"):
             decode_request(bad)
+
+
+class TestForgedAdminRequests:
+    def test_deletes_and_resets_sealed_with_the_namespace_key_are_dropped(
+        self, tmp_path: Path, domain_id: int, namespace: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A raw participant holding the namespace key (not the admin key) seals
+        DELETE_DURABLE, RESET_DURABLE, DELETE_QUEUE and DELETE_MAP with it, as its own kinds
+        (the CLI refuses before sending; a forger does not): the store drops all four,
+        counted, and the durable, the queue and the map are untouched."""
+        keys = (
+            str(write_key_file(tmp_path / "ns.key").source),
+            str(write_key_file(tmp_path / "admin.key").source),
+        )
+        with Store(
+            tmp_path / "store", domain_id=domain_id, namespace=namespace,
+            sync=SyncMode.NORMAL, key=keys[0], admin_key=keys[1],
+        ) as store:  # fmt: skip
+            monkeypatch.setenv("DCPS_STORE_KEY_FILE", keys[0])  # the clients hold it
+            kw: dict[str, Any] = {"domain_id": domain_id, "namespace": namespace}
+            topic = ChannelledTopic("t_forge", Msg, channel_count=1, retain_consumed=True)
+            with DurableSubscriber(topic, "d", window=5, **kw) as sub:
+                with ChannelPublisher(topic, **kw) as pub:
+                    assert pub.publish(Msg(0, 0)).result(TIMEOUT) is not None
+                sub.ack([sub.receive(TIMEOUT)])
+            with QueuePublisher("q_forge", Task, **kw) as qpub:
+                qpub.publish(Task(1, "x"))
+            with KeyValueMap("m_forge", Counter, **kw) as m:
+                m.put("k", Counter(1, "x"))
+            # the namespace key, sealing every kind with it (no admin kinds)
+            forger = Authenticator(
+                StoreKey(Path(keys[0]).read_bytes().strip()), admin_kinds=frozenset()
+            )
+            attacker = Attacker(domain_id, namespace)
+            try:
+                before = store.auth_drops()[DropReason.ADMIN_KEY_REQUIRED]
+                forged = [
+                    DeleteDurableRequest("t_forge", "d", force=True),
+                    ResetDurableRequest("t_forge", "d", SeekMode.HEAD, force=True),
+                    DeleteQueueRequest("q_forge", force=True),
+                    DeleteMapRequest("m_forge"),
+                ]
+                for i, admin_request in enumerate(forged, start=100):
+                    r = admin_request.to_wire(attacker.client_id, i)
+                    r.auth = forger.seal(
+                        request_kind(admin_request.op), r.client, _body(r),
+                        incarnation=store.incarnation,
+                    )  # fmt: skip
+                    eventually(attacker.request_writer.get_matched_subscriptions, TIMEOUT)
+                    attacker.request_writer.write(r)
+                eventually(
+                    lambda: store.auth_drops()[DropReason.ADMIN_KEY_REQUIRED] == before + 4,
+                    TIMEOUT,
+                    "4 drops for want of the admin key",
+                )
+            finally:
+                attacker.close()
+            (durable,) = store.durables.reports("t_forge", "d")
+            assert durable.outstanding == 0  # still there, its acknowledgement kept
+            (queue,) = store._queues.reports("q_forge")
+            assert queue.stored == 1
+            (kv,) = store._maps.reports("m_forge")
+            assert kv.keys == 1
