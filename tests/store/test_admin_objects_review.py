@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dcps import BadParameterError, OutOfResourcesError
+from dcps import AlreadyClosedError, BadParameterError, OutOfResourcesError
 from dcps.channels import ChannelledTopic, ChannelPublisher
 from dcps.durables import DurableSubscriber, KeyValueMap, QueuePublisher
 from dcps.store import Store, SyncMode
@@ -286,3 +286,37 @@ class TestForgedAdminRequests:
             assert queue.stored == 1
             (kv,) = store._maps.reports("m_forge")
             assert kv.keys == 1
+
+
+class TestForcedDeleteWhileSubscribed:
+    def test_an_ack_after_a_forced_delete_says_an_administrator_closed_it(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        """A subscriber holds 5 elements when `dcps durables delete --force` runs. Once it is
+        closed, acknowledging them raises AlreadyClosedError naming the administrator's
+        delete, not "redelivered after a timeout or restart" (a PreconditionNotMetError that
+        sent users looking for a timeout); nothing comes back."""
+        domain = _domain(worker_id)
+        namespace = f"admf_{uuid.uuid4().hex[:8]}"
+        store = StoreProcess(tmp_path / "store", domain, namespace)
+        try:
+            kw: dict[str, Any] = {"domain_id": domain, "namespace": namespace}
+            topic = ChannelledTopic("t_force", Msg, channel_count=1)
+            sub: DurableSubscriber[Msg] = DurableSubscriber(topic, "d", window=10, **kw)
+            try:
+                with ChannelPublisher(topic, **kw) as pub:
+                    futures = [pub.publish(Msg(0, i)) for i in range(10)]
+                    pub.flush()
+                    assert all(f.result(TIMEOUT) is not None for f in futures)
+                got = [sub.receive(TIMEOUT) for _ in range(5)]
+                done = _dcps(domain, namespace, "durables", "delete", "t_force", "d", "--force")
+                assert done.returncode == 0, done.stderr
+                eventually(lambda: sub.closed, TIMEOUT, "the subscriber told it was closed")
+                with pytest.raises(AlreadyClosedError, match="administrator ran delete"):
+                    sub.ack(got)
+            finally:
+                sub.close()
+            listed = _dcps(domain, namespace, "durables", "list", "--json")
+            assert json.loads(listed.stdout) == []
+        finally:
+            store.kill()
