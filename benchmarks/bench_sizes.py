@@ -78,6 +78,16 @@ KEYS = 64
 CHANNELS = 17
 TAKE_MAX = 1000
 WAIT_S = 120.0
+#: ChannelPublisher options of the store cases besides the defaults, from
+#: ``DCPS_BENCH_PUBLISHER="batch_bytes=262144,max_in_flight=4"`` (to try settings)
+PUBLISHER_OPTIONS = {
+    k: int(v)
+    for k, _, v in (
+        o.partition("=") for o in os.environ.get("DCPS_BENCH_PUBLISHER", "").split(",") if o
+    )
+}
+#: py-spy samples per second in ``--profile`` (DCPS_PROFILE_RATE overrides)
+PROFILE_RATE = int(os.environ.get("DCPS_PROFILE_RATE", "200"))
 
 
 def label(size: int) -> str:
@@ -312,6 +322,8 @@ def publisher_peer(domain: int, namespace: str) -> None:
         cls, data = dcps_type(size), payload(size, "dcps")
         topic = ChannelledTopic(cmd["topic"], cls, channel_count=CHANNELS)
         kw: dict[str, Any] = {"linger": timedelta(seconds=cmd["linger"])} if "linger" in cmd else {}
+        if PUBLISHER_OPTIONS:  # e.g. batch_bytes=262144 (DCPS_BENCH_PUBLISHER)
+            kw.update(PUBLISHER_OPTIONS)
         pub = ChannelPublisher(
             topic, domain_id=domain, namespace=namespace, confirmed=confirmed, **kw
         )
@@ -671,7 +683,7 @@ def profile(args: argparse.Namespace, sizes: list[int]) -> None:
                         "--pid",
                         str(pid),
                         "--rate",
-                        "200",
+                        str(PROFILE_RATE),
                         "--threads",
                         "--format",
                         "raw",
@@ -696,7 +708,7 @@ def profile(args: argparse.Namespace, sizes: list[int]) -> None:
                 f"{result['mb_s']:.1f} MB/s (py-spy attached)"
             )
             for who in procs:
-                report_profile(out / f"{label(size)}-{who}.txt", who, count, 200)
+                report_profile(out / f"{label(size)}-{who}.txt", who, count, PROFILE_RATE)
     finally:
         publisher.close()
         store.close()
@@ -747,6 +759,9 @@ def main() -> None:
     parser.add_argument(
         "--plain-only", action="store_true", help="plain topics only (e.g. to try Cyclone settings)"
     )
+    parser.add_argument(
+        "--latency-only", action="store_true", help="only the latency cases (--runs times)"
+    )
     parser.add_argument("--profile", metavar="DIR", help="py-spy the store path instead (see doc)")
     parser.add_argument("--peer", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -763,6 +778,8 @@ def main() -> None:
         else (["64B", "4KiB", "1MiB"] if args.quick else list(SIZES))
     )
     sizes = [SIZES[n] for n in names]
+    if args.latency_only:
+        sizes = []
     if args.profile:
         profile(args, sizes)
         return
@@ -822,16 +839,18 @@ def main() -> None:
                     )
             disk.append(disk_write_speed(store.data, 16 if args.quick else 64))
         lat_secs = 1.0 if args.quick else 5.0
-        latency: dict[str, list[float]] = {}
-        if not args.plain_only:
-            latency = {
-                "raw": plain_latency("raw", domain, 1000, lat_secs),
-                "dcps plain": plain_latency("dcps", domain, 1000, lat_secs),
-                "store, defaults": store_latency(
-                    publisher, domain, namespace, 1000, lat_secs, None
-                ),
-                "store, linger=0": store_latency(publisher, domain, namespace, 1000, lat_secs, 0.0),
-            }
+        latency: dict[str, list[list[float]]] = defaultdict(list)
+        for _ in range(runs if args.latency_only else 1):
+            if args.plain_only:
+                break
+            latency["raw"].append(plain_latency("raw", domain, 1000, lat_secs))
+            latency["dcps plain"].append(plain_latency("dcps", domain, 1000, lat_secs))
+            latency["store, defaults"].append(
+                store_latency(publisher, domain, namespace, 1000, lat_secs, None)
+            )
+            latency["store, linger=0"].append(
+                store_latency(publisher, domain, namespace, 1000, lat_secs, 0.0)
+            )
     finally:
         publisher.close()
         for pair in peers.values():
@@ -865,11 +884,17 @@ def main() -> None:
                 f"{fmt(med.get('disk_written', float('nan'))):>11}"
                 f"{fmt(med.get('disk_kept', float('nan'))):>11}"
             )
-    print(f"\nlatency at 1,000 elements/s, 64 B (ms){'p50':>10}{'p99':>8}{'p99.9':>8}")
-    for name, values in latency.items():
+    lat_runs = max((len(v) for v in latency.values()), default=0)
+    print(
+        f"\nlatency at 1,000 elements/s, 64 B (ms; median of {lat_runs} run(s))"
+        f"{'p50':>6}{'p99':>8}{'p99.9':>8}   each run's p50 / p99"
+    )
+    for name, per_run in latency.items():
+        each = ", ".join(f"{pct(v, 0.5):.2f}/{pct(v, 0.99):.2f}" for v in per_run)
         print(
-            f"  {name:<36}{pct(values, 0.5):>10.2f}"
-            f"{pct(values, 0.99):>8.2f}{pct(values, 0.999):>8.2f}"
+            f"  {name:<40}{statistics.median(pct(v, 0.5) for v in per_run):>6.2f}"
+            f"{statistics.median(pct(v, 0.99) for v in per_run):>8.2f}"
+            f"{statistics.median(pct(v, 0.999) for v in per_run):>8.2f}   {each}"
         )
     if args.json:
         Path(args.json).write_text(
@@ -879,8 +904,11 @@ def main() -> None:
                     "runs": {k: {c: list(v) for c, v in cs.items()} for k, cs in results.items()},
                     "medians": summary,
                     "latency_ms": {
-                        k: {"p50": pct(v, 0.5), "p99": pct(v, 0.99), "p999": pct(v, 0.999)}
-                        for k, v in latency.items()
+                        k: [
+                            {"p50": pct(v, 0.5), "p99": pct(v, 0.99), "p999": pct(v, 0.999)}
+                            for v in per_run
+                        ]
+                        for k, per_run in latency.items()
                     },
                     "loadavg": os.getloadavg(),
                 },

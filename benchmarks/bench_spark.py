@@ -1,9 +1,17 @@
 """Spark through dcps: rows/s through the source, through the sink, against a group subscriber.
 
-Run: ``python -m benchmarks.bench_spark [--quick] [--rows N] [--runs N]
+Run: ``python -m benchmarks.bench_spark [--quick] [--rows N] [--runs N] [--cluster]
 [--source-only] [--sink-only] [--fetch-loop] [--fragment-size BYTES] [--json FILE]``.
-Traffic stays on loopback; Spark runs ``local[2]``; the store runs in its own process
-(``python -m dcps.store``, synchronous=NORMAL).
+Traffic stays on loopback (``CYCLONEDDS_URI`` pins ``lo`` unless already set); Spark
+runs ``local[2]``; the store runs in its own process (``python -m dcps.store``,
+synchronous=NORMAL).
+
+``--cluster`` runs the Spark cases a second time, in the same run, on a Spark
+standalone cluster started from the installed pyspark (a master and two
+one-core workers on 127.0.0.1, each in its own process: the tests'
+``tests.support.spark_cluster.SparkCluster``): executors in other JVMs and
+Python processes, the same 2 cores in all. Each case's label says where it
+ran (``local`` / ``standalone``); the raw-binding reference is the same.
 
 ``--rows 5000000 --source-only`` shows the source's end-to-end rate with the
 fixed cost of a streaming query amortised over more rows; ``--source-only``
@@ -233,6 +241,107 @@ def median_rate(rows: int, fn: Callable[[int], object], runs: int) -> float:
     return statistics.median(rates)
 
 
+@dataclass
+class SparkRun:
+    """What the Spark cases measured in one mode (``local[2]`` or the standalone cluster)."""
+
+    results: dict[str, float]
+    heads: dict[str, list[float]]
+    tails: dict[str, list[float]]
+
+
+def spark_cases(
+    spark: Any,
+    base: dict[str, str],
+    tmp: str,
+    rows: int,
+    runs: int,
+    channels: int,
+    args: argparse.Namespace,
+    where: str,
+) -> SparkRun:
+    """The streaming source, batch read, sink and subscriber cases on ``spark``."""
+    results: dict[str, float] = {}
+    heads: dict[str, list[float]] = {}
+    tails: dict[str, list[float]] = {}
+    steady: dict[str, list[float]] = {}
+    # per query: start() to the first data micro-batch (heads), and the last one's
+    # end to termination (tails); the per-query fixed cost is their sum
+
+    def stream(extra: dict[str, str], label: str = "") -> None:
+        started = time.time()
+        q = (
+            spark.readStream.format("dcps")
+            .options(**base, **extra)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", f"{tmp}/ck-{uuid.uuid4().hex}")
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination()
+        ended = time.time()
+        got = sum(p["numInputRows"] for p in q.recentProgress)
+        assert got == rows, (got, rows)
+        busy = [p for p in q.recentProgress if p["numInputRows"]]
+        ms = sum(p["durationMs"]["triggerExecution"] for p in busy)
+        if label:
+            steady.setdefault(label, []).append(rows * 1000 / max(1, ms))
+            first, last = trigger_time(busy[0]), trigger_time(busy[-1])
+            heads.setdefault(label, []).append(first - started)
+            tails.setdefault(label, []).append(
+                ended - last - busy[-1]["durationMs"]["triggerExecution"] / 1000
+            )
+
+    stream({})  # warm-up: workers, imports, DDS discovery in the workers
+    dds, local = f"over DDS, {where}", f"data_dir file, {where}"
+    stream_cases: dict[str, dict[str, str]] = {dds: {}, local: {"data_dir": f"{tmp}/store"}}
+    if args.sink_only:
+        stream_cases = {}
+    for label, extra in stream_cases.items():
+        results[f"(d) source -> noop, {label}, end to end"] = median_rate(
+            rows, lambda _, e=extra, la=label: stream(e, la), runs
+        )
+    for label in stream_cases:  # without the query's start and stop
+        results[f"(c) source -> noop, {label}, per micro-batch"] = statistics.median(steady[label])
+    if not args.source_only and not args.sink_only:
+        results[f"batch read -> noop, over DDS, {where}"] = median_rate(
+            rows,
+            lambda _: (
+                spark.read.format("dcps")
+                .options(**base)
+                .load()
+                .write.format("noop")
+                .mode("overwrite")
+                .save()
+            ),
+            runs,
+        )
+    if not args.source_only:
+        df = (
+            spark.read.format("dcps")
+            .options(**base, data_dir=f"{tmp}/store")
+            .load()
+            .drop("_channel", "_offset", "_store_timestamp", "_source_timestamp", "_key")
+            .cache()
+        )
+        df.count()
+
+        def sink(run: int) -> None:
+            options = {
+                **base,
+                # a new topic: keys of a run are not repeats
+                "topic": f"bench64_out_{uuid.uuid4().hex[:8]}_{run}",
+                "channels": str(channels),
+                "retainConsumed": "true",
+            }
+            df.write.format("dcps").options(**options).mode("append").save()
+
+        results[f"sink (write.format dcps, 2PC), {where}"] = median_rate(rows, sink, runs)
+        df.unpersist()
+    return SparkRun(results, heads, tails)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -256,13 +365,19 @@ def main() -> None:
         help="instead of Spark: 2 processes reading the channels as read tasks do",
     )
     parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="also run the Spark cases on a standalone cluster (master + 2 one-core workers)",
+    )
+    parser.add_argument(
         "--fragment-size",
         type=int,
         default=0,
         help="Cyclone DDS FragmentSize in bytes for all processes (0: Cyclone's default)",
     )
     args = parser.parse_args()
-    if args.fragment_size:  # before any domain is created here, in the store, in Spark
+    if args.fragment_size or "CYCLONEDDS_URI" not in os.environ:
+        # before any domain is created here, in the store, in Spark: loopback only
         os.environ["CYCLONEDDS_URI"] = loopback_uri(args.fragment_size)
     rows = args.rows or (50_000 if args.quick else 1_000_000)
     channels = 4
@@ -273,9 +388,10 @@ def main() -> None:
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
     )
     results: dict[str, float] = {}
-    startup = store_cpu = 0.0
-    heads: dict[str, list[float]] = {}
-    tails: dict[str, list[float]] = {}
+    startup: dict[str, float] = {}
+    store_cpu = 0.0
+    modes: list[SparkRun] = []
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         store = StoreProcess(domain, namespace, f"{tmp}/store")
         try:
@@ -300,95 +416,19 @@ def main() -> None:
             else:
                 from dcps.spark import local_session
 
-                startup = timed(lambda: local_session("bench-spark", cores=2))
-                spark = local_session("bench-spark")
                 base = {"topic": topic, "type": TYPE, "domain": str(domain), "namespace": namespace}
-
-                steady: dict[str, list[float]] = {}
-                # per query: start() to the first data micro-batch (heads), and the last one's
-                # end to termination (tails); the per-query fixed cost is their sum
-
-                def stream(extra: dict[str, str], label: str = "") -> None:
-                    started = time.time()
-                    q = (
-                        spark.readStream.format("dcps")
-                        .options(**base, **extra)
-                        .load()
-                        .writeStream.format("noop")
-                        .option("checkpointLocation", f"{tmp}/ck-{uuid.uuid4().hex}")
-                        .trigger(availableNow=True)
-                        .start()
-                    )
-                    q.awaitTermination()
-                    ended = time.time()
-                    got = sum(p["numInputRows"] for p in q.recentProgress)
-                    assert got == rows, (got, rows)
-                    busy = [p for p in q.recentProgress if p["numInputRows"]]
-                    ms = sum(p["durationMs"]["triggerExecution"] for p in busy)
-                    if label:
-                        steady.setdefault(label, []).append(rows * 1000 / max(1, ms))
-                        first, last = trigger_time(busy[0]), trigger_time(busy[-1])
-                        heads.setdefault(label, []).append(first - started)
-                        tails.setdefault(label, []).append(
-                            ended - last - busy[-1]["durationMs"]["triggerExecution"] / 1000
-                        )
-
-                stream({})  # warm-up: workers, imports, DDS discovery in the workers
-                dds, local = "over DDS", "data_dir file"
-                stream_cases = {dds: {}, local: {"data_dir": f"{tmp}/store"}}
-                if args.sink_only:
-                    stream_cases = {}
-                for label, extra in stream_cases.items():
-                    results[f"(d) source -> noop, {label}, end to end"] = median_rate(
-                        rows, lambda _, e=extra, la=label: stream(e, la), runs
-                    )
-                for label in stream_cases:  # without the query's start and stop
-                    results[f"(c) source -> noop, {label}, per micro-batch"] = statistics.median(
-                        steady[label]
-                    )
-                if not args.source_only and not args.sink_only:
-                    results["batch read -> noop (over DDS)"] = median_rate(
-                        rows,
-                        lambda _: (
-                            spark.read.format("dcps")
-                            .options(**base)
-                            .load()
-                            .write.format("noop")
-                            .mode("overwrite")
-                            .save()
-                        ),
-                        runs,
-                    )
-                if not args.source_only:
-                    df = (
-                        spark.read.format("dcps")
-                        .options(**base, data_dir=f"{tmp}/store")
-                        .load()
-                        .drop(
-                            "_channel", "_offset", "_store_timestamp", "_source_timestamp", "_key"
-                        )
-                        .cache()
-                    )
-                    df.count()
-
-                    def sink(run: int) -> None:
-                        options = {
-                            **base,
-                            # a new topic: keys of a run are not repeats
-                            "topic": f"bench64_out{run}",
-                            "channels": str(channels),
-                            "retainConsumed": "true",
-                        }
-                        df.write.format("dcps").options(**options).mode("append").save()
-
-                    results["sink (write.format dcps, keyed, two-phase commit)"] = median_rate(
-                        rows, sink, runs
-                    )
-                    if not args.sink_only:
-                        results["group subscriber (plain dcps receive)"] = statistics.median(
-                            subscriber_rate(domain, namespace, topic, rows) for _ in range(runs)
-                        )
+                startup["local[2]"] = timed(lambda: local_session("bench-spark", cores=2))
+                spark = local_session("bench-spark")
+                modes.append(spark_cases(spark, base, tmp, rows, runs, channels, args, "local"))
                 spark.stop()
+                if args.cluster:
+                    modes.append(cluster_cases(base, tmp, rows, runs, channels, args, startup))
+                for mode in modes:
+                    results.update(mode.results)
+                if not args.source_only and not args.sink_only:
+                    results["group subscriber (plain dcps receive)"] = statistics.median(
+                        subscriber_rate(domain, namespace, topic, rows) for _ in range(runs)
+                    )
         finally:
             store.close()
     raw = results["raw binding write -> take (reference)"] = statistics.median(
@@ -396,24 +436,28 @@ def main() -> None:
     )
     fixed: dict[str, dict[str, float]] = {
         label: {
-            "start -> first data batch": statistics.median(heads[label]),
-            "last data batch -> end": statistics.median(tails[label]),
+            "start -> first data batch": statistics.median(mode.heads[label]),
+            "last data batch -> end": statistics.median(mode.tails[label]),
         }
-        for label in heads
+        for mode in modes
+        for label in mode.heads
     }
-    print(f"{'case':<52}{'rows/s':>14}{'x raw':>8}")
+    print(f"{'case':<60}{'rows/s':>14}{'x raw':>8}")
     for name, rate in results.items():
-        print(f"{name:<52}{rate:>14,.0f}{rate / raw:>8.1f}")
+        print(f"{name:<60}{rate:>14,.0f}{rate / raw:>8.1f}")
     if args.fetch_loop:
-        print(f"{'store CPU per 1 M rows in the fetch loop (s)':<52}{store_cpu:>14.2f}")
-    else:
-        print(f"{'(a) Spark session start-up, local[2] (s)':<52}{startup:>14.2f}")
+        print(f"{'store CPU per 1 M rows in the fetch loop (s)':<60}{store_cpu:>14.2f}")
+    for where, secs in startup.items():
+        print(f"{'(a) Spark session start-up, ' + where + ' (s)':<60}{secs:>14.2f}")
     for where, parts in fixed.items():
         head, tail = parts.values()
-        print(f"{'(b) fixed cost per query, ' + where + ' (s)':<52}{head + tail:>14.2f}")
-        print(f"{'    query start -> first data micro-batch':<52}{head:>14.2f}")
-        print(f"{'    last data micro-batch -> query ended':<52}{tail:>14.2f}")
-    print(f"({rows:,} rows of a 64-byte type in {channels} channels; medians of {runs} runs)")
+        print(f"{'(b) fixed cost per query, ' + where + ' (s)':<60}{head + tail:>14.2f}")
+        print(f"{'    query start -> first data micro-batch':<60}{head:>14.2f}")
+        print(f"{'    last data micro-batch -> query ended':<60}{tail:>14.2f}")
+    print(
+        f"({rows:,} rows of a 64-byte type in {channels} channels; medians of {runs} runs; "
+        f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end)"
+    )
     if args.json:
         Path(args.json).write_text(
             json.dumps(
@@ -424,10 +468,44 @@ def main() -> None:
                     "startup_s": startup,
                     "fixed_cost_per_query_s": fixed,
                     "rows_per_s": results,
+                    "load_average": [load, os.getloadavg()[0]],
                 },
                 indent=2,
             )
         )
+
+
+def cluster_cases(
+    base: dict[str, str],
+    tmp: str,
+    rows: int,
+    runs: int,
+    channels: int,
+    args: argparse.Namespace,
+    startup: dict[str, float],
+) -> SparkRun:
+    """The Spark cases on a standalone cluster started here (the tests' ``SparkCluster``).
+
+    A master and two one-core workers from the installed pyspark, each in its
+    own process on 127.0.0.1, killed afterwards; executors in the workers'
+    JVMs and Python processes import ``benchmarks.bench_spark`` from this
+    checkout (the workers' ``PYTHONPATH``).
+    """
+    from tests.support.spark_cluster import SparkCluster
+
+    work = Path(tmp) / "cluster"
+    work.mkdir()
+    cluster = SparkCluster(work)
+    try:
+        started = time.perf_counter()
+        spark = cluster.session("bench-spark-cluster")
+        startup["standalone 2x1 core"] = time.perf_counter() - started
+        try:
+            return spark_cases(spark, base, tmp, rows, runs, channels, args, "standalone")
+        finally:
+            spark.stop()
+    finally:
+        cluster.stop()
 
 
 def fetch_worker(

@@ -19,9 +19,17 @@ from dcps import _status as st
 from dcps._autopurge import AutoPurge
 from dcps._condition import ReadCondition, WaitSet
 from dcps._cyclone.binding import entity_ref, install_listener
-from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
+from dcps._cyclone.calls import (
+    STATUSINFO_DISPOSE,
+    ReaderBuffer,
+    instance_key,
+    matched_publications,
+    peek_infos,
+    take_cdr,
+)
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
+from dcps._gc import paused_gc
 from dcps._history import DurableCache, HistoryFetch, durability_namespace
 from dcps._listener import Listener, build_cyclone_listener, overrides
 from dcps._participant import DomainParticipant
@@ -236,7 +244,7 @@ class DataReader(WatchedReader, Generic[T]):
 
     def _live_writers(self) -> set[bytes]:
         """The GUIDs of the writers matched now."""
-        return {self._guid(h) for h in self._cyclone.get_matched_publications()}
+        return {self._guid(h) for h in matched_publications(self._ref)}
 
     def _file_history(self, samples: list[StoredSample], late: bool) -> None:
         """File a page of stored history (the history client's thread); ``late``: after
@@ -590,7 +598,9 @@ class DataReader(WatchedReader, Generic[T]):
             self._drain()
             if condition is None:
                 mask = state_mask(sample_states, view_states, instance_states)
-            with self._keyed.lock:  # a drain on Cyclone's thread must not slip in between
+            # a drain on Cyclone's thread must not slip in between; a take of many
+            # samples builds two tuples per sample (dcps/_gc.py)
+            with self._keyed.lock, paused_gc():
                 kept = self._keyed.access(take, max_samples, mask, instance, predicate)
                 self._data_available = False
                 self._refresh_conditions()
@@ -728,7 +738,7 @@ class DataReader(WatchedReader, Generic[T]):
         """Instance handles of the writers this reader currently matches."""
         self._check_open()
         with cyclone_call("get matched publications"):
-            return [int(h) for h in self._cyclone.get_matched_publications()]
+            return matched_publications(self._ref)
 
     @property
     def matched_publication_guids(self) -> list[str]:
@@ -737,7 +747,7 @@ class DataReader(WatchedReader, Generic[T]):
         with cyclone_call("get matched publication data"):
             return [
                 str(self._cyclone.get_matched_publication_data(h).key)
-                for h in self._cyclone.get_matched_publications()
+                for h in matched_publications(self._ref)
             ]
 
     @property

@@ -21,7 +21,12 @@ import idl
 import qos as q
 from dcps import _status as st
 from dcps._cyclone.binding import entity_ref, install_listener, uses_xcdr2
-from dcps._cyclone.calls import assert_liveliness, instance_key, wait_for_acks
+from dcps._cyclone.calls import (
+    assert_liveliness,
+    instance_key,
+    matched_subscriptions,
+    wait_for_acks,
+)
 from dcps._cyclone.calls import write as c_write
 from dcps._cyclone.qos_bridge import apply_qos, resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
@@ -365,7 +370,7 @@ class DataWriter(Watched, Generic[T]):
         """Instance handles of the readers this writer currently matches."""
         self._check_open()
         with cyclone_call("get matched subscriptions"):
-            return [int(h) for h in self._cyclone.get_matched_subscriptions()]
+            return matched_subscriptions(self._ref)
 
     @property
     def matched_subscription_guids(self) -> list[str]:
@@ -374,7 +379,7 @@ class DataWriter(Watched, Generic[T]):
         with cyclone_call("get matched subscription data"):
             return [
                 str(self._cyclone.get_matched_subscription_data(h).key)
-                for h in self._cyclone.get_matched_subscriptions()
+                for h in matched_subscriptions(self._ref)
             ]
 
     def wait_for_readers(self, count: int = 1, timeout: Timeout | None = 10.0) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from cyclonedds.core import Listener as CycloneListener
 
+from dcps._cyclone.calls import matched_publications, matched_subscriptions
 from dcps._cyclone.retcode import error_for
 
 
@@ -20,6 +21,18 @@ def entity_ref(cyclone_entity: Any) -> int:
     """The C handle (``dds_entity_t``) of a binding entity: what ctypes calls take."""
     ref: int = cyclone_entity._ref
     return ref
+
+
+def matched_readers(cyclone_writer: Any) -> list[int]:
+    """Handles of the readers a binding writer is matched with (race-free, unlike the
+    binding's ``get_matched_subscriptions``)."""
+    return matched_subscriptions(entity_ref(cyclone_writer))
+
+
+def matched_writers(cyclone_reader: Any) -> list[int]:
+    """Handles of the writers a binding reader is matched with (race-free, unlike the
+    binding's ``get_matched_publications``)."""
+    return matched_publications(entity_ref(cyclone_reader))
 
 
 def uses_xcdr2(cyclone_writer: Any) -> bool:

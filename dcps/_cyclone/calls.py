@@ -12,6 +12,9 @@ callbacks, and with them acknowledgements or the lock itself (a deadlock).
   sample's READ/NOT_READ state (for next-instance iteration).
 - ``instance_key``: the serialised key of an instance handle, even when the
   reader holds no sample of it.
+- ``matched_subscriptions``/``matched_publications``: the handles an entity is
+  matched with; the binding's own methods size their buffer by one call and
+  index it by the next, so a match in between raises IndexError.
 - ``take_cdr``: take samples as Cyclone's serdata, which carries the per-sample
   DDSI status info: whether a valid sample came from ``write_dispose``. The
   SampleInfo cannot say that: its instance state is the instance's state at
@@ -225,6 +228,34 @@ def wait_for_acks(entity_ref: int, timeout_ns: int) -> bool:
     if rc < 0:
         raise error_for(rc, "wait for acknowledgments")
     return True
+
+
+_lib.dds_get_matched_subscriptions.restype = ct.c_int32
+_lib.dds_get_matched_subscriptions.argtypes = [ct.c_int32, ct.c_void_p, ct.c_size_t]
+_lib.dds_get_matched_publications.restype = ct.c_int32
+_lib.dds_get_matched_publications.argtypes = [ct.c_int32, ct.c_void_p, ct.c_size_t]
+
+
+def _matched(function: Any, entity_ref: int, what: str) -> list[int]:
+    size = 16
+    while True:
+        handles = (ct.c_uint64 * size)()
+        count = function(entity_ref, handles, size)
+        if count < 0:
+            raise error_for(count, what)
+        if count <= size:  # Cyclone returns the total, which may exceed the buffer
+            return list(handles[:count])
+        size = count
+
+
+def matched_subscriptions(writer_ref: int) -> list[int]:
+    """Instance handles of the readers a writer is matched with now."""
+    return _matched(_lib.dds_get_matched_subscriptions, writer_ref, "get matched subscriptions")
+
+
+def matched_publications(reader_ref: int) -> list[int]:
+    """Instance handles of the writers a reader is matched with now."""
+    return _matched(_lib.dds_get_matched_publications, reader_ref, "get matched publications")
 
 
 def assert_liveliness(entity_ref: int) -> None:

@@ -36,9 +36,10 @@ from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.util import duration
 
+from dcps._cyclone.binding import matched_readers
 from dcps.wire._auth_member import MemberOffer, MemberSecret
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
-from dcps.wire._messages import Reply, Request, StoreAnnouncement
+from dcps.wire._messages import LiveBatch, Reply, Request, StoreAnnouncement
 from dcps.wire._names import (
     ANNOUNCE_QOS,
     ANY_STATE,
@@ -327,6 +328,25 @@ class StoreClient:
             member = self._secrets.get((index, request.topic, request.group, request.member))
         return self._sealer.seal_request(request, incarnation, member)
 
+    def accept_live(self, batch: LiveBatch) -> bool:
+        """Whether a live batch was pushed by the store serving its channel now.
+
+        Always True without a key. With one, a forged push, a replayed one, or
+        one of another store incarnation is dropped: counted in
+        :meth:`Sealer.drops`, logged (rate-limited). A push dropped while a
+        restarted store is not yet known leaves a gap the subscriber fetches.
+        """
+        if not self._sealer.enabled:
+            return True
+        index = batch.channel % self.store_count if self.store_count > 0 else 0
+        return self._sealer.accept_live(batch, self._incarnation(index))
+
+    def accept_map_change(self, push: LiveBatch) -> bool:
+        """:meth:`accept_live` for a map's change push (maps live in the coordinating store)."""
+        if not self._sealer.enabled:
+            return True
+        return self._sealer.accept_map_change(push, self._incarnation(0))
+
     def _needs_rejoin(self, index: int, wire: Request) -> PreconditionNotMetError | None:
         """Why a member request cannot be sealed for store ``index`` (None: it can).
 
@@ -415,7 +435,7 @@ class StoreClient:
         waiting = set(range(count))
         while waiting:
             for index in sorted(waiting):
-                if not self._writers[index].get_matched_subscriptions():
+                if not matched_readers(self._writers[index]):
                     continue
                 fut = self._send(index, PingRequest().to_wire(self.client_id, 0), Pong.from_wire)
                 try:
@@ -1067,7 +1087,7 @@ class StoreClient:
             return None
         times = []
         try:
-            for handle in writer.get_matched_subscriptions():
+            for handle in matched_readers(writer):
                 endpoint = writer.get_matched_subscription_data(handle)
                 if endpoint is not None and endpoint.participant_key == participant:
                     at = self._matched_at.get((id(writer), handle))
@@ -1106,7 +1126,7 @@ class StoreClient:
 def _matches(writer: DataWriter[Any], participant: Any) -> bool:
     """Whether ``writer`` is matched by a reader of ``participant`` (None: by any reader)."""
     try:
-        handles = writer.get_matched_subscriptions()
+        handles = matched_readers(writer)
         if participant is None:
             return bool(handles)
         for handle in handles:

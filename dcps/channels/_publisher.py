@@ -46,6 +46,7 @@ __all__ = ["ChannelPublisher", "OrderBy"]
 
 T = TypeVar("T")
 _new_object = object.__new__
+_monotonic = time.monotonic
 
 
 def _seconds(value: Timeout, what: str) -> float:
@@ -76,7 +77,15 @@ class ChannelPublisher(Generic[T]):
     at high rates batches grow while the in-flight window is full, up to
     ``batch_count``, and each batch's fixed cost (a request, a reply and a
     live sample, ~150-200 us of CPU over client and store) is shared by
-    more elements.
+    more elements. ``batch_bytes`` (256 KiB) keeps a batch's request and live
+    sample small enough to pipeline through publisher, store and subscriber
+    and below Cyclone's writer-history high watermark (500 kB by default,
+    ``NetworkConfig.whc_high``), beyond which a write waits for
+    acknowledgements while the binding holds the GIL (``docs/large-payloads.md``).
+    A sample that comes ``linger``/4 or more after the previous publish, itself
+    as far from the one before, is sent at once (with its channel's queued
+    batch) if its store's window has room: a sparse stream is not held for
+    ``linger`` just because a batch is in flight.
 
     ``store_key`` authenticates the publisher to a store namespace that has a
     key (``docs/security.md``): a key file's path or a ``StoreKey``; by default
@@ -93,7 +102,7 @@ class ChannelPublisher(Generic[T]):
         order_by: OrderBy | None = None,
         confirmed: bool = True,
         batch_count: int = 1024,
-        batch_bytes: int = 1 << 20,
+        batch_bytes: int = 256 << 10,
         linger: Timeout = timedelta(milliseconds=2),
         max_in_flight: int = 8,
         timeout: Timeout = timedelta(seconds=10),
@@ -141,6 +150,13 @@ class ChannelPublisher(Generic[T]):
         stores = max(1, self._client.store_count)
         self._slots = [threading.Semaphore(max_in_flight) for _ in range(stores)]
         self._pending: dict[int, Batch] = {}
+        # A sample arriving at least this long after the previous publish, which came as
+        # long after its own predecessor, goes out at once if its store's window has room,
+        # even with a batch in flight: at such rates lingering only adds latency.
+        # (linger=0 sends every batch as soon as it can anyway: no such rule)
+        self._sparse_gap = self._linger / 4 if self._linger > 0 else float("inf")
+        self._last_publish = 0.0
+        self._last_gap = 0.0
         self._in_flight: set[Future[Published]] = set()
         # in-flight bookkeeping has its own lock: confirmations (on the client's
         # reply thread) must never wait for a publish/flush holding self._lock
@@ -223,17 +239,24 @@ class ChannelPublisher(Generic[T]):
                 channel = self._key_memo[key_of(sample)]
             except (KeyError, TypeError):  # a new key, or unhashable key values
                 channel = self.channel_of(sample)
+        now = _monotonic()
         with self._lock:
+            # the shorter of the last two gaps: one pause of the publishing thread (the
+            # scheduler, another thread holding the GIL) does not make a stream sparse
+            gap = now - self._last_publish
+            gap, self._last_gap = (gap if gap < self._last_gap else self._last_gap), gap
+            self._last_publish = now
             batch = self._pending.get(channel)
             if (
                 batch is not None
                 and (index := len(batch.payloads)) + 1 < self._batch_count
                 and batch.size + len(data) < self._batch_bytes
+                and gap < self._sparse_gap
             ):
                 batch.payloads.append(data)
                 batch.size += len(data)
             else:
-                batch, index = self._enqueue_locked(channel, data)
+                batch, index = self._enqueue_locked(channel, data, gap)
         if not self.confirmed:
             return DONE
         future = _new_object(ElementFuture)  # ElementFuture(batch, index) without a frame
@@ -274,8 +297,11 @@ class ChannelPublisher(Generic[T]):
         ManyResult(out, placed).start()
         return out
 
-    def _enqueue_locked(self, channel: int, data: bytes) -> tuple[Batch, int]:
-        """Append to the channel's batch (sent when full); the caller holds the lock."""
+    def _enqueue_locked(self, channel: int, data: bytes, gap: float = 0.0) -> tuple[Batch, int]:
+        """Append to the channel's batch (sent when full); the caller holds the lock.
+
+        ``gap``: seconds since the previous publish (a sparse stream sends at once).
+        """
         batch = self._pending.get(channel)
         if batch is None:
             batch = self._pending[channel] = Batch(channel, time.monotonic())
@@ -293,10 +319,14 @@ class ChannelPublisher(Generic[T]):
         batch.size += len(data)
         if full:
             self._send_locked(channel)
-        elif not index:
-            # Nothing awaits the store: lingering would only add latency, send at once.
-            # Under load (batches in flight) the batch lingers and grows instead.
-            if not self._in_flight and self._slot(channel).acquire(blocking=False):
+        elif not index or gap >= self._sparse_gap:
+            # Nothing awaits the store, or samples come too seldom to share a batch:
+            # lingering would only add latency, send at once (with a sample queued
+            # before, after a burst). Under load (batches in flight, samples close
+            # together) the batch lingers and grows instead.
+            if (not self._in_flight or gap >= self._sparse_gap) and self._slot(channel).acquire(
+                blocking=False
+            ):
                 self._send_locked(channel)
             else:
                 self._wake.set()
@@ -338,8 +368,30 @@ class ChannelPublisher(Generic[T]):
             self._in_flight.discard(reply_future)
             self._idle.notify_all()
             idle = not self._in_flight
-        if idle and self._pending:
+        if idle and self._pending and not self._send_on_idle():
             self._wake.set()  # the link is idle: queued batches need not wait out linger
+
+    def _send_on_idle(self) -> bool:
+        """Send the queued batches from the confirming thread, the link having gone idle.
+
+        This spares the latency path a wake-up of the linger thread (a thread
+        hand-off: several milliseconds on a loaded machine). It runs on the
+        client's reply thread, which must never wait for a publish holding the
+        lock: False (the linger thread must send them) if the lock is taken, a
+        window is full or a send failed (its batch's futures hold the error).
+        """
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            for channel in list(self._pending):
+                if not self._slot(channel).acquire(blocking=False):
+                    return False
+                self._send_locked(channel)
+        except Exception:  # _send_locked failed the batch's futures with it
+            return False
+        finally:
+            self._lock.release()
+        return True
 
     def _linger_loop(self) -> None:
         """Send each batch ``linger`` after its first sample unless it filled up before."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 import attrs
 from cyclonedds.core import ReadCondition, WaitSet
 
+from dcps._cyclone.binding import matched_writers
 from dcps._timeout import Timeout, timeout_seconds
 from dcps.wire._codes import Op
 from dcps.wire._maps import (
@@ -513,7 +514,7 @@ class MapWatch(Generic[T]):
         try:
             opened = owner._open()  # the store makes the map's push writer: wait to match it
             deadline = time.monotonic() + link.timeout
-            while not self._reader.get_matched_publications() and time.monotonic() < deadline:
+            while not matched_writers(self._reader) and time.monotonic() < deadline:
                 self._ws.wait(20_000_000)  # (the wait set has no condition for matching)
             if updates_only:
                 self.revision = opened.revision
@@ -548,7 +549,9 @@ class MapWatch(Generic[T]):
         return [
             p
             for p in self._reader.take(N=1024)
-            if isinstance(p, LiveBatch) and p.topic == self._map.name
+            if isinstance(p, LiveBatch)
+            and p.topic == self._map.name
+            and self._link.client.accept_map_change(p)
         ]
 
     def _take_pushes(self) -> None:

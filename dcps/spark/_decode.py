@@ -127,6 +127,10 @@ def _key_json(columns: dict[str, Any], key_paths: Sequence[str], n: int) -> Any:
         parts.append(arr)
     import pyarrow.compute as pc
 
+    if len(parts) == 1 and pa.types.is_integer(parts[0].type):
+        tabled = _int_key_json(parts[0])
+        if tabled is not None:
+            return tabled
     if all(pa.types.is_integer(p.type) or pa.types.is_boolean(p.type) for p in parts):
         texts = [pc.cast(p, pa.string()) for p in parts]  # JSON spelling of ints and bools
         return pc.binary_join_element_wise("[", *_interleave(texts), "]", "")
@@ -142,6 +146,32 @@ def _key_json(columns: dict[str, Any], key_paths: Sequence[str], n: int) -> Any:
         ],
         type=pa.string(),
     )
+
+
+#: An integer key's ``[v]`` texts come from a table of its value range when the
+#: range has at most this many values (or a quarter of the rows, if more).
+_KEY_TABLE_MIN = 4096
+
+
+def _int_key_json(arr: Any) -> Any:
+    """``[v]`` per value of one integer key column, or None when its range is too wide.
+
+    Formats each value of the column's range once and takes from that table
+    (a copy per row instead of an integer-to-text conversion per row: keys
+    such as sensor or robot ids repeat over few values).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = arr.to_numpy(zero_copy_only=False)
+    if not len(values) or arr.null_count:
+        return None
+    lo, hi = int(values.min()), int(values.max())
+    if hi >= 2**62 or hi - lo >= max(_KEY_TABLE_MIN, len(values) // 4):
+        return None
+    texts = pc.cast(pa.array(np.arange(lo, hi + 1, dtype=np.int64)), pa.string())
+    table = pc.binary_join_element_wise("[", texts, "]", "")
+    return table.take(pa.array(values.astype(np.int64) - lo))
 
 
 def _interleave(texts: list[Any]) -> list[Any]:

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, NamedTuple, Self
 import attrs
 from cyclonedds.core import Policy, Qos
 
+from dcps._cyclone.binding import matched_readers
 from idl._errors import BadParameterError
 
 from ._codes import Op
@@ -90,7 +91,7 @@ def matched_services(request_writer: Any) -> set[str]:
     a request written before the match reaches nobody (volatile), which is
     why clients ask each service once it matched, not all at once."""
     found: set[str] = set()
-    for handle in request_writer.get_matched_subscriptions():
+    for handle in matched_readers(request_writer):
         data = request_writer.get_matched_subscription_data(handle)
         if data is None:
             continue

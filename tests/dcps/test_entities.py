@@ -753,3 +753,18 @@ class TestHandles:
         assert ws.wait(10) == [query]
         assert [s.data.sensor for s in reader.take(condition=query)] == [2, 3]
         assert [s.data.sensor for s in reader.take()] == [1]
+
+
+class TestMatching:
+    def test_every_match_is_listed_past_any_buffer_size(self, participant, topic) -> None:
+        """20 readers and 20 writers: each side lists all of them, each once (the
+        binding's own call sizes its buffer once and fails when matches arrive meanwhile)."""
+        writer = dcps.DataWriter(participant, topic)
+        reader = dcps.DataReader(participant, topic)
+        readers = [dcps.DataReader(participant, topic) for _ in range(19)]
+        writers = [dcps.DataWriter(participant, topic) for _ in range(19)]
+        eventually(lambda: len(writer.matched_subscriptions) == 20, 10, "20 matched readers")
+        eventually(lambda: len(reader.matched_publications) == 20, 10, "20 matched writers")
+        assert len(set(writer.matched_subscriptions)) == 20
+        assert set(writer.matched_subscription_guids) == {r.guid for r in [reader, *readers]}
+        assert set(reader.matched_publication_guids) == {w.guid for w in [writer, *writers]}

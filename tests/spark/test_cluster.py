@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.spark_cluster import SparkCluster, spark_cluster
+from tests.support.spark_cluster import SparkCluster
 from tests.support.spark_support import publish, store_process, worker_domain
 
 pytest.importorskip("pyspark")
@@ -30,14 +30,8 @@ module spark_test {
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    """One standalone cluster for the module."""
-    yield from spark_cluster(tmp_path_factory.mktemp("spark_cluster"))
-
-
-@pytest.fixture(scope="module")
 def spark(cluster: SparkCluster) -> Iterator[Any]:
-    """A SparkSession of the cluster, stopped after the module (later modules start theirs)."""
+    """A SparkSession of the session's cluster (conftest), stopped after the module."""
     session = cluster.session("dcps-cluster-tests")
     try:
         yield session

@@ -149,6 +149,24 @@ class TestDecode:
         assert row["big"] == decimal.Decimal(2**63 + 5)
         assert json.loads(row["_key"]) == [5]
 
+    @pytest.mark.parametrize(
+        "sensors",
+        [
+            [i % 7 - 3 for i in range(5000)],  # a few repeated ids, negatives included
+            [7 * i - 10_000 for i in range(5000)],  # as many ids as rows, wide range
+            [-(2**31), 2**31 - 1, 0, 0, -1],  # the int32 extremes
+            [42],
+        ],
+        ids=["few-ids", "wide-range", "extremes", "one-row"],
+    )
+    def test_key_column_is_the_json_of_each_rows_key(self, sensors: list[int]) -> None:
+        """``_key`` is each row's key as JSON, whatever the spread of the key's values."""
+        samples = [Reading(sensor=s, seq=i, value=0.5) for i, s in enumerate(sensors)]
+        batch = decode_batch(Reading, [r.serialize() for r in samples], 0, range(len(sensors)))
+        keys = batch.column("_key").to_pylist()
+        assert keys == [f"[{s}]" for s in sensors]
+        assert [json.loads(k) for k in keys] == [[s] for s in sensors]
+
     def test_timestamps_are_utc_microseconds(self) -> None:
         """Store timestamps (ns) become UTC timestamps; unknown source timestamps are null."""
         batch = decode_batch(
