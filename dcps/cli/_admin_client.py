@@ -182,9 +182,14 @@ class StoreAdmin:
     def _ask_coordinator(self, request: StoreRequest, decode: Callable[[Reply], T]) -> T:
         return self._ask(request, decode, [0])[0]
 
-    def durables(self, topic: str = "", name: str = "") -> DurablesReport:
-        """The durables (of ``topic``; ``name`` of it), without subscribing."""
-        return self._ask_coordinator(DescribeDurablesRequest(topic, name), DurablesReport.from_wire)
+    def durables(
+        self, topic: str = "", name: str = "", *, channels: bool = False
+    ) -> DurablesReport:
+        """The durables (of ``topic``; ``name`` of it), without subscribing (``channels``: with
+        their positions per channel)."""
+        return self._ask_coordinator(
+            DescribeDurablesRequest(topic, name, channels), DurablesReport.from_wire
+        )
 
     def delete_durable(self, topic: str, name: str, *, force: bool = False) -> DurableDeleted:
         """Delete durable ``name`` of ``topic`` and what it has not acknowledged (admin key)."""

@@ -48,6 +48,7 @@ __all__ = [
     "TO_TIME",
     "Target",
     "connected",
+    "name_argument",
     "parse_time",
     "seek_target",
     "show_size",
@@ -197,6 +198,18 @@ def show_size(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"  # pragma: no cover
+
+
+def _non_empty(value: str) -> str:
+    if not value:
+        raise typer.BadParameter("must not be empty (it names one object; list shows them all)")
+    return value
+
+
+def name_argument(help_text: str) -> Any:
+    """A required positional name (topic, group, durable, queue, map) that may not be empty:
+    an empty one would ask the store about every object, not the one ``describe`` shows."""
+    return typer.Argument(..., help=help_text, callback=_non_empty)
 
 
 def parse_time(text: str) -> int:

@@ -23,6 +23,7 @@ from ._admin_target import (
     TO_TIME,
     Target,
     connected,
+    name_argument,
     seek_target,
     show_size,
     store_command,
@@ -101,15 +102,15 @@ def durables_list(
 @durables_app.command("describe")
 @store_command
 def durables_describe(
-    topic: str = typer.Argument(..., help="The durable's topic."),
-    name: str = typer.Argument(..., help="The durable."),
+    topic: str = name_argument("The durable's topic."),
+    name: str = name_argument("The durable."),
     *,
     target: Target,
 ) -> None:
     """Describe a durable without subscribing: its subscribers and what each holds, its
     filter, and per channel the position acknowledged through."""
     with connected("durables describe", target) as admin:
-        (d,) = admin.durables(topic, name).durables
+        (d,) = admin.durables(topic, name, channels=True).durables
     if target.json:
         emit_json(_durable_json(d))
         return
@@ -151,8 +152,8 @@ def durables_describe(
 @durables_app.command("reset")
 @store_command
 def durables_reset(
-    topic: str = typer.Argument(..., help="The durable's topic."),
-    name: str = typer.Argument(..., help="The durable."),
+    topic: str = name_argument("The durable's topic."),
+    name: str = name_argument("The durable."),
     to_head: bool = TO_HEAD,
     to_tail: bool = TO_TAIL,
     to_time: str | None = TO_TIME,
@@ -187,8 +188,8 @@ def durables_reset(
 @durables_app.command("delete")
 @store_command
 def durables_delete(
-    topic: str = typer.Argument(..., help="The durable's topic."),
-    name: str = typer.Argument(..., help="The durable."),
+    topic: str = name_argument("The durable's topic."),
+    name: str = name_argument("The durable."),
     force: bool = typer.Option(
         False, "--force", help="Delete even while it has subscribers (they are closed)."
     ),
@@ -240,7 +241,7 @@ def queues_list(*, target: Target) -> None:
 @queues_app.command("describe")
 @store_command
 def queues_describe(
-    queue: str = typer.Argument(..., help="The queue."),
+    queue: str = name_argument("The queue."),
     *,
     target: Target,
 ) -> None:
@@ -267,7 +268,7 @@ def queues_describe(
 @queues_app.command("delete")
 @store_command
 def queues_delete(
-    queue: str = typer.Argument(..., help="The queue."),
+    queue: str = name_argument("The queue."),
     force: bool = typer.Option(
         False, "--force", help="Delete even while it has consumers (they are told it is gone)."
     ),
@@ -309,7 +310,7 @@ def maps_list(*, target: Target) -> None:
 @maps_app.command("describe")
 @store_command
 def maps_describe(
-    name: str = typer.Argument(..., help="The map."),
+    name: str = name_argument("The map."),
     *,
     target: Target,
 ) -> None:
@@ -329,7 +330,7 @@ def maps_describe(
 @maps_app.command("delete")
 @store_command
 def maps_delete(
-    name: str = typer.Argument(..., help="The map."),
+    name: str = name_argument("The map."),
     *,
     target: Target,
 ) -> None:

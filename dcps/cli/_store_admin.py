@@ -23,6 +23,7 @@ from ._admin_target import (
     TO_TIME,
     Target,
     connected,
+    name_argument,
     seek_target,
     show_size,
     show_time,
@@ -107,7 +108,7 @@ def topics_list(
 @topics_app.command("describe")
 @store_command
 def topics_describe(
-    topic: str = typer.Argument(..., help="The channelled topic."),
+    topic: str = name_argument("The channelled topic."),
     *,
     target: Target,
 ) -> None:
@@ -170,8 +171,8 @@ def groups_list(
 @groups_app.command("describe")
 @store_command
 def groups_describe(
-    topic: str = typer.Argument(..., help="The group's topic."),
-    group: str = typer.Argument(..., help="The group."),
+    topic: str = name_argument("The group's topic."),
+    group: str = name_argument("The group."),
     *,
     target: Target,
 ) -> None:
@@ -206,8 +207,8 @@ def groups_describe(
 @groups_app.command("reset")
 @store_command
 def groups_reset(
-    topic: str = typer.Argument(..., help="The group's topic."),
-    group: str = typer.Argument(..., help="The group."),
+    topic: str = name_argument("The group's topic."),
+    group: str = name_argument("The group."),
     to_head: bool = TO_HEAD,
     to_tail: bool = TO_TAIL,
     to_time: str | None = TO_TIME,
@@ -239,8 +240,8 @@ def groups_reset(
 @groups_app.command("delete")
 @store_command
 def groups_delete(
-    topic: str = typer.Argument(..., help="The group's topic."),
-    group: str = typer.Argument(..., help="The group."),
+    topic: str = name_argument("The group's topic."),
+    group: str = name_argument("The group."),
     force: bool = typer.Option(
         False, "--force", help="Delete even while the group has members (they lose their channels)."
     ),

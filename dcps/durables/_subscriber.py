@@ -405,6 +405,8 @@ class DurableSubscriber(Generic[T]):
                 f"element at {element.position} of durable {self.name!r} was already "
                 "acknowledged or rolled back"
             )
+        if self._closed:  # closed by the store (an administrator's delete, a takeover)
+            return AlreadyClosedError(self._closed_text())
         return PreconditionNotMetError(
             f"element at {element.position} of durable {self.name!r} is not held by "
             "this subscriber any more (it was redelivered after a timeout or restart)"

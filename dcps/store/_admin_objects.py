@@ -50,7 +50,8 @@ def _on_describe_durables(store: Store, call: _Call[DescribeDurablesRequest]) ->
     r = call.request
     if r.topic:
         store.log.topic(r.topic)  # an unknown topic is an error naming it
-    store._reply(call, DurablesReport(tuple(store.durables.reports(r.topic, r.name))))
+    report = store.durables.reports(r.topic, r.name, channels=r.channels)
+    store._reply(call, DurablesReport(tuple(report)))
 
 
 def _on_delete_durable(store: Store, call: _Call[DeleteDurableRequest]) -> None:

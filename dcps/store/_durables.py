@@ -912,8 +912,11 @@ class DurableService:
 
     # -- administration (dcps durables ...; handlers in _admin_objects.py) -------------------
 
-    def reports(self, topic: str = "", name: str = "") -> list[DurableReport]:
-        """The durables (of ``topic``; ``name`` of it) as ``dcps durables`` shows them.
+    def reports(
+        self, topic: str = "", name: str = "", *, channels: bool = False
+    ) -> list[DurableReport]:
+        """The durables (of ``topic``; ``name`` of it) as ``dcps durables`` shows them
+        (``channels``: with their positions per channel).
 
         Raises :class:`~dcps.PreconditionNotMetError` when ``name`` is not a durable of
         ``topic``.
@@ -927,11 +930,10 @@ class DurableService:
             chosen = [d]
         else:
             chosen = [d for d in self._durables.values() if not topic or d.topic == topic]
-        return [self._report(d) for d in sorted(chosen, key=lambda d: (d.topic, d.name))]
+        return [self._report(d, channels) for d in sorted(chosen, key=lambda d: (d.topic, d.name))]
 
-    def _report(self, d: _Durable) -> DurableReport:
+    def _report(self, d: _Durable, with_channels: bool) -> DurableReport:
         now = self._clock()
-        states = self._log.channel_states(d.topic)
         acked = d.kind.acknowledged
         subs = tuple(
             DurableSubscriberReport(
@@ -944,11 +946,14 @@ class DurableService:
             )
             for s in sorted(d.subs.values(), key=lambda s: s.name)
         )
-        channels = tuple(
-            DurableChannelReport(c, floor, above, nxt, states[c].head, states[c].tail)
-            for c, (floor, above, nxt) in d.state.channel_positions().items()
-            if acked and c < len(states)
-        )
+        channels: tuple[DurableChannelReport, ...] = ()
+        if with_channels and acked:
+            states = self._log.channel_states(d.topic)
+            channels = tuple(
+                DurableChannelReport(c, floor, above, nxt, states[c].head, states[c].tail)
+                for c, (floor, above, nxt) in d.state.channel_positions().items()
+                if c < len(states)
+            )
         return DurableReport(
             d.topic,
             d.name,
@@ -1014,13 +1019,20 @@ class DurableService:
         self._take_over(topic, name, "reset", force)
         self._persist_acks(d)
         self._dirty.discard(name)
-        move(d.group)
+        # The acknowledgements above the floors go first, then the floors move (one write per
+        # channel): a crash or a failed move in between leaves old floors without those
+        # acknowledgements, so elements are delivered again, never skipped. The other order
+        # left a reset to an earlier offset redelivering the floor's elements but skipping the
+        # out-of-order acknowledged ones after a restart.
         self._log.write(
             f"forgetting the acknowledgements of durable {name!r}",
             lambda db: db.execute("DELETE FROM durable_acks WHERE name = ?", (name,)),
         )
-        d.state = DurableState(d.kind, self._floors(topic, name))
-        d.idle_since = self._clock()
+        try:
+            move(d.group)
+        finally:  # memory follows the file, whatever part of the move was written
+            d.state = DurableState(d.kind, self._floors(topic, name))
+            d.idle_since = self._clock()
         _log.info("durable %r of topic %r reset by an administrator", name, topic)
 
     # -- subscribers leaving --------------------------------------------------------------

@@ -50,6 +50,7 @@ from idl._errors import (
 )
 
 from ._log_format import (
+    COMMITS_BY_CHANNEL,
     FORMAT_MAGIC,
     FORMAT_VERSION,
     STORE_FILE,
@@ -217,6 +218,16 @@ class ChannelLog:
                 elif version < FORMAT_VERSION:
                     doing = f"migrating the store file from format version {version}"
                     migrate(db, version)
+                if version:  # a no-op once there; an older file gets it now
+                    try:
+                        db.execute(COMMITS_BY_CHANNEL)
+                    except sqlite3.OperationalError as exc:  # e.g. a full disk: start anyway
+                        _log.warning(
+                            "dcps store: %s: could not index the commits (%s); retention "
+                            "of topics with many groups or durables will be slow",
+                            self.path,
+                            exc,
+                        )
             except BaseException:
                 db.close()
                 raise

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Self
 
 import attrs
 
-from idl._errors import BadParameterError
+from idl._errors import BadParameterError, OutOfResourcesError
 
 from ._codes import Op, SeekMode
 from ._limits import MAX_CHANNELS, check_channels, check_wire_name
@@ -234,8 +234,18 @@ def admin_requests() -> tuple[type[AdminRequest], ...]:
 
 
 def blob_reply(client: str, request_id: int, document: Any) -> Reply:
-    """A reply carrying ``document`` as JSON in its blob (the reports of the admin kinds)."""
+    """A reply carrying ``document`` as JSON in its blob (the reports of the admin kinds).
+
+    Raises :class:`~dcps.OutOfResourcesError` naming ``MAX_REPORT_BYTES`` when the
+    document is larger than a client accepts (the store answers that instead of
+    sending a reply every client refuses as malformed).
+    """
     blob = json.dumps(document, separators=(",", ":")).encode()
+    if len(blob) > MAX_REPORT_BYTES:
+        raise OutOfResourcesError(
+            f"the report is {len(blob)} bytes, above MAX_REPORT_BYTES = {MAX_REPORT_BYTES}: "
+            "ask for one topic, group, durable, queue or map at a time"
+        )
     return Reply(client=client, request_id=request_id, blob=blob)
 
 

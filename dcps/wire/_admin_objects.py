@@ -63,24 +63,39 @@ def _force(r: Request) -> bool:
 @attrs.frozen
 class DescribeDurablesRequest:
     """The durables of the store (of ``topic``; ``name`` of it when given): kind,
-    subscribers, outstanding elements, positions per channel. Nothing is subscribed."""
+    subscribers, outstanding elements, and with ``channels`` the positions per channel.
+    Nothing is subscribed.
+
+    ``channels`` is for one durable (``dcps durables describe``): a list of every
+    durable with every channel grows as durables times channels (8,000 durables of a
+    128-channel topic: 85 MB, over ``MAX_REPORT_BYTES``, and the store's service
+    thread busy for a minute and a half).
+    """
 
     op: ClassVar[Op] = Op.DESCRIBE_DURABLES
     topic: str = ""
     name: str = ""
+    channels: bool = False
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
-            client=client, request_id=request_id, op=self.op, topic=self.topic, group=self.name
+            client=client,
+            request_id=request_id,
+            op=self.op,
+            topic=self.topic,
+            group=self.name,
+            flag=int(self.channels),
         )
 
     @classmethod
     def from_wire(cls, r: Request) -> Self:
+        if r.flag not in (0, 1):
+            raise BadParameterError(f"request field 'flag' (channels) is {r.flag}")
         topic = check_wire_name("topic", r.topic, required=False)
         name = check_wire_name("group (durable name)", r.group, required=False)
         if name and not topic:
             raise BadParameterError("a DESCRIBE_DURABLES naming a durable must name its topic")
-        return cls(topic, name)
+        return cls(topic, name, bool(r.flag))
 
 
 @attrs.frozen
