@@ -23,6 +23,7 @@ from dcps.wire._queues import (
     QueueSubscribeRequest,
     queue_secret_group,
 )
+from dcps.wire._requests import EnsureTopicRequest, JoinRequest
 from dcps.wire._transport import Endpoint
 from tests.support.peers.maps_queues_peer import Task
 from tests.support.raw_attacker import RawKeyHolder
@@ -121,4 +122,60 @@ def test_a_key_holder_spoofing_the_consumers_client_cannot_act_for_it(
     finally:
         if attacker is not None:
             attacker.close()
+        store.kill()
+
+
+def test_a_join_cannot_take_over_a_queue_consumers_secret(
+    tmp_path: Path, domain_id: int, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key holder who creates a channelled topic named like the queue and JOINs a group
+    named like the queue's secret group, as the consumer, runs a key exchange of its own:
+    the secret it gets must not be the one the store checks the consumer's requests with.
+    So its receive under the consumer's client id is refused, the queue keeps its element,
+    and the consumer still acknowledges its own. A real store process; a raw attacker."""
+    key = str(write_key_file(tmp_path / "ns.key").source)
+    monkeypatch.setenv(KEY_FILE_ENV, key)
+    store = StoreProcess(tmp_path / "store", domain_id, namespace)
+    kw = {"domain_id": domain_id, "namespace": namespace}
+    attacker = spoofer = None
+    try:
+        with (
+            QueuePublisher("jobs", Task, **kw) as pub,
+            QueueSubscriber("jobs", Task, **kw) as sub,
+        ):
+            pub.publish(Task(n=1, note="a"), confirm=True)
+            (element,) = sub.receive(1, TIMEOUT)
+            pub.publish(Task(n=2, note="b"), confirm=True)
+            victim = sub._link.client
+            incarnation = victim.ping(timeout=TIMEOUT).incarnation
+            attacker = RawKeyHolder(domain_id, namespace, key, "attacker-client")
+            made = attacker.call(EnsureTopicRequest("jobs", 1), incarnation)
+            assert made.status == ErrorCode.OK, made.error
+            spoofer = RawKeyHolder(domain_id, namespace, key, victim.client_id)
+            # the secret's group name, and the one it had when a JOIN could name it
+            for group in (queue_secret_group("jobs"), "~queue/jobs"):
+                offer = MemberOffer()
+                join = JoinRequest("jobs", group, sub.consumer, 60_000, offer=offer.public)
+                joined = attacker.call(join, incarnation)
+                if joined.status != ErrorCode.OK:
+                    continue  # a group name no JOIN may have
+                stolen = offer.finish(
+                    bytes(joined.blob), group=group, member=sub.consumer, incarnation=incarnation
+                )
+                receive = QueueReceiveRequest("jobs", sub.consumer, 10, 0)
+                took = spoofer.answer(spoofer.send(receive, incarnation, stolen))
+                assert took.status == ErrorCode.PRECONDITION_NOT_MET, (
+                    f"the secret of a JOIN to group {group!r} acted for the queue consumer",
+                    took,
+                )
+            state = pub.state()
+            assert (state.stored, state.in_flight) == (2, 1)  # nothing taken by the attacker
+            sub.ack(element)
+            (second,) = sub.receive(1, TIMEOUT)
+            assert second.value == Task(n=2, note="b")
+            sub.ack(second)
+    finally:
+        for raw in (attacker, spoofer):
+            if raw is not None:
+                raw.close()
         store.kill()
