@@ -266,7 +266,8 @@ class Sealer:
 
         For member kinds ``member`` is the secret kept for the member the
         request names (None: not known). ``proof_required`` demands ``member``'s
-        proof on any kind (a JOIN naming a live member). Raises
+        proof on any kind (a JOIN naming a live member; refused when ``member`` is None,
+        i.e. the receiver forgot that member's secret). Raises
         :class:`AuthenticationError` (counted; not logged: see :meth:`refused`).
         """
         if self.auth is None:
@@ -280,6 +281,17 @@ class Sealer:
             incarnation=incarnation,
             member=member,
         )
+        if proof_required and member is None and kind not in self.auth.member_kinds:
+            with self._lock:
+                reason = DropReason.UNKNOWN_MEMBER
+                self._dropped[reason] = self._dropped.get(reason, 0) + 1
+            raise AuthenticationError(
+                DropReason.UNKNOWN_MEMBER,
+                kind=kind,
+                sender=request.client,
+                detail=f"member {request.member!r} is live but its secret is no longer kept "
+                "(forgotten): it may subscribe again once it left or timed out",
+            )
         if proof_required and member is not None and kind not in self.auth.member_kinds:
             trailer = request.auth
             if len(trailer) != MEMBER_TRAILER_BYTES or not hmac.compare_digest(

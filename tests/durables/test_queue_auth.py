@@ -11,6 +11,7 @@ from dcps import PreconditionNotMetError
 from dcps.channels._client import StoreClient
 from dcps.durables._queue import QueuePublisher, QueueSubscriber
 from dcps.store import Store, SyncMode
+from dcps.store import _service as store_service
 from dcps.wire._auth_keys import KEY_FILE_ENV, write_key_file
 from dcps.wire._auth_member import MemberOffer, MemberSecret
 from dcps.wire._codes import ErrorCode, Op
@@ -179,3 +180,56 @@ def test_a_join_cannot_take_over_a_queue_consumers_secret(
             if raw is not None:
                 raw.close()
         store.kill()
+
+
+def test_a_live_consumer_whose_secret_was_forgotten_cannot_be_taken_over(
+    tmp_path: Path, domain_id: int, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store keeps a bounded number of member secrets (least recently made forgotten
+    first). A key holder who subscribes enough consumers of its own to push a live
+    consumer's secret out must not then be able to subscribe under that consumer's name
+    (and client id) without any proof, with an exchange of its own: a live subscriber the
+    store holds no secret for is refused, not free to take. (The table is made small here;
+    at its real size the same takes 65,536 exchanges.)"""
+    monkeypatch.setattr(store_service, "MAX_MEMBER_SECRETS", 4)
+    key = write_key_file(tmp_path / "ns.key").source
+    kw = {"domain_id": domain_id, "namespace": namespace}
+    attacker = spoofer = None
+    with (
+        Store(tmp_path / "store", sync=SyncMode.NORMAL, key=key, admin_key=None, **kw),
+        QueuePublisher("jobs", Task, store_key=key, **kw) as pub,
+        QueueSubscriber("jobs", Task, store_key=key, **kw) as sub,
+    ):
+        try:
+            pub.publish(Task(n=1, note="a"), confirm=True)
+            sub.receive(1, TIMEOUT)  # held by the consumer
+            pub.publish(Task(n=2, note="b"), confirm=True)
+            victim = sub._link.client
+            incarnation = victim.ping(timeout=TIMEOUT).incarnation
+            attacker = RawKeyHolder(domain_id, namespace, str(key), "attacker-client")
+            for n in range(4):  # newer secrets: the victim's is the oldest, forgotten
+                flood = QueueSubscribeRequest("other", f"c{n}", 60_000, "", MemberOffer().public)
+                assert attacker.call(flood, incarnation).status == ErrorCode.OK
+            spoofer = RawKeyHolder(domain_id, namespace, str(key), victim.client_id)
+            offer = MemberOffer()
+            takeover = QueueSubscribeRequest("jobs", sub.consumer, 60_000, "", offer.public)
+            answer = spoofer.call(takeover, incarnation)
+            if answer.status == ErrorCode.OK:
+                stolen = offer.finish(
+                    bytes(answer.blob),
+                    group=queue_secret_group("jobs"),
+                    member=sub.consumer,
+                    incarnation=incarnation,
+                )
+                receive = QueueReceiveRequest("jobs", sub.consumer, 10, 0)
+                took = spoofer.answer(spoofer.send(receive, incarnation, stolen))
+                raise AssertionError(
+                    f"subscribed as the live consumer without its proof; receive: {took}"
+                )
+            assert answer.status == ErrorCode.PRECONDITION_NOT_MET, answer
+            state = pub.state()
+            assert (state.stored, state.in_flight) == (2, 1)  # nothing taken by the attacker
+        finally:
+            for raw in (attacker, spoofer):
+                if raw is not None:
+                    raw.close()
