@@ -1074,6 +1074,8 @@ class Store:
         now = time.monotonic()
         if now >= self._next_share_check and self._requests is not None:
             self._next_share_check = now + 0.25
+            if self._liveness is not None:
+                self._liveness.drain()  # its partition is public: never let replies pile up
             others = self._live_stores()
             conflict = self._share_conflict(others)
             if conflict is not None:
