@@ -130,7 +130,9 @@ def micro(elements: int = 64, size: int = 64) -> None:
     received = [LiveBatch.deserialize(w) for w in wires]
     opener = Sealer(Authenticator(sealer.auth.key if sealer.auth else StoreKey(b"")))
     it = iter(received)
-    t = timeit.timeit(lambda: opener.accept_live(next(it), incarnation), number=len(received))
+    t = timeit.timeit(
+        lambda: opener.accept_live(next(it), incarnation, "bench", 3), number=len(received)
+    )
     print(f"  live batch  open (verify) {t / len(received) * 1e6:6.2f} us")
 
 

@@ -328,8 +328,9 @@ class StoreClient:
             member = self._secrets.get((index, request.topic, request.group, request.member))
         return self._sealer.seal_request(request, incarnation, member)
 
-    def accept_live(self, batch: LiveBatch) -> bool:
-        """Whether a live batch was pushed by the store serving its channel now.
+    def accept_live(self, batch: LiveBatch, topic: str, channel: int) -> bool:
+        """Whether a live batch taken from the live partition of ``channel`` of ``topic``
+        was pushed there by the store serving that channel now.
 
         Always True without a key. With one, a forged push, a replayed one, or
         one of another store incarnation is dropped: counted in
@@ -338,14 +339,15 @@ class StoreClient:
         """
         if not self._sealer.enabled:
             return True
-        index = batch.channel % self.store_count if self.store_count > 0 else 0
-        return self._sealer.accept_live(batch, self._incarnation(index))
+        index = channel % self.store_count if self.store_count > 0 else 0
+        return self._sealer.accept_live(batch, self._incarnation(index), topic, channel)
 
-    def accept_map_change(self, push: LiveBatch) -> bool:
-        """:meth:`accept_live` for a map's change push (maps live in the coordinating store)."""
+    def accept_map_change(self, push: LiveBatch, name: str) -> bool:
+        """:meth:`accept_live` for a change push of map ``name`` (maps live in the
+        coordinating store)."""
         if not self._sealer.enabled:
             return True
-        return self._sealer.accept_map_change(push, self._incarnation(0))
+        return self._sealer.accept_map_change(push, self._incarnation(0), name)
 
     def _needs_rejoin(self, index: int, wire: Request) -> PreconditionNotMetError | None:
         """Why a member request cannot be sealed for store ``index`` (None: it can).

@@ -220,9 +220,12 @@ class ChannelCursors:
 
     def take_live(self) -> None:
         """Take the live batches every owned channel's reader holds."""
-        for ch in self.chans.values():
+        accept = self._client.accept_live
+        for c, ch in self.chans.items():
             for batch in ch.reader.take(N=256):
-                if isinstance(batch, LiveBatch) and self._client.accept_live(batch):
+                # checked against where it was read: a genuine batch of another topic or
+                # channel written again into this partition must not pass for this one's
+                if isinstance(batch, LiveBatch) and accept(batch, self._topic, c):
                     ch.add_live(batch)
 
     def poll_tails(self) -> None:

@@ -551,7 +551,7 @@ class MapWatch(Generic[T]):
             for p in self._reader.take(N=1024)
             if isinstance(p, LiveBatch)
             and p.topic == self._map.name
-            and self._link.client.accept_map_change(p)
+            and self._link.client.accept_map_change(p, self._map.name)
         ]
 
     def _take_pushes(self) -> None:

@@ -29,6 +29,8 @@ import secrets
 import time
 from typing import Any
 
+from cyclonedds.core import Policy, Qos
+
 from dcps.wire._auth import AuthenticationError
 from dcps.wire._auth_errors import DropReason
 from dcps.wire._messages import Reply, StoreAnnouncement
@@ -45,6 +47,11 @@ PROBE_TIMEOUT = 1.5
 REPROBE_AFTER = 10.0
 #: Seconds between re-sent pings of one probe (the first may go out before DDS matched).
 _RESEND = 0.2
+#: The probe's reply reader keeps at most this many samples: its partition names the
+#: store's (public) incarnation, so anyone can write into it, and the store takes from it
+#: only every quarter second (:meth:`LivenessProbe.drain`) or while it asks.
+_REPLY_DEPTH = 256
+_PROBE_REPLY_QOS = Qos(Policy.History.KeepLast(_REPLY_DEPTH), base=REPLY_QOS)
 
 
 def probe_client_id(incarnation: str) -> str:
@@ -76,13 +83,15 @@ class LivenessProbe:
         self._sealer = sealer
         self._writers: dict[tuple[int, int], Any] = {}
         self._replies = endpoint.reader(
-            endpoint.reply_topic, reply_partition(namespace, self.client), REPLY_QOS
+            endpoint.reply_topic, reply_partition(namespace, self.client), _PROBE_REPLY_QOS
         )
         self._probes: dict[str, _Probe] = {}
         self._alive: set[str] = set()
         self._dead: dict[str, float] = {}  # incarnation -> when to ask again
         #: Announcements ignored because their store did not answer.
         self.unconfirmed = 0
+        #: Replies taken that answer no ping of this probe (junk anyone may write).
+        self.stray = 0
 
     def verdict(self, other: StoreAnnouncement) -> bool | None:
         """True: ``other`` answered (alive); False: it did not (ignore it); None: asking."""
@@ -144,14 +153,21 @@ class LivenessProbe:
         self._sealer.seal_request(request, other.incarnation)  # sets ``request.auth``
         writer.write(request)
 
+    def drain(self) -> None:
+        """Take (and discard) what arrived for no question: the store calls it regularly,
+        so replies anyone writes into the probe's partition do not pile up."""
+        self._collect()
+
     def _collect(self) -> None:
         """Take the replies; an authentic answer to one of our pings marks its store alive."""
-        for reply in self._replies.take(N=64):
+        for reply in self._replies.take(N=_REPLY_DEPTH):
             if not isinstance(reply, Reply) or reply.client != self.client:
+                self.stray += 1
                 continue
             inc = reply.text
             probe = self._probes.get(inc)
             if probe is None or reply.request_id not in probe.request_ids:
+                self.stray += 1
                 continue
             if self._sealer.accept_reply(reply, inc):
                 self._alive.add(inc)

@@ -627,7 +627,13 @@ class Store:
         elif sample.op in QUEUE_MEMBER_OPS:  # a queue consumer's secret (``_queues.py``)
             ident = queue_secret_ident(sample.topic, sample.member)
         secret = self._secrets.get(ident)
-        live = secret is not None and self._subscriber_live(sample)
+        live = self._subscriber_live(sample)
+        if secret is None and sample.op == Op.JOIN and not self.share.coordinates:
+            # a share store learns liveness from the coordinator's assignment: after this
+            # store restarted, live members join it again with no secret here to prove
+            live = False
+        # A live subscriber whose secret this store forgot (MAX_MEMBER_SECRETS, least
+        # recent first: a key holder can push it out) is refused, not free to take over.
         try:
             self._sealer.open_request(sample, self.incarnation, secret, proof_required=live)
         except AuthenticationError as exc:
@@ -1074,6 +1080,8 @@ class Store:
         now = time.monotonic()
         if now >= self._next_share_check and self._requests is not None:
             self._next_share_check = now + 0.25
+            if self._liveness is not None:
+                self._liveness.drain()  # its partition is public: never let replies pile up
             others = self._live_stores()
             conflict = self._share_conflict(others)
             if conflict is not None:

@@ -42,14 +42,16 @@ transactions and channel states (one package, one thread: the store's).
 from __future__ import annotations
 
 import sqlite3
+import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 
-from dcps.wire._auth_stage import StageDigest, check_proof
+from dcps.wire._auth_stage import PROOF_WINDOW_NS, StageDigest, check_proof
 from dcps.wire._batches import ELEMENT_STEP_NS, PackedPayloads
 from dcps.wire._requests import PublishRequest
 from dcps.wire._staging import (
@@ -95,12 +97,44 @@ class CommittedChunk:
     stamp: int
 
 
+#: Seconds a signed abort's proof is accepted (either side of the store's clock).
+_WINDOW_S = PROOF_WINDOW_NS / 1e9
+#: Signed aborts remembered at most (each costs its signer a signature, the store a check).
+_MAX_ABORTS = 4096
+
+
 class StagingLog:
     """Staged chunks and committed transactions of one :class:`ChannelLog` (see module doc)."""
 
     def __init__(self, log: ChannelLog) -> None:
         self.log = log
         self._sync: str | None = None
+        # signed aborts that took effect (proof -> when, answer): see ``aborted_by``
+        self._aborts: OrderedDict[str, tuple[float, StagedAborted]] = OrderedDict()
+
+    # -- signed aborts take effect once ------------------------------------
+
+    def aborted_by(self, proof: str) -> StagedAborted | None:
+        """The answer of the abort that ``proof`` signed, if it took effect already.
+
+        A signed ABORT_STAGED stays fresh for ``PROOF_WINDOW_NS``. Spark runs an
+        aborted micro-batch again under the same epoch, so the same proof sent
+        again by whoever read it off the wire would drop what the retry staged:
+        instead it gets the first answer and drops nothing (a resend by the
+        driver itself gets the answer it missed).
+        """
+        now = time.monotonic()
+        while self._aborts and next(iter(self._aborts.values()))[0] < now - 2 * _WINDOW_S:
+            self._aborts.popitem(last=False)
+        kept = self._aborts.get(proof)
+        return None if kept is None else kept[1]
+
+    def abort_took_effect(self, proof: str, answer: StagedAborted) -> None:
+        """Remember that ``proof``'s abort was applied (bounded, forgotten after the window
+        in which ``check_proof`` would still accept it)."""
+        self._aborts[proof] = (time.monotonic(), answer)
+        while len(self._aborts) > _MAX_ABORTS:
+            self._aborts.popitem(last=False)
 
     # -- staging -----------------------------------------------------------
 
@@ -378,8 +412,16 @@ def on_commit_staged(store: Store, call: _Call[CommitStagedRequest]) -> None:
 
 
 def on_abort_staged(store: Store, call: _Call[AbortStagedRequest]) -> None:
-    """ABORT_STAGED: drop the transaction's staged chunks."""
+    """ABORT_STAGED: drop the transaction's staged chunks (a signed abort takes effect once)."""
     r = call.request
+    staging = staging_of(store.log)
     if store._sealer.enabled:
         check_proof(r.proof, "abort", r.topic, r.query, r.epoch)
-    store._reply(call, StagedAborted(staging_of(store.log).abort(r.topic, r.query, r.epoch)))
+        done = staging.aborted_by(r.proof)
+        if done is not None:
+            store._reply(call, done)
+            return
+    answer = StagedAborted(staging.abort(r.topic, r.query, r.epoch))
+    if store._sealer.enabled:
+        staging.abort_took_effect(r.proof, answer)
+    store._reply(call, answer)

@@ -53,9 +53,15 @@ MAX_QUEUE_ACK: Final = 100_000
 
 
 def queue_secret_group(queue: str) -> str:
-    """The group name a queue consumer's secret is derived for (store and consumer alike);
-    no channel group can have it (``~`` is reserved)."""
-    return f"~queue/{queue}"
+    """The group name a queue consumer's secret is derived for (store and consumer alike).
+
+    The store keeps the secret with the group members' under this name, so no
+    JOIN may be able to name it: a backslash, which every wire name refuses
+    (``check_wire_name``), as in the durables' ``DURABLE_GROUP_PREFIX``. (With
+    ``~queue/`` a key holder created a topic named like the queue, joined group
+    ``~queue/<queue>`` as the consumer and so replaced the consumer's secret
+    with one of its own exchange.)"""
+    return f"\\queue\\{queue}"
 
 
 def _queue(r: Request) -> str:

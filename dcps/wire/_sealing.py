@@ -266,7 +266,8 @@ class Sealer:
 
         For member kinds ``member`` is the secret kept for the member the
         request names (None: not known). ``proof_required`` demands ``member``'s
-        proof on any kind (a JOIN naming a live member). Raises
+        proof on any kind (a JOIN naming a live member; refused when ``member`` is None,
+        i.e. the receiver forgot that member's secret). Raises
         :class:`AuthenticationError` (counted; not logged: see :meth:`refused`).
         """
         if self.auth is None:
@@ -280,6 +281,17 @@ class Sealer:
             incarnation=incarnation,
             member=member,
         )
+        if proof_required and member is None and kind not in self.auth.member_kinds:
+            with self._lock:
+                reason = DropReason.UNKNOWN_MEMBER
+                self._dropped[reason] = self._dropped.get(reason, 0) + 1
+            raise AuthenticationError(
+                DropReason.UNKNOWN_MEMBER,
+                kind=kind,
+                sender=request.client,
+                detail=f"member {request.member!r} is live but its secret is no longer kept "
+                "(forgotten): it may subscribe again once it left or timed out",
+            )
         if proof_required and member is not None and kind not in self.auth.member_kinds:
             trailer = request.auth
             if len(trailer) != MEMBER_TRAILER_BYTES or not hmac.compare_digest(
@@ -381,23 +393,26 @@ class Sealer:
             KIND_LIVE_BATCH, batch, f"{incarnation}/{batch.topic}/{batch.channel}", incarnation
         )
 
-    def accept_live(self, batch: LiveBatch, incarnation: str) -> bool:
-        """True when ``batch`` was pushed by store ``incarnation`` and not seen before.
+    def accept_live(self, batch: LiveBatch, incarnation: str, topic: str, channel: int) -> bool:
+        """True when ``batch`` was pushed by store ``incarnation`` for channel ``channel`` of
+        ``topic`` (where the receiver took it from) and not seen before.
 
-        A forgery, a replay or a push of another incarnation is counted and
-        logged (rate-limited). Always True without a key.
+        A forgery, a replay, a push of another incarnation, or a genuine push of
+        another topic or channel written again where this one's are read (its
+        tag names its own channel's stream) is counted and logged
+        (rate-limited). Always True without a key.
         """
         return self._accept_push(
-            KIND_LIVE_BATCH, batch, f"{incarnation}/{batch.topic}/{batch.channel}", incarnation
+            KIND_LIVE_BATCH, batch, f"{incarnation}/{topic}/{channel}", incarnation
         )
 
     def seal_map_change(self, push: LiveBatch, incarnation: str) -> bytes | None:
         """Seal a map's change push (``push.topic`` is the map) from store ``incarnation``."""
         return self._seal_push(KIND_MAP_CHANGE, push, f"{incarnation}/{push.topic}", incarnation)
 
-    def accept_map_change(self, push: LiveBatch, incarnation: str) -> bool:
-        """:meth:`accept_live` for a map's change push."""
-        return self._accept_push(KIND_MAP_CHANGE, push, f"{incarnation}/{push.topic}", incarnation)
+    def accept_map_change(self, push: LiveBatch, incarnation: str, name: str) -> bool:
+        """:meth:`accept_live` for a change push of map ``name`` (the watched map)."""
+        return self._accept_push(KIND_MAP_CHANGE, push, f"{incarnation}/{name}", incarnation)
 
     def _seal_push(self, kind: str, push: LiveBatch, sender: str, incarnation: str) -> bytes | None:
         if self.auth is None:

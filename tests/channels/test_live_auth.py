@@ -143,6 +143,49 @@ class TestLiveBatches:
         finally:
             pushes.close()
 
+    def test_genuine_batch_of_another_topic_is_not_delivered(
+        self, keyed_store: StoreProcess, domain_id: int, namespace: str, topic_name: str
+    ) -> None:
+        """A genuine batch of topic B, written again into topic A's live partition by
+        someone who captured it, is dropped and counted by A's subscriber (its trailer
+        names B's stream, not the channel it arrived on) instead of being delivered as
+        A's element at that offset (which would also hide A's real element there)."""
+        topic_a = ChannelledTopic(topic_name, Msg, channel_count=1)
+        topic_b = ChannelledTopic(f"{topic_name}_b", Msg, channel_count=1)
+        kw: dict[str, Any] = {"domain_id": domain_id, "namespace": namespace}
+        pushes_a = Pushes(domain_id, batch_partition(namespace, topic_a.name, 0))
+        pushes_b = Pushes(domain_id, batch_partition(namespace, topic_b.name, 0))
+        try:
+            with (
+                ChannelSubscriber(topic_a, **kw) as sub,
+                ChannelPublisher(topic_a, **kw) as pub_a,
+                ChannelPublisher(topic_b, **kw) as pub_b,
+            ):
+                client = sub._client
+                pub_a.publish(Msg(1, 1)).result(TIMEOUT)
+                first = sub.receive().result(TIMEOUT)
+                assert (first.value, first.position.offset) == (Msg(1, 1), 0)
+                pub_b.publish(Msg(98, 98)).result(TIMEOUT)
+                pub_b.publish(Msg(99, 99)).result(TIMEOUT)
+                foreign = next(b for b in pushes_b.captured(2) if b.first == 1)
+                assert foreign.auth
+                assert foreign.topic == topic_b.name
+
+                pending = sub.receive()  # A's offset 1, not yet published
+                bad_tags = _drops(client)[DropReason.BAD_TAG]
+                pushes_a.write(_copy(foreign))
+                eventually(
+                    lambda: pending.done() or _drops(client)[DropReason.BAD_TAG] > bad_tags,
+                    TIMEOUT,
+                    "the misrouted batch dropped (or delivered)",
+                )
+                pub_a.publish(Msg(2, 2)).result(TIMEOUT)
+                second = pending.result(TIMEOUT)
+                assert (second.value, second.position.offset) == (Msg(2, 2), 1)
+        finally:
+            pushes_a.close()
+            pushes_b.close()
+
 
 class TestMapChanges:
     def test_forged_and_replayed_map_changes_are_dropped(

@@ -11,6 +11,7 @@ from dcps import PreconditionNotMetError
 from dcps.channels._client import StoreClient
 from dcps.durables._queue import QueuePublisher, QueueSubscriber
 from dcps.store import Store, SyncMode
+from dcps.store import _service as store_service
 from dcps.wire._auth_keys import KEY_FILE_ENV, write_key_file
 from dcps.wire._auth_member import MemberOffer, MemberSecret
 from dcps.wire._codes import ErrorCode, Op
@@ -23,6 +24,7 @@ from dcps.wire._queues import (
     QueueSubscribeRequest,
     queue_secret_group,
 )
+from dcps.wire._requests import EnsureTopicRequest, JoinRequest
 from dcps.wire._transport import Endpoint
 from tests.support.peers.maps_queues_peer import Task
 from tests.support.raw_attacker import RawKeyHolder
@@ -122,3 +124,112 @@ def test_a_key_holder_spoofing_the_consumers_client_cannot_act_for_it(
         if attacker is not None:
             attacker.close()
         store.kill()
+
+
+def test_a_join_cannot_take_over_a_queue_consumers_secret(
+    tmp_path: Path, domain_id: int, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key holder who creates a channelled topic named like the queue and JOINs a group
+    named like the queue's secret group, as the consumer, runs a key exchange of its own:
+    the secret it gets must not be the one the store checks the consumer's requests with.
+    So its receive under the consumer's client id is refused, the queue keeps its element,
+    and the consumer still acknowledges its own. A real store process; a raw attacker."""
+    key = str(write_key_file(tmp_path / "ns.key").source)
+    monkeypatch.setenv(KEY_FILE_ENV, key)
+    store = StoreProcess(tmp_path / "store", domain_id, namespace)
+    kw = {"domain_id": domain_id, "namespace": namespace}
+    attacker = spoofer = None
+    try:
+        with (
+            QueuePublisher("jobs", Task, **kw) as pub,
+            QueueSubscriber("jobs", Task, **kw) as sub,
+        ):
+            pub.publish(Task(n=1, note="a"), confirm=True)
+            (element,) = sub.receive(1, TIMEOUT)
+            pub.publish(Task(n=2, note="b"), confirm=True)
+            victim = sub._link.client
+            incarnation = victim.ping(timeout=TIMEOUT).incarnation
+            attacker = RawKeyHolder(domain_id, namespace, key, "attacker-client")
+            made = attacker.call(EnsureTopicRequest("jobs", 1), incarnation)
+            assert made.status == ErrorCode.OK, made.error
+            spoofer = RawKeyHolder(domain_id, namespace, key, victim.client_id)
+            # the secret's group name, and the one it had when a JOIN could name it
+            for group in (queue_secret_group("jobs"), "~queue/jobs"):
+                offer = MemberOffer()
+                join = JoinRequest("jobs", group, sub.consumer, 60_000, offer=offer.public)
+                joined = attacker.call(join, incarnation)
+                if joined.status != ErrorCode.OK:
+                    continue  # a group name no JOIN may have
+                stolen = offer.finish(
+                    bytes(joined.blob), group=group, member=sub.consumer, incarnation=incarnation
+                )
+                receive = QueueReceiveRequest("jobs", sub.consumer, 10, 0)
+                took = spoofer.answer(spoofer.send(receive, incarnation, stolen))
+                assert took.status == ErrorCode.PRECONDITION_NOT_MET, (
+                    f"the secret of a JOIN to group {group!r} acted for the queue consumer",
+                    took,
+                )
+            state = pub.state()
+            assert (state.stored, state.in_flight) == (2, 1)  # nothing taken by the attacker
+            sub.ack(element)
+            (second,) = sub.receive(1, TIMEOUT)
+            assert second.value == Task(n=2, note="b")
+            sub.ack(second)
+    finally:
+        for raw in (attacker, spoofer):
+            if raw is not None:
+                raw.close()
+        store.kill()
+
+
+def test_a_live_consumer_whose_secret_was_forgotten_cannot_be_taken_over(
+    tmp_path: Path, domain_id: int, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store keeps a bounded number of member secrets (least recently made forgotten
+    first). A key holder who subscribes enough consumers of its own to push a live
+    consumer's secret out must not then be able to subscribe under that consumer's name
+    (and client id) without any proof, with an exchange of its own: a live subscriber the
+    store holds no secret for is refused, not free to take. (The table is made small here;
+    at its real size the same takes 65,536 exchanges.)"""
+    monkeypatch.setattr(store_service, "MAX_MEMBER_SECRETS", 4)
+    key = write_key_file(tmp_path / "ns.key").source
+    kw = {"domain_id": domain_id, "namespace": namespace}
+    attacker = spoofer = None
+    with (
+        Store(tmp_path / "store", sync=SyncMode.NORMAL, key=key, admin_key=None, **kw),
+        QueuePublisher("jobs", Task, store_key=key, **kw) as pub,
+        QueueSubscriber("jobs", Task, store_key=key, **kw) as sub,
+    ):
+        try:
+            pub.publish(Task(n=1, note="a"), confirm=True)
+            sub.receive(1, TIMEOUT)  # held by the consumer
+            pub.publish(Task(n=2, note="b"), confirm=True)
+            victim = sub._link.client
+            incarnation = victim.ping(timeout=TIMEOUT).incarnation
+            attacker = RawKeyHolder(domain_id, namespace, str(key), "attacker-client")
+            for n in range(4):  # newer secrets: the victim's is the oldest, forgotten
+                flood = QueueSubscribeRequest("other", f"c{n}", 60_000, "", MemberOffer().public)
+                assert attacker.call(flood, incarnation).status == ErrorCode.OK
+            spoofer = RawKeyHolder(domain_id, namespace, str(key), victim.client_id)
+            offer = MemberOffer()
+            takeover = QueueSubscribeRequest("jobs", sub.consumer, 60_000, "", offer.public)
+            answer = spoofer.call(takeover, incarnation)
+            if answer.status == ErrorCode.OK:
+                stolen = offer.finish(
+                    bytes(answer.blob),
+                    group=queue_secret_group("jobs"),
+                    member=sub.consumer,
+                    incarnation=incarnation,
+                )
+                receive = QueueReceiveRequest("jobs", sub.consumer, 10, 0)
+                took = spoofer.answer(spoofer.send(receive, incarnation, stolen))
+                raise AssertionError(
+                    f"subscribed as the live consumer without its proof; receive: {took}"
+                )
+            assert answer.status == ErrorCode.PRECONDITION_NOT_MET, answer
+            state = pub.state()
+            assert (state.stored, state.in_flight) == (2, 1)  # nothing taken by the attacker
+        finally:
+            for raw in (attacker, spoofer):
+                if raw is not None:
+                    raw.close()

@@ -30,7 +30,7 @@ from pyspark.sql.types import DoubleType, IntegerType, LongType, StructField, St
 from dcps import PreconditionNotMetError
 from dcps.channels._client import StoreClient
 from dcps.spark._options import SourceOptions
-from dcps.spark._sink import _prepare, commit_stages, stage_rows
+from dcps.spark._sink import _prepare, abort_stages, commit_stages, stage_rows
 from dcps.wire._auth_keys import KEY_FILE_ENV, write_key_file
 from dcps.wire._auth_stage import STAGE_KEY_FILE_ENV, QueryKey, StageDigest
 from dcps.wire._codes import ErrorCode, Op
@@ -169,6 +169,60 @@ def test_another_key_holder_cannot_commit_abort_or_change_a_querys_transaction(
         with pytest.raises(PreconditionNotMetError, match="not what its writer staged"):
             commit_stages(opts, [message], 8)
         assert stored() == 5
+    finally:
+        if attacker is not None:
+            attacker.close()
+        client.close()
+        endpoint.close()
+        dp.__del__()
+
+
+def test_a_replayed_abort_does_not_drop_the_retried_batch(
+    keyed: tuple[StoreProcess, str], domain_id: int, namespace: str
+) -> None:
+    """The driver aborts a micro-batch and Spark runs it again under the same epoch. A key
+    holder who read the driver's signed ABORT_STAGED off the wire and sends it again (its
+    proof is fresh for 30 s) must not drop what the retry staged: a signed abort takes
+    effect once (sent again, it gets its first answer), and the retry's commit publishes
+    its rows."""
+    _, key = keyed
+    topic = f"t_{uuid.uuid4().hex[:8]}"
+    opts = SourceOptions.parse(
+        {
+            "topic": topic,
+            "type": "spark_types:Reading",
+            "domain": str(domain_id),
+            "namespace": namespace,
+        }
+    )
+    _prepare(opts, SCHEMA)
+    query = f"query-{uuid.uuid4().hex[:8]}"
+    dp = DomainParticipant(domain_id)
+    spy = DataReader(
+        Subscriber(dp, qos=Qos(Policy.Partition([namespace]))),
+        Topic(dp, "dcps_channels_request", Request),
+        qos=CONTROL_QOS,
+    )
+    endpoint = Endpoint(domain_id, namespace)
+    client = StoreClient(endpoint, request_timeout=5.0, key=key, admin_key=None)
+    attacker = None
+    try:
+        client.connect(TIMEOUT)
+        incarnation = client.ping(timeout=TIMEOUT).incarnation
+        attacker = RawKeyHolder(domain_id, namespace, key, uuid.uuid4().hex)
+        first = stage_rows(opts, iter([_rows(5)]), (query, 3), 0)
+        abort_stages(opts, [first], 3)  # the driver gives the batch up
+        (aborted,) = eventually(
+            lambda: [
+                r for r in spy.take(N=256) if isinstance(r, Request) and r.op == Op.ABORT_STAGED
+            ],
+            TIMEOUT,
+            "the driver's ABORT_STAGED on the wire",
+        )
+        retry = stage_rows(opts, iter([_rows(5)]), (query, 3), 0)  # Spark runs it again
+        replayed = AbortStagedRequest(topic, aborted.group, 3, aborted.text)
+        attacker.call(replayed, incarnation)  # answered as the first time, or refused
+        assert commit_stages(opts, [retry], 3) == 5  # the retry publishes its rows
     finally:
         if attacker is not None:
             attacker.close()

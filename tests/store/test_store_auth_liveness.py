@@ -23,11 +23,14 @@ from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter, Publisher
 from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
+from cyclonedds.util import duration
 
 from dcps.channels._client import StoreClient
+from dcps.store import Store
+from dcps.store._liveness import probe_client_id
 from dcps.wire._auth_keys import KEY_FILE_ENV, write_key_file
-from dcps.wire._messages import StoreAnnouncement
-from dcps.wire._names import ANNOUNCE_QOS
+from dcps.wire._messages import Reply, StoreAnnouncement
+from dcps.wire._names import ANNOUNCE_QOS, REPLY_QOS, reply_partition
 from dcps.wire._transport import Endpoint, live_announcements
 from tests.support.store_process import StoreProcess
 from tests.support.waiting import eventually
@@ -141,3 +144,32 @@ def test_a_live_older_store_of_the_same_share_still_wins(
         assert a.proc.poll() is None
     finally:
         a.kill()
+
+
+def test_junk_in_the_probe_reply_partition_does_not_pile_up_in_the_store(
+    tmp_path: Path, domain_id: int, namespace: str, key_file: str
+) -> None:
+    """The partition a keyed store's liveness pings are answered in is public (it names the
+    store's incarnation). Replies written there by anyone, without the key, while the store
+    asks no one, are taken and discarded (counted as stray), not kept in the store's memory
+    for as long as it runs."""
+    with Store(tmp_path / "store", domain_id=domain_id, namespace=namespace, key=key_file) as st:
+        probe = st._liveness
+        assert probe is not None
+        dp = DomainParticipant(domain_id)
+        try:
+            partition = reply_partition(namespace, probe_client_id(st.incarnation))
+            pub = Publisher(dp, qos=Qos(Policy.Partition([partition])))
+            writer = DataWriter(pub, Topic(dp, "dcps_channels_reply", Reply), qos=REPLY_QOS)
+            eventually(writer.get_matched_subscriptions, TIMEOUT, "the store's probe reader")
+            junk = 500
+            for n in range(junk):
+                writer.write(Reply(client=probe.client, request_id=n, text=st.incarnation))
+            assert writer.wait_for_acks(duration(seconds=TIMEOUT)), "the store's reader took it"
+
+            def discarded() -> bool:  # taken from the reader (none held), and counted
+                return getattr(probe, "stray", 0) > 0 and probe._replies.read(N=junk) == []
+
+            eventually(discarded, TIMEOUT, "the junk replies discarded")
+        finally:
+            dp.__del__()
