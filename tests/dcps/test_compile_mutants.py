@@ -1,0 +1,361 @@
+"""The SQL filter compiler, exact: every refusal's message and position, and the
+evaluation paths a filter compiles to (LIKE shortcuts, IN sets, BETWEEN, guards on
+missing sequence elements, ORDER BY keys, parameters by role) (issue 20: the mutants of
+``dcps/sql/_compile.py`` these tests kill went unseen by tests/dcps/test_sql.py, which
+checks positions and parts of messages).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dcps import FilterSyntaxError
+from dcps.sql._compile import compile_expression, like_regex
+from dcps.sql._filter import ContentFilter, QueryExpression
+from tests.dcps.test_sql import Color, Item, Reading, passes, reading
+
+ENUM = "(numbers, strings, chars, booleans, enums) can be compared"
+
+
+@pytest.mark.parametrize(
+    ("expression", "params", "message", "position"),
+    [
+        ("x[0] = 1", (), "field 'x' is int, not an array or sequence; it cannot be indexed", 0),
+        ("raw[3] = 1", (), "index 3 is out of range for 'raw' (an array of 3)", 0),
+        (
+            "items[5].id = 1",
+            (),
+            "index 5 is out of range for 'items' (a sequence of at most 5)",
+            0,
+        ),
+        ("x.y = 1", (), "field 'x' is int; it has no member 'y'", 0),
+        ("pos.z = 1", (), "unknown field 'pos.z': 'pos' (Pos) has no member 'z'", 0),
+        (
+            "items[0].z = 1",
+            (),
+            "unknown field 'items[0].z': 'items[0]' (Item) has no member 'z'",
+            0,
+        ),
+        ("nope = 1", (), "unknown field 'nope': Reading has no such member", 0),
+        (
+            "pos = 1",
+            (),
+            f"field 'pos' is struct Pos; only primitive fields {ENUM}; compare one of its members",
+            0,
+        ),
+        (
+            "items = 1",
+            (),
+            f"field 'items' is sequence; only primitive fields {ENUM}; "
+            "compare one element (items[0])",
+            0,
+        ),
+        (
+            "raw = 1",
+            (),
+            f"field 'raw' is array; only primitive fields {ENUM}; compare one element (raw[0])",
+            0,
+        ),
+        ("1 = 1", (), "a comparison needs a field of the topic type on one side", 0),
+        ("2 BETWEEN 1 AND 3", (), "BETWEEN needs a field of the topic type on one side", 0),
+        ("1 IN (1, 2)", (), "IN needs a field of the topic type on one side", 0),
+        ("x = name", (), "cannot compare field 'x' (int) with field 'name' (string)", 4),
+        (
+            "color = shape",
+            (),
+            "cannot compare field 'color' (enum Color) with field 'shape' (enum Shape)",
+            8,
+        ),
+        (
+            "flag < TRUE",
+            (),
+            "ordering comparison '<' is not defined on boolean field 'flag'; use = or <>",
+            5,
+        ),
+        ("flag BETWEEN FALSE AND TRUE", (), "BETWEEN is not defined on boolean field 'flag'", 0),
+        ("1 LIKE 'a'", (), "LIKE needs a string field on its left", 0),
+        ("x = 1 OR nope LIKE 'a'", (), "unknown field 'nope': Reading has no such member", 9),
+        ("x LIKE 'a'", (), "LIKE needs a string field, but 'x' is int", 0),
+        ("name LIKE 3", (), "a LIKE pattern must be a string literal or a parameter", 10),
+        ("name = 12", (), "12 is not a string for string field 'name'", 7),
+        ("x = 'a'", (), "'a' is not a number for int field 'x'", 4),
+        ("flag = 1", (), "1 is not TRUE or FALSE for bool field 'flag'", 7),
+        (
+            "color = PURPLE",
+            (),
+            "'PURPLE' is neither a field of the topic type nor an enumerator of Color "
+            "(RED, GREEN, BLUE)",
+            8,
+        ),
+        (
+            "color = Shape::SQUARE",
+            (),
+            "Shape::SQUARE is not an enumerator of Color for enum Color field 'color'",
+            8,
+        ),
+        ("color = 9", (), "9: no enumerator of Color has the value 9", 8),
+        ("color = 'a'", (), "'a' is not an enumerator of Color for enum Color field 'color'", 8),
+        (
+            "color = Color::PURPLE",
+            (),
+            "Color::PURPLE is not an enumerator of Color (RED, GREEN, BLUE)",
+            8,
+        ),
+        ("x = nope", (), "unknown field 'nope': the topic type has no such member", 4),
+        ("x IN (1, 'a')", (), "'a' is not a number for int field 'x'", 9),
+        ("x BETWEEN 'a' AND 2", (), "'a' is not a number for int field 'x'", 10),
+        ("x = %0", ("'a'",), "parameter %0 (\"'a'\") is not a number for int field 'x'", 4),
+        ("name = %0", ("1",), "parameter %0 ('1') is not a string for string field 'name'", 7),
+        (
+            "flag = %0",
+            ("1",),
+            "parameter %0 ('1') is not TRUE or FALSE for bool field 'flag'",
+            7,
+        ),
+        ("x = %1", ("1",), "parameter %1 is used but only 1 parameter given", 4),
+        ("x = %2", (), "parameter %2 is used but only 0 parameters given", 4),
+        ("x = %2", ("1", "2"), "parameter %2 is used but only 2 parameters given", 4),
+        (
+            "name LIKE %0",
+            ("1",),
+            "parameter %0 ('1') is not a string pattern for LIKE on field 'name' "
+            "(write it in single quotes)",
+            10,
+        ),
+        (
+            "color = %0",
+            ("PURPLE",),
+            "parameter %0 ('PURPLE') is not an enumerator of Color (RED, GREEN, BLUE)",
+            8,
+        ),
+        ("color = %0", ("9",), "parameter %0 ('9'): no enumerator of Color has the value 9", 8),
+        ("x = %0", ("abc",), "parameter %0 ('abc') is not a number for int field 'x'", 4),
+        (
+            "name = %0",
+            ("abc",),
+            "parameter %0 ('abc') is not a string (write it in single quotes) "
+            "for string field 'name'",
+            7,
+        ),
+        (
+            "flag = %0",
+            ("abc",),
+            "parameter %0 ('abc') is not TRUE or FALSE for bool field 'flag'",
+            7,
+        ),
+        (
+            "color = %0",
+            ("Shape::RED",),
+            "parameter %0 ('Shape::RED') is not an enumerator of Color for enum Color field "
+            "'color'",
+            8,
+        ),
+        (
+            "x = %0",
+            ("1 2",),
+            "parameter %0 ('1 2') is not a valid value: unexpected '2'",
+            4,
+        ),
+    ],
+)
+def test_refusal_message_and_position(
+    expression: str, params: tuple[str, ...], message: str, position: int
+) -> None:
+    with pytest.raises(FilterSyntaxError) as caught:
+        ContentFilter(expression, Reading, params)
+    text = str(caught.value)
+    assert text.startswith(message + (" at position" if "valid value" not in message else ""))
+    assert caught.value.position == position
+    assert caught.value.expression == expression
+
+
+@pytest.mark.parametrize(
+    ("expression", "message", "position"),
+    [
+        ("ORDER BY nope", "unknown field 'nope': Reading has no such member", 9),
+        (
+            "ORDER BY pos",
+            f"field 'pos' is struct Pos; only primitive fields {ENUM}; compare one of its members",
+            9,
+        ),
+    ],
+)
+def test_order_by_refusals(expression: str, message: str, position: int) -> None:
+    with pytest.raises(FilterSyntaxError) as caught:
+        QueryExpression(expression, Reading, ())
+    assert str(caught.value).startswith(message + " at position")
+    assert caught.value.position == position
+
+
+class TestIndexEdges:
+    def test_the_last_index_of_an_array_and_a_bounded_sequence(self) -> None:
+        assert passes("raw[2] = 3")
+        assert not passes("items[4].id = 1")
+        full = reading(items=[Item(i, str(i)) for i in range(5)])
+        assert passes("items[4].id = 4", full)
+
+    def test_an_unbounded_sequence_takes_any_index(self) -> None:
+        assert passes("levels[1] = 2.0")
+        assert not passes("levels[99] = 2.0")
+        assert passes("NOT levels[99] = 2.0")  # an enclosing NOT negates as usual
+        assert not passes("levels[99] NOT BETWEEN 0 AND 1")  # the NOT form is false too
+        assert passes("NOT (levels[99] = 2.0 AND x = 10)") is True
+
+
+class TestLike:
+    @pytest.mark.parametrize(
+        ("pattern", "matches"),
+        [
+            ("%", True),
+            ("%%", True),
+            ("abc%", True),
+            ("abc%%", True),
+            ("bcd%", False),
+            ("%def", True),
+            ("%%def", True),
+            ("%abc", False),
+            ("%cd%", True),
+            ("%%cd%%", True),
+            ("%xy%", False),
+            ("abcdef", True),
+            ("abcde", False),
+            ("a%f", True),
+            ("a%e", False),
+            ("a_c%", True),
+            ("_bcdef", True),
+            ("______", True),
+            ("_____", False),
+            ("a.c%", False),
+        ],
+    )
+    def test_patterns(self, pattern: str, matches: bool) -> None:
+        assert passes(f"name LIKE '{pattern}'") is matches
+        assert passes(f"name NOT LIKE '{pattern}'") is not matches
+        assert passes("name LIKE %0", None, f"'{pattern}'") is matches
+        assert passes("name NOT LIKE %0", None, f"'{pattern}'") is not matches
+
+    def test_like_regex_escapes_everything_else(self) -> None:
+        regex = like_regex("a.b%c_d")
+        assert regex.fullmatch("a.bxxxcyd")
+        assert not regex.fullmatch("aXbcyd")
+        assert regex.fullmatch("a.b\nc\nd")  # % and _ span newlines
+
+
+class TestInAndBetween:
+    def test_in_constants_fields_and_parameters(self) -> None:
+        assert passes("x IN (1, 10)")
+        assert not passes("x IN (1, 2)")
+        assert passes("x NOT IN (1, 2)")
+        assert not passes("x NOT IN (10, 11)")
+        assert passes("x IN (1, u, 3)", reading(u=10))
+        assert not passes("x IN (1, u, 3)", reading(u=11))
+        assert passes("x IN (1, %0)", None, "10")
+        assert passes("color IN (RED, GREEN)")
+        assert not passes("color IN (RED, BLUE)")
+        assert passes("10 IN (x, u)")
+        assert passes("items[3].id IN (1, 2)") is False
+        assert passes("items[3].id NOT IN (1, 2)") is False
+        assert passes("NOT items[3].id IN (1, 2)") is True
+
+    def test_between_is_inclusive_and_negates(self) -> None:
+        assert passes("x BETWEEN 10 AND 10")
+        assert not passes("x BETWEEN 11 AND 12")
+        assert passes("x NOT BETWEEN 11 AND 12")
+        assert not passes("x NOT BETWEEN 9 AND 11")
+        assert passes("x BETWEEN small AND u", reading(small=-3, u=10))
+        assert passes("color BETWEEN RED AND GREEN")
+        assert not passes("color BETWEEN 7 AND 7", reading(color=Color.GREEN))
+        assert passes("x BETWEEN %0 AND %1", None, "9", "10")
+        assert passes("raw[1] BETWEEN 2 AND 2") is True
+        assert passes("raw[1] NOT BETWEEN 2 AND 2") is False
+
+
+class TestComparisons:
+    def test_enum_ordering_by_value_and_equality_by_member(self) -> None:
+        assert passes("color > 0")  # GREEN is 3
+        assert not passes("color > 3")
+        assert passes("color >= 3")
+        assert not passes("color > GREEN")
+        assert passes("color = 3")
+        assert passes("color < BLUE")
+        assert passes("color > %0", None, "RED")
+        assert passes("color = %0", None, "GREEN")
+        assert passes("color = %0", None, "3")
+        assert not passes("color = %0", None, "BLUE")
+
+    def test_fields_on_both_sides(self) -> None:
+        assert passes("u < x", reading(u=5, x=10))
+        assert not passes("u > x", reading(u=5, x=10))
+        assert passes("name <> ch")
+
+    def test_non_finite_and_large_constants(self) -> None:
+        assert passes("f < 1e400")
+        assert not passes("f > 1e400")
+        assert passes("x < 123456789012345678901234567890")
+
+    def test_numpy_elements_compare_to_python_bools(self) -> None:
+        for expression in ("raw[0] = 1", "raw[0] < 2", "levels[0] <= 0.5", "raw[1] IN (2, 3)"):
+            assert ContentFilter(expression, Reading).matches(reading()) is True
+        many = ContentFilter("raw[0] = 1", Reading).matches_many([reading(), reading(raw=[0] * 3)])
+        assert many == [True, False]
+        assert all(type(v) is bool for v in many)
+
+
+class TestCompiled:
+    def test_compiled_parts(self) -> None:
+        compiled = compile_expression("x > %1 AND name LIKE %0 ORDER BY x", Reading, query=True)
+        assert compiled.expression == "x > %1 AND name LIKE %0 ORDER BY x"
+        assert compiled.topic_type is Reading
+        assert [(s.index, s.field, s.role) for s in compiled.sites] == [
+            (1, "x", "value"),
+            (0, "name", "like"),
+        ]
+        assert compiled.order_by == ("x",)
+        assert compiled.sort_key is not None
+        match, many = compiled.bind(("'abc%'", "5"))
+        assert match(reading()) is True
+        assert many([reading(), reading(x=1)]) == [True, False]
+
+    def test_enum_parameter_role(self) -> None:
+        compiled = compile_expression("color > %0 AND color = %1", Reading, query=False)
+        assert [s.role for s in compiled.sites] == ["enum_value", "value"]
+        assert compiled.sort_key is None
+        assert compiled.order_by == ()
+
+    def test_empty_condition_keeps_everything(self) -> None:
+        compiled = compile_expression("ORDER BY name", Reading, query=True)
+        match, many = compiled.bind(())
+        assert match(reading()) is True
+        assert many([reading(), reading()]) == [True, True]
+
+    def test_order_by_keys(self) -> None:
+        samples = [
+            reading(x=3, color=Color.BLUE, items=[]),
+            reading(x=1, color=Color.RED, items=[Item(9, "z")]),
+            reading(x=2, color=Color.GREEN, items=[Item(1, "a")]),
+        ]
+        key = compile_expression("ORDER BY color", Reading, query=True).sort_key
+        assert key is not None
+        assert [s.x for s in sorted(samples, key=key)] == [1, 2, 3]
+        key = compile_expression("ORDER BY items[0].id, x", Reading, query=True).sort_key
+        assert key is not None
+        assert [s.x for s in sorted(samples, key=key)] == [3, 2, 1]
+        key = compile_expression("ORDER BY name, x", Reading, query=True).sort_key
+        assert key is not None
+        assert [s.x for s in sorted(samples, key=key)] == [1, 2, 3]
+
+    def test_order_by_an_enum_compares_values(self) -> None:
+        samples = [reading(x=1, color=Color.BLUE), reading(x=2, color=Color.GREEN)]
+        query = QueryExpression("ORDER BY color", Reading)
+        assert [s.x for s in query.order(samples)] == [2, 1]
+
+
+def test_deep_nesting_is_refused_at_the_limit() -> None:
+    ok = "(" * 99 + "x = 1" + ")" * 99
+    assert ContentFilter(ok, Reading).matches(reading()) is False
+    deep = "NOT " * 101 + "x = 1"
+    with pytest.raises(FilterSyntaxError) as caught:
+        ContentFilter(deep, Reading)
+    assert str(caught.value).startswith("expression nests deeper than 100 levels at position")
+    shallow = "NOT " * 100 + "x = 10"
+    assert ContentFilter(shallow, Reading).matches(reading()) is True
