@@ -349,7 +349,9 @@ class TestReadmit:
         found = groups.group(TOPIC, "g")
         assert found is not None
         assert found.members["m1"].timeout == 3.0
+        assert found.members["m1"].anonymous is False  # what the admin report shows
         assert groups.heartbeat(TOPIC, "g", "m1").channels == (2, 3)
+        assert (published.last.topic, published.last.group) == (TOPIC, "g")
         assert published.last.owners == [-1, -1, 0, 0]
 
     @pytest.mark.parametrize(("timeout_ms", "seconds"), [(0, 30.0), (10, 0.05), (1, 0.05)])
@@ -425,6 +427,21 @@ class TestRebalanceLog:
             "group 'g' of topic 't': rebalance 2: 2 member(s), moved {2-3: m1 -> m2}"
             in caplog.messages
         )
+
+    def test_leave_and_destroy_are_logged(
+        self, groups: GroupCoordinator, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        join(groups, "m1")
+        join(groups, "m2")
+        with caplog.at_level(logging.INFO, logger="dcps.store"):
+            groups.leave(TOPIC, "g", "m2")
+            groups.destroy(TOPIC, "g")
+        assert caplog.messages == [
+            "group 'g' of topic 't': member m2 left",
+            "group 'g' of topic 't': rebalance 3: 1 member(s), moved {2-3: m2 -> m1}",
+            "group 'g' of topic 't' deleted",
+            "group 'g' of topic 't': rebalance 4: 0 member(s), moved {0-3: m1 -> -}",
+        ]
 
     def test_a_rejoin_logs_no_join_and_no_move(
         self, groups: GroupCoordinator, caplog: pytest.LogCaptureFixture
