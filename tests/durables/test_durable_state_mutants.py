@@ -261,3 +261,58 @@ class TestAcknowledgements:
         assert empty.outstanding({0: 5}) == 0
         assert empty.outstanding({0: 4}) == 0
         assert empty.outstanding({}) == 0
+
+
+class TestEdges:
+    def test_an_acknowledgement_at_or_below_the_floor_is_not_kept_twice(self) -> None:
+        state = DurableState(DurableKind.SHARED, {0: 4}, [(0, 4), (0, 2), (0, 6)])
+        assert state.persisted() == ({0: 4}, {(0, 6)})
+        assert state.outstanding({0: 8}) == 2
+
+    def test_a_redelivery_alone_does_not_move_the_channel_turn(self) -> None:
+        state = DurableState(DurableKind.SHARED, {0: -1, 1: -1})
+        state.add("a", None)
+        tails = {0: 5, 1: 5}
+        assert positions(state.deliver("a", 1, tails)) == [(0, 0)]
+        state.rollback("a", [(0, 0)])
+        assert state.deliver("a", 1, tails) == [((0, 0), 1)]
+        # the next new element comes from channel 1: its turn was not taken
+        assert positions(state.deliver("a", 1, tails)) == [(1, 0)]
+        assert positions(state.deliver("a", 1, tails)) == [(0, 1)]
+
+    def test_pending_with_a_channel_missing_from_the_tails(self) -> None:
+        state = DurableState(DurableKind.SHARED, {0: -1, 1: -1})
+        assert not state.pending({0: 0})
+        assert state.pending({1: 1})
+        assert not state.pending({})
+
+    def test_the_first_offset_never_delivered_is_no_element(self) -> None:
+        state = DurableState(DurableKind.SHARED, {0: -1})
+        state.add("a", None)
+        state.deliver("a", 2, {0: 9})
+        assert state.ack("a", [(0, 2)]) == [NO_ELEMENT]
+        assert state.rollback("a", [(0, 2)]) == [NO_ELEMENT]
+        assert state.ack("a", [(0, 1)]) == [DONE]
+
+    def test_an_unknown_subscriber_gets_the_real_reason(self) -> None:
+        state = DurableState(DurableKind.SHARED, {0: -1})
+        state.add("a", None)
+        state.deliver("a", 2, {0: 9})
+        state.ack("a", [(0, 0)])
+        assert state.ack("ghost", [(0, 0), (0, 5), (0, 1)]) == [ALREADY, NO_ELEMENT, NOT_HELD]
+        assert state.rollback("ghost", [(0, 0), (0, 5)]) == [ALREADY, NO_ELEMENT]
+
+    def test_ack_any_goes_on_after_an_acknowledged_one(self) -> None:
+        state = DurableState(DurableKind.SHARED, {0: -1})
+        assert state.ack_any([(0, 1), (0, 1), (0, 3)]) == 2
+        assert state.ack_any([(5, 0), (0, 2)]) == 1
+        assert state.persisted() == ({0: -1}, {(0, 1), (0, 2), (0, 3)})
+
+    def test_an_acknowledgement_that_becomes_the_floor_is_reported_as_the_floor(self) -> None:
+        state = DurableState(DurableKind.SHARED, {0: -1})
+        state.add("a", None)
+        state.deliver("a", 2, {0: 2})
+        state.ack("a", [(0, 0)])
+        assert state.take_changes() == (set(), {0: 0})
+        state.ack("a", [(0, 1)])
+        assert state.take_changes() == (set(), {0: 1})
