@@ -249,3 +249,29 @@ def decode_error(request: Request) -> str:
     with pytest.raises(BadParameterError) as caught:
         decode_request(request)
     return str(caught.value)
+
+
+class TestFieldNames:
+    @pytest.mark.parametrize(
+        "request_",
+        [
+            wire(Op.ENSURE_TOPIC, topic="a*"),
+            wire(Op.PUBLISH, topic="a*", channels=[0]),
+            wire(Op.FETCH, topic="a*", channels=[0], offsets=[0], number=1),
+            wire(Op.STATE, topic="a*"),
+            wire(Op.DESTROY_GROUP, topic="a*", group="g"),
+        ],
+        ids=lambda r: Op(r.op).name,
+    )
+    def test_a_bad_topic_is_named_as_the_topic_field(self, request_: Request) -> None:
+        refused(request_, "request field 'topic' ('a*') must not contain '*', '?' or '\\'")
+
+    def test_channels_and_offsets_must_pair_up(self) -> None:
+        refused(
+            wire(Op.FETCH, topic="t", channels=[0], offsets=[], number=1),
+            "request fields 'channels' and 'offsets' differ in length (1 and 0)",
+        )
+        refused(
+            wire(Op.SEEK, **MEMBER, channels=[0, 1], offsets=[5]),
+            "request fields 'channels' and 'offsets' differ in length (2 and 1)",
+        )
