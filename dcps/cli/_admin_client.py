@@ -1,10 +1,12 @@
-"""StoreAdmin: the admin requests of ``dcps topics``, ``dcps groups`` and ``dcps store status``.
+"""StoreAdmin: the admin requests of ``dcps topics``, ``dcps groups``, ``dcps store status``,
+``dcps durables``, ``dcps queues`` and ``dcps maps``.
 
 It asks every store of a namespace (each answers for its share of the
-channels) and merges the answers. Looking needs the namespace key (if the
-namespace has one); resetting and deleting groups need the admin key too.
-Nothing here joins a group: describing a group leaves its members and their
-assignment as they were.
+channels) and merges the answers; durables, queues and maps live in the
+coordinating store, which alone is asked about them. Looking needs the namespace key (if the
+namespace has one); resetting and deleting need the admin key too. Nothing
+here joins a group or subscribes: describing a group, durable or queue
+leaves its members and what they hold as they were.
 """
 
 from __future__ import annotations
@@ -28,8 +30,23 @@ from dcps.wire._admin import (
     merge_groups,
     merge_topics,
 )
+from dcps.wire._admin_objects import (
+    DeleteDurableRequest,
+    DeleteMapRequest,
+    DeleteQueueRequest,
+    DescribeDurablesRequest,
+    DescribeMapsRequest,
+    DescribeQueuesRequest,
+    DurableDeleted,
+    DurablesReport,
+    MapsReport,
+    QueuesReport,
+    ResetDurableRequest,
+)
 from dcps.wire._codes import SeekMode
+from dcps.wire._maps import MapDropped
 from dcps.wire._messages import Reply
+from dcps.wire._queues import QueueDeleted
 from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
 from dcps.wire._transport import Endpoint
 
@@ -159,3 +176,52 @@ class StoreAdmin:
     def status(self) -> list[StoreStatus]:
         """Every store of the namespace, by share."""
         return self._ask_all(StoreStatusRequest(), StoreStatus.from_wire)
+
+    # -- durables, queues, maps (in the coordinating store) ------------------------------------
+
+    def _ask_coordinator(self, request: StoreRequest, decode: Callable[[Reply], T]) -> T:
+        return self._ask(request, decode, [0])[0]
+
+    def durables(self, topic: str = "", name: str = "") -> DurablesReport:
+        """The durables (of ``topic``; ``name`` of it), without subscribing."""
+        return self._ask_coordinator(DescribeDurablesRequest(topic, name), DurablesReport.from_wire)
+
+    def delete_durable(self, topic: str, name: str, *, force: bool = False) -> DurableDeleted:
+        """Delete durable ``name`` of ``topic`` and what it has not acknowledged (admin key)."""
+        return self._ask_coordinator(
+            DeleteDurableRequest(topic, name, force), DurableDeleted.from_wire
+        )
+
+    def reset_durable(
+        self,
+        topic: str,
+        name: str,
+        mode: SeekMode,
+        target: int | None = None,
+        *,
+        channels: Sequence[int] = (),
+        force: bool = False,
+    ) -> dict[int, int]:
+        """Move what durable ``name`` acknowledged (admin key); per channel, the offset it
+        delivers next."""
+        targets = () if target is None else (target,) * (len(channels) or 1)
+        request = ResetDurableRequest(topic, name, mode, tuple(channels), targets, force)
+        return dict(
+            sorted(self._ask_coordinator(request, GroupReset.from_wire).next_offsets.items())
+        )
+
+    def queues(self, name: str = "") -> QueuesReport:
+        """The queues (``name``: that one), without subscribing."""
+        return self._ask_coordinator(DescribeQueuesRequest(name), QueuesReport.from_wire)
+
+    def delete_queue(self, name: str, *, force: bool = False) -> QueueDeleted:
+        """Delete queue ``name`` and its elements (admin key)."""
+        return self._ask_coordinator(DeleteQueueRequest(name, force), QueueDeleted.from_wire)
+
+    def maps(self, name: str = "") -> MapsReport:
+        """The key-value maps (``name``: that one)."""
+        return self._ask_coordinator(DescribeMapsRequest(name), MapsReport.from_wire)
+
+    def delete_map(self, name: str) -> MapDropped:
+        """Drop map ``name`` with every key (admin key)."""
+        return self._ask_coordinator(DeleteMapRequest(name), MapDropped.from_wire)

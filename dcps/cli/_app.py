@@ -6,7 +6,9 @@ Commands, by where they look:
 - the store: ``store`` runs one (in :mod:`dcps.cli._store`); ``store status``, ``topics
   list|describe`` and ``groups list|describe|reset|delete`` ask running stores
   (in :mod:`dcps.cli._store_admin`; ``topics`` without a subcommand lists the DDS
-  topics, as ``ls``);
+  topics, as ``ls``); ``durables list|describe|reset|delete``, ``queues
+  list|describe|delete`` and ``maps list|describe|delete`` likewise (in
+  :mod:`dcps.cli._object_admin`);
 - files: ``record`` writes DDS topics to Parquet (in :mod:`dcps.cli._record`).
 """
 
@@ -18,6 +20,7 @@ from dcps.cli._store import store
 
 from . import _dds
 from ._logging import LEVELS, configure_logging, level_of
+from ._object_admin import durables_app, maps_app, queues_app
 from ._record import record_command
 from ._store_admin import groups_app, store_status, topics_app
 from ._version import dist_version
@@ -80,6 +83,9 @@ store_app.command("status")(store_status)
 app.add_typer(store_app, name="store")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+app.add_typer(durables_app, name="durables")
+app.add_typer(queues_app, name="queues")
+app.add_typer(maps_app, name="maps")
 app.command("record")(record_command)
 app.command()(_dds.ls)
 app.command()(_dds.ps)

@@ -375,7 +375,7 @@ def sub(
 
 
 def _wait_acknowledged(writer: Any, timeout: float) -> None:
-    """Wait for the reliable readers to acknowledge; a timeout here is reported by the caller's error."""
+    """Wait for the reliable readers to acknowledge (a timeout is reported by the caller)."""
     with contextlib.suppress(DcpsTimeoutError):
         writer.wait_for_acknowledgments(timeout)
 

@@ -6,7 +6,8 @@ files every ``--roll`` seconds, reads with a ``--qos`` profile, and warns when a
 topic has no writer within ``--match-timeout`` seconds (a misspelt name
 records nothing). Stdout carries ``dcps record ready: ...`` once the readers
 exist, then ``TOPIC: N samples`` per topic at the end (or a JSON document with
-``--json``).
+``--json``). When writing fails (a full disk, an unwritable directory) it stops
+at once and exits 1 with one line naming the topic, the path and the cause.
 """
 
 from __future__ import annotations
@@ -209,6 +210,7 @@ def _record(
         flush_interval=timedelta(seconds=roll),
         reader_qos=reader_qos,
         network=config,
+        on_error=lambda _: stop.set(),
     ) as rec:
         typer.echo(f"dcps record ready: {', '.join(topics)} -> {out}")
         if match_timeout > 0:
@@ -222,6 +224,8 @@ def _record(
             for warning in unmatched_warnings(found, names, partitions):
                 console.print(f"dcps record: warning: {warning}", style="yellow", soft_wrap=True)
         _wait(rec, stop, deadline, started, console if progress else None)
+    if rec.error is not None:  # the writer thread failed: the recording is not complete
+        raise rec.error
     return dict(rec.counts)
 
 

@@ -16,6 +16,7 @@ without valid data except the key fields.
 from __future__ import annotations
 
 import contextlib
+import errno
 import threading
 import time
 import uuid
@@ -26,7 +27,13 @@ from typing import Any
 
 import dcps
 from idl import describe
-from idl._errors import BadParameterError, DcpsTimeoutError
+from idl._errors import (
+    BadParameterError,
+    DcpsError,
+    DcpsTimeoutError,
+    OutOfResourcesError,
+    PreconditionNotMetError,
+)
 
 from ._decode import _key_json, _py_value, _ts_array
 from ._schema import arrow_row_schema, arrow_type_of, spark_schema
@@ -125,6 +132,15 @@ def _table(t: type, rows: list[tuple[int, int, Any, Any]]) -> Any:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _write_error(topic: str, folder: Path, exc: OSError) -> DcpsError:
+    """The error of a failed write of ``topic``'s samples into ``folder``."""
+    cause = exc.strerror or str(exc)
+    message = f"cannot write the samples of topic {topic!r} to {folder}: {cause}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return OutOfResourcesError(message)
+    return PreconditionNotMetError(message)
+
+
 class Recorder:
     """Records plain DDS topics of one domain to Parquet until :meth:`close`.
 
@@ -133,6 +149,11 @@ class Recorder:
     partitions and ``network`` the participant's network (default: the environment).
     Buffered samples are written every ``flush_interval`` (one file per topic and
     date per flush).
+
+    When writing fails (a full disk, a directory that became unwritable) the
+    recorder stops: :attr:`error` holds the :class:`~dcps.DcpsError` naming
+    the topic, the path and the cause, ``on_error`` is called with it (from
+    the recorder's thread), and the samples not written stay in memory.
     """
 
     def __init__(
@@ -145,6 +166,7 @@ class Recorder:
         flush_interval: timedelta = timedelta(seconds=1),
         reader_qos: Any = None,
         network: Any = None,
+        on_error: Callable[[DcpsError], None] | None = None,
     ) -> None:
         # qos is imported here, not at the top, to keep `import dcps.spark` (which Spark's
         # workers run) free of the QoS package (tests/spark/test_spark_import.py pins it).
@@ -172,20 +194,29 @@ class Recorder:
             self._waitset.attach(dcps.ReadCondition(reader))
         self._buffers: dict[str, list[tuple[int, int, Any, Any]]] = {n: [] for n in topics}
         self._stop = threading.Event()
+        self._on_error = on_error
+        #: Why recording stopped early (None while it runs or after a normal close).
+        self.error: DcpsError | None = None
         self._thread = threading.Thread(target=self._run, name="dcps-recorder", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        last = time.monotonic()
-        while not self._stop.is_set():
-            with contextlib.suppress(DcpsTimeoutError):
-                self._waitset.wait(timedelta(milliseconds=100))
+        try:
+            last = time.monotonic()
+            while not self._stop.is_set():
+                with contextlib.suppress(DcpsTimeoutError):
+                    self._waitset.wait(timedelta(milliseconds=100))
+                self._take()
+                if time.monotonic() - last >= self._flush:
+                    self.flush()
+                    last = time.monotonic()
             self._take()
-            if time.monotonic() - last >= self._flush:
-                self.flush()
-                last = time.monotonic()
-        self._take()
-        self.flush()
+            self.flush()
+        except Exception as exc:  # the recorder's thread ends; its owner learns why
+            failure = exc if isinstance(exc, DcpsError) else DcpsError(f"recording failed: {exc}")
+            self.error = failure
+            if self._on_error is not None:
+                self._on_error(failure)
 
     def _take(self) -> None:
         for name, reader in self._readers.items():
@@ -210,12 +241,22 @@ class Recorder:
             for row in rows:
                 day = datetime.fromtimestamp(row[1] / 1e9, tz=UTC).date().isoformat()
                 by_date.setdefault(day, []).append(row)
+            written: set[str] = set()
             for day, day_rows in by_date.items():
                 folder = self.out_dir / name / f"date={day}"
-                folder.mkdir(parents=True, exist_ok=True)
                 tmp = folder / f".part-{uuid.uuid4().hex}.parquet.tmp"
-                pq.write_table(_table(self._types[name], day_rows), tmp)
-                tmp.rename(folder / f"part-{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet")
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    pq.write_table(_table(self._types[name], day_rows), tmp)
+                    tmp.rename(folder / f"part-{time.time_ns()}-{uuid.uuid4().hex[:8]}.parquet")
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink(missing_ok=True)
+                    # nothing is lost: what was not written goes back to the buffer
+                    kept = [r for d, rs in by_date.items() if d not in written for r in rs]
+                    self._buffers[name] = kept + self._buffers[name]
+                    raise _write_error(name, folder, exc) from exc
+                written.add(day)
 
     def close(self) -> None:
         """Stop, write what is buffered and release the DDS entities (idempotent)."""

@@ -48,7 +48,14 @@ from ._log import ChannelLog
 if TYPE_CHECKING:
     from ._service import Store, _Call
 
-__all__ = ["ADMIN_HANDLERS", "SHARE_ADMIN_HANDLERS", "active_members", "store_file_bytes"]
+__all__ = [
+    "ADMIN_HANDLERS",
+    "SHARE_ADMIN_HANDLERS",
+    "active_members",
+    "reset_channel",
+    "reset_targets",
+    "store_file_bytes",
+]
 
 _log = logging.getLogger("dcps.store")
 
@@ -244,17 +251,19 @@ def _refuse_if_active(store: Store, topic: str, group: str, doing: str, force: b
     return len(members)
 
 
-def _reset_channel(log: ChannelLog, r: ResetGroupRequest, channel: int, target: int) -> int:
-    """Move the group's commit in one channel; the offset it delivers next."""
-    topic, group = r.topic, r.group
+def reset_channel(
+    log: ChannelLog, topic: str, group: str, mode: SeekMode, channel: int, target: int
+) -> int:
+    """Move ``group``'s commit in one channel of ``topic`` (``target``: the offset or time of
+    POSITION and TIMESTAMP); the offset it delivers next."""
     state = log.channel_state(topic, channel)
     current, _ = log.committed(topic, group, channel)
-    if r.mode is SeekMode.HEAD:
+    if mode is SeekMode.HEAD:
         log.seek(topic, group, channel, to="head")
     else:
-        if r.mode is SeekMode.TAIL:
+        if mode is SeekMode.TAIL:
             last = state.tail
-        elif r.mode is SeekMode.TIMESTAMP:
+        elif mode is SeekMode.TIMESTAMP:
             last = log.find_timestamp(topic, channel, target) - 1
         else:
             last = target - 1
@@ -266,6 +275,17 @@ def _reset_channel(log: ChannelLog, r: ResetGroupRequest, channel: int, target: 
     return log.committed(topic, group, channel)[0] + 1
 
 
+def reset_targets(store: Store, r: ResetGroupRequest, channel_count: int) -> dict[int, int]:
+    """channel -> target of a reset request (every channel this store serves when it names
+    none)."""
+    channels = list(r.channels) or _served(store, channel_count)
+    if r.channels:
+        targets = list(r.targets) or [0] * len(channels)
+    else:
+        targets = [r.targets[0] if r.targets else 0] * len(channels)
+    return dict(zip(channels, targets, strict=True))
+
+
 def _on_reset_group(store: Store, call: _Call[ResetGroupRequest]) -> None:
     r = call.request
     log = store.log
@@ -275,12 +295,10 @@ def _on_reset_group(store: Store, call: _Call[ResetGroupRequest]) -> None:
     if not log.has_group(r.topic, r.group):
         raise PreconditionNotMetError(f"topic {r.topic!r} has no subscriber group {r.group!r}")
     _refuse_if_active(store, r.topic, r.group, "reset", r.force)
-    channels = list(r.channels) or _served(store, info.channel_count)
-    if r.channels:
-        targets = list(r.targets) or [0] * len(channels)
-    else:
-        targets = [r.targets[0] if r.targets else 0] * len(channels)
-    done = {c: _reset_channel(log, r, c, t) for c, t in zip(channels, targets, strict=True)}
+    done = {
+        c: reset_channel(log, r.topic, r.group, r.mode, c, t)
+        for c, t in reset_targets(store, r, info.channel_count).items()
+    }
     _log.info(
         "group %r of topic %r reset to %s%s: next offsets %s",
         r.group,

@@ -309,6 +309,10 @@ class DurableState:
             for c, ch in self._channels.items()
         )
 
+    def channel_positions(self) -> dict[int, tuple[int, int, int]]:
+        """Per channel ``(floor, acknowledged above it, next never delivered)`` (admin view)."""
+        return {c: (ch.floor, len(ch.acked), ch.next) for c, ch in sorted(self._channels.items())}
+
     def held_by(self, name: str) -> set[Position]:
         """The positions ``name`` holds."""
         sub = self.subscribers.get(name)

@@ -51,6 +51,12 @@ from typing import Any
 
 import attrs
 
+from dcps.wire._admin_objects import (
+    DurableChannelReport,
+    DurableDeleted,
+    DurableReport,
+    DurableSubscriberReport,
+)
 from dcps.wire._auth_member import MemberSecret
 from dcps.wire._codes import Op
 from dcps.wire._durables import (
@@ -681,6 +687,119 @@ class DurableService:
             self._close_by_store(d, sub, f"durable {d.name!r} was deleted")
         del self._durables[d.name]
         self._delete(d.name, d.topic)
+
+    # -- administration (dcps durables ...; handlers in _admin_objects.py) -------------------
+
+    def reports(self, topic: str = "", name: str = "") -> list[DurableReport]:
+        """The durables (of ``topic``; ``name`` of it) as ``dcps durables`` shows them.
+
+        Raises :class:`~dcps.PreconditionNotMetError` when ``name`` is not a durable of
+        ``topic``.
+        """
+        if name:
+            d = self._durables.get(name)
+            if d is None or d.topic != topic:
+                raise PreconditionNotMetError(
+                    f"no durable {name!r} of topic {topic!r} in the store"
+                )
+            chosen = [d]
+        else:
+            chosen = [d for d in self._durables.values() if not topic or d.topic == topic]
+        return [self._report(d) for d in sorted(chosen, key=lambda d: (d.topic, d.name))]
+
+    def _report(self, d: _Durable) -> DurableReport:
+        now = self._clock()
+        states = self._log.channel_states(d.topic)
+        acked = d.kind.acknowledged
+        subs = tuple(
+            DurableSubscriberReport(
+                s.name,
+                len(d.state.held_by(s.name)) if acked else 0,
+                (d.state.subscribers[s.name].window or 0) if s.name in d.state.subscribers else 0,
+                s.timeout,
+                round(now - s.last_seen, 3),
+                s.filter,
+            )
+            for s in sorted(d.subs.values(), key=lambda s: s.name)
+        )
+        channels = tuple(
+            DurableChannelReport(c, floor, above, nxt, states[c].head, states[c].tail)
+            for c, (floor, above, nxt) in d.state.channel_positions().items()
+            if acked and c < len(states)
+        )
+        return DurableReport(
+            d.topic,
+            d.name,
+            d.kind.value,
+            d.persistent,
+            d.filter,
+            d.ttl_ms,
+            d.state.outstanding(self._tails(d)) if acked else -1,
+            sum(s.held for s in subs),
+            subs,
+            channels,
+            0.0 if d.subs else round(now - d.idle_since, 3),
+        )
+
+    def _take_over(self, topic: str, name: str, doing: str, force: bool) -> _Durable | None:
+        """Durable ``name`` of ``topic`` with its subscribers closed (None: no such durable);
+        refused while it has subscribers unless ``force``."""
+        d = self._durables.get(name)
+        if d is None or d.topic != topic:
+            return None
+        if d.subs and not force:
+            names = ", ".join(sorted(d.subs)[:5]) + (" ..." if len(d.subs) > 5 else "")
+            raise PreconditionNotMetError(
+                f"cannot {doing} durable {name!r} of topic {topic!r}: it has {len(d.subs)} "
+                f"active subscriber(s) ({names}); close them first, or force it "
+                f"(dcps durables {doing} ... --force)"
+            )
+        for sub in list(d.subs):
+            self._close_by_store(d, sub, f"an administrator ran {doing} on durable {name!r}")
+        return d
+
+    def delete(self, topic: str, name: str, *, force: bool = False) -> DurableDeleted:
+        """Delete durable ``name`` of ``topic``, discarding what it has not acknowledged."""
+        d = self._durables.get(name)
+        if d is None or d.topic != topic:
+            return DurableDeleted(False)
+        subscribers = len(d.subs)
+        discarded = d.state.outstanding(self._tails(d)) if d.kind.acknowledged else -1
+        found = self._take_over(topic, name, "delete", force)
+        assert found is not None
+        self._destroy(found)
+        self._dirty.discard(name)
+        _log.info(
+            "durable %r of topic %r deleted by an administrator%s: %d element(s) discarded",
+            name,
+            topic,
+            " (forced)" if force else "",
+            max(discarded, 0),
+        )
+        return DurableDeleted(True, subscribers, discarded)
+
+    def reset(self, topic: str, name: str, move: Callable[[str], object], *, force: bool) -> None:
+        """Reset what durable ``name`` of ``topic`` acknowledged: ``move(group)`` moves the
+        commits of its log group (its floors); acknowledgements above them are forgotten."""
+        d = self._durables.get(name)
+        if d is None or d.topic != topic:
+            raise PreconditionNotMetError(f"no durable {name!r} of topic {topic!r} in the store")
+        if not d.kind.acknowledged:
+            raise PreconditionNotMetError(
+                f"durable {name!r} of topic {topic!r} is a last-value durable: it acknowledges "
+                "nothing, so there is nothing to reset"
+            )
+        self._take_over(topic, name, "reset", force)
+        self._persist_acks(d)
+        self._dirty.discard(name)
+        move(d.group)
+        self._log.write(
+            f"forgetting the acknowledgements of durable {name!r}",
+            lambda db: db.execute("DELETE FROM durable_acks WHERE name = ?", (name,)),
+        )
+        d.state = DurableState(d.kind, self._floors(topic, name))
+        d.idle_since = self._clock()
+        _log.info("durable %r of topic %r reset by an administrator", name, topic)
 
     # -- subscribers leaving --------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from dcps.wire._admin_objects import MapReport
 from dcps.wire._maps import (
     ANY_REVISION,
     PUSH_CHANGES,
@@ -47,7 +48,7 @@ from ._log_format import sql_error
 if TYPE_CHECKING:
     from ._service import Store, _Call
 
-__all__ = ["MAP_HANDLERS", "MapTable"]
+__all__ = ["MAP_HANDLERS", "MapTable", "drop_map"]
 
 
 #: Changes kept per map in ``map_changes`` (older ones are compacted away): a watch that
@@ -367,6 +368,40 @@ class MapTable:
         )
         return result
 
+    def reports(self, name: str = "") -> tuple[MapReport, ...]:
+        """The maps (``name``: only that one) as ``dcps maps`` shows them: live keys and
+        their values' bytes, revision, last drop, changes kept.
+
+        Raises :class:`~dcps.PreconditionNotMetError` when there is no map ``name``.
+        """
+        if name and name not in self._maps:
+            raise PreconditionNotMetError(f"no map {name!r} in the store ({self._log.path})")
+        chosen = [self._maps[name]] if name else [self._maps[n] for n in sorted(self._maps)]
+        out = []
+        for m in chosen:
+            ((type_name, keys, size, history),) = self._read(
+                f"describing map {m.name!r}",
+                "SELECT (SELECT type_name FROM maps WHERE id = ?),"
+                " (SELECT count(*) FROM map_entries WHERE map_id = ? AND value IS NOT NULL),"
+                " (SELECT coalesce(sum(length(key) + length(value)), 0) FROM map_entries"
+                "  WHERE map_id = ? AND value IS NOT NULL),"
+                " (SELECT count(*) FROM map_changes WHERE map_id = ?)",
+                (m.id,) * 4,
+            )
+            out.append(
+                MapReport(
+                    m.name,
+                    str(type_name or ""),
+                    m.identity,
+                    int(keys),
+                    int(size),
+                    m.revision,
+                    m.dropped,
+                    int(history),
+                )
+            )
+        return tuple(out)
+
 
 def _push(
     name: str, event: int, first: int, prev: int, keys: list[str], values: list[bytes | None]
@@ -427,10 +462,15 @@ def _on_changes(store: Store, call: _Call[MapChangesRequest]) -> None:
     store._reply(call, store._maps.changes(call.request))
 
 
+def drop_map(store: Store, name: str) -> MapDropped:
+    """Drop map ``name`` and tell its watchers (MAP_DROP, and ``dcps maps delete``)."""
+    answer, push = store._maps.drop(MapDropRequest(name))
+    _send_push(store, name, push)
+    return answer
+
+
 def _on_drop(store: Store, call: _Call[MapDropRequest]) -> None:
-    answer, push = store._maps.drop(call.request)
-    store._reply(call, answer)
-    _send_push(store, call.request.name, push)
+    store._reply(call, drop_map(store, call.request.name))
 
 
 #: Map request kind -> handler, merged into ``Store._HANDLERS``.

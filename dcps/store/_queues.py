@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
+from dcps.wire._admin_objects import QueueConsumerReport, QueueReport
 from dcps.wire._queues import (
     QueueAcked,
     QueueAckRequest,
@@ -340,6 +341,30 @@ class QueueTable:
         if q is None:
             return QueueState(0, 0, 0)
         return QueueState(len(q.pending) + len(q.held), len(q.held), len(q.consumers))
+
+    def reports(self, name: str = "", now: float | None = None) -> list[QueueReport]:
+        """The queues (``name``: only that one) as ``dcps queues`` shows them.
+
+        Raises :class:`~dcps.PreconditionNotMetError` when there is no queue ``name``.
+        """
+        if name and name not in self._queues:
+            raise PreconditionNotMetError(f"no queue {name!r} in the store ({self._log.path})")
+        now = time.monotonic() if now is None else now
+        chosen = [self._queues[name]] if name else [self._queues[n] for n in sorted(self._queues)]
+        return [
+            QueueReport(
+                q.name,
+                q.identity,
+                len(q.pending) + len(q.held),
+                len(q.held),
+                q.next_seq,
+                tuple(
+                    QueueConsumerReport(c.name, len(c.held), c.timeout, round(now - c.last_seen, 3))
+                    for c in sorted(q.consumers.values(), key=lambda c: c.name)
+                ),
+            )
+            for q in chosen
+        ]
 
     def serve_parked(self, name: str, now: float) -> list[tuple[Any, QueueDelivery]]:
         """Answer the queue's parked receives that elements are now available for."""

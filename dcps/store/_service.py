@@ -88,6 +88,7 @@ from idl._errors import (
 from idl._identity import type_identity
 
 from ._admin import ADMIN_HANDLERS, SHARE_ADMIN_HANDLERS
+from ._admin_objects import ADMIN_OBJECT_HANDLERS
 from ._durability import DurabilityService
 from ._durables import DURABLE_HANDLERS, DURABLE_MEMBER_OPS, DurableService, secret_ident
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
@@ -1184,6 +1185,7 @@ class Store:
         **QUEUE_HANDLERS,
         **DURABLE_HANDLERS,
         **ADMIN_HANDLERS,
+        **ADMIN_OBJECT_HANDLERS,
         Op.STAGE: on_stage,
         Op.COMMIT_STAGED: on_commit_staged,
         Op.ABORT_STAGED: on_abort_staged,

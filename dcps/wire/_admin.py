@@ -47,10 +47,13 @@ __all__ = [
     "TopicReport",
     "TopicsReport",
     "admin_requests",
+    "blob_reply",
+    "build_report",
     "channel_lag",
     "merge_groups",
     "merge_topics",
     "owners_of",
+    "read_document",
 ]
 
 #: Largest report a store sends in one reply (a client refuses larger ones as malformed).
@@ -156,11 +159,11 @@ class ResetGroupRequest:
         wanted = (len(r.channels) or 1) if needs_target else 0
         if len(r.offsets) != wanted:
             raise BadParameterError(
-                f"a RESET_GROUP to {mode.name} of {len(r.channels) or 'every'} channel(s) "
+                f"a {cls.op.name} to {mode.name} of {len(r.channels) or 'every'} channel(s) "
                 f"carries {len(r.offsets)} target(s), not {wanted}"
             )
         if mode is SeekMode.POSITION and r.offsets and min(r.offsets) < 0:
-            raise BadParameterError(f"a RESET_GROUP names offset {min(r.offsets)}: offsets >= 0")
+            raise BadParameterError(f"a {cls.op.name} names offset {min(r.offsets)}: offsets >= 0")
         return cls(topic, group, mode, tuple(r.channels), tuple(r.offsets), bool(r.flag))
 
 
@@ -230,12 +233,14 @@ def admin_requests() -> tuple[type[AdminRequest], ...]:
 # -- reports -------------------------------------------------------------------------------
 
 
-def _blob_reply(client: str, request_id: int, document: Any) -> Reply:
+def blob_reply(client: str, request_id: int, document: Any) -> Reply:
+    """A reply carrying ``document`` as JSON in its blob (the reports of the admin kinds)."""
     blob = json.dumps(document, separators=(",", ":")).encode()
     return Reply(client=client, request_id=request_id, blob=blob)
 
 
-def _document(r: Reply, what: str) -> Any:
+def read_document(r: Reply, what: str) -> Any:
+    """The JSON document of a report reply (``BadParameterError`` naming ``what`` if malformed)."""
     if len(r.blob) > MAX_REPORT_BYTES:
         raise BadParameterError(f"malformed {what} reply ({len(r.blob)} bytes)")
     try:
@@ -244,7 +249,8 @@ def _document(r: Reply, what: str) -> Any:
         raise BadParameterError(f"malformed {what} reply: {exc}") from None
 
 
-def _build(cls: type[Any], data: Any, what: str) -> Any:
+def build_report(cls: type[Any], data: Any, what: str) -> Any:
+    """``cls(**data)`` (``BadParameterError`` naming ``what`` when the fields do not fit)."""
     try:
         return cls(**data)
     except TypeError as exc:
@@ -289,9 +295,9 @@ class TopicReport:
     @classmethod
     def of(cls, data: dict[str, Any]) -> TopicReport:
         """From its JSON form."""
-        channels = tuple(_build(ChannelReport, c, "topic") for c in data.get("channels", ()))
+        channels = tuple(build_report(ChannelReport, c, "topic") for c in data.get("channels", ()))
         fields = {**data, "groups": tuple(data.get("groups", ())), "channels": channels}
-        return _build(cls, fields, "topic")  # type: ignore[no-any-return]
+        return build_report(cls, fields, "topic")  # type: ignore[no-any-return]
 
 
 @attrs.frozen
@@ -301,11 +307,11 @@ class TopicsReport:
     topics: tuple[TopicReport, ...]
 
     def to_wire(self, client: str, request_id: int) -> Reply:
-        return _blob_reply(client, request_id, [attrs.asdict(t) for t in self.topics])
+        return blob_reply(client, request_id, [attrs.asdict(t) for t in self.topics])
 
     @classmethod
     def from_wire(cls, r: Reply) -> Self:
-        return cls(tuple(TopicReport.of(t) for t in _document(r, "DESCRIBE_TOPICS")))
+        return cls(tuple(TopicReport.of(t) for t in read_document(r, "DESCRIBE_TOPICS")))
 
 
 @attrs.frozen
@@ -361,11 +367,13 @@ class GroupReport:
     def of(cls, data: dict[str, Any]) -> GroupReport:
         """From its JSON form."""
         members = tuple(
-            _build(MemberReport, {**m, "channels": tuple(m.get("channels", ()))}, "group")
+            build_report(MemberReport, {**m, "channels": tuple(m.get("channels", ()))}, "group")
             for m in data.get("members", ())
         )
-        channels = tuple(_build(GroupChannelReport, c, "group") for c in data.get("channels", ()))
-        return _build(cls, {**data, "members": members, "channels": channels}, "group")  # type: ignore[no-any-return]
+        channels = tuple(
+            build_report(GroupChannelReport, c, "group") for c in data.get("channels", ())
+        )
+        return build_report(cls, {**data, "members": members, "channels": channels}, "group")  # type: ignore[no-any-return]
 
 
 @attrs.frozen
@@ -375,11 +383,11 @@ class GroupsReport:
     groups: tuple[GroupReport, ...]
 
     def to_wire(self, client: str, request_id: int) -> Reply:
-        return _blob_reply(client, request_id, [attrs.asdict(g) for g in self.groups])
+        return blob_reply(client, request_id, [attrs.asdict(g) for g in self.groups])
 
     @classmethod
     def from_wire(cls, r: Reply) -> Self:
-        return cls(tuple(GroupReport.of(g) for g in _document(r, "DESCRIBE_GROUPS")))
+        return cls(tuple(GroupReport.of(g) for g in read_document(r, "DESCRIBE_GROUPS")))
 
 
 @attrs.frozen
@@ -444,11 +452,11 @@ class StoreStatus:
     metrics: str = ""
 
     def to_wire(self, client: str, request_id: int) -> Reply:
-        return _blob_reply(client, request_id, attrs.asdict(self))
+        return blob_reply(client, request_id, attrs.asdict(self))
 
     @classmethod
     def from_wire(cls, r: Reply) -> Self:
-        return _build(cls, _document(r, "STORE_STATUS"), "status")  # type: ignore[no-any-return]
+        return build_report(cls, read_document(r, "STORE_STATUS"), "status")  # type: ignore[no-any-return]
 
 
 # -- several stores ---------------------------------------------------------------------------

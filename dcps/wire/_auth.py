@@ -89,6 +89,11 @@ DEFAULT_ADMIN_KINDS = frozenset(
         "request/reset_group",
         "request/delete_group",
         "request/queue_delete",
+        # dcps durables|queues|maps delete, dcps durables reset (dcps/wire/_admin_objects.py)
+        "request/delete_durable",
+        "request/reset_durable",
+        "request/delete_queue",
+        "request/delete_map",
     }
 )
 #: Kinds accepted only with the proof of the member that joined.

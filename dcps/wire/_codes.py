@@ -85,6 +85,13 @@ class Op(enum.IntEnum):
     RESET_GROUP = 72
     DELETE_GROUP = 73
     STORE_STATUS = 74
+    DESCRIBE_DURABLES = 75
+    DELETE_DURABLE = 76
+    RESET_DURABLE = 77
+    DESCRIBE_QUEUES = 78
+    DELETE_QUEUE = 79
+    DESCRIBE_MAPS = 80
+    DELETE_MAP = 81
     HISTORY_FETCH = 90  # the durability service (dcps/wire/_durability.py)
     # 60-69: staged publishing (two-phase commit of the Spark sink, _staging.py)
     STAGE = 60

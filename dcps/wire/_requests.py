@@ -17,6 +17,7 @@ import attrs
 from idl._errors import BadParameterError
 
 from ._admin import AdminRequest, admin_requests
+from ._admin_objects import AdminObjectRequest, admin_object_requests
 from ._auth_member import PUBLIC_VALUE_BYTES
 from ._codes import Op, SeekMode
 from ._durability import HistoryFetchRequest
@@ -498,6 +499,7 @@ AnyRequest = (
     | LeaveRequest
     | DestroyGroupRequest
     | AdminRequest
+    | AdminObjectRequest
     | HistoryFetchRequest
     | AnyMapRequest
     | AnyQueueRequest
@@ -522,6 +524,7 @@ _DECODERS: dict[int, type[AnyRequest] | type[DurableRequest]] = {
         LeaveRequest,
         DestroyGroupRequest,
         *admin_requests(),
+        *admin_object_requests(),
         HistoryFetchRequest,
         *MAP_REQUESTS,
         *QUEUE_REQUESTS,

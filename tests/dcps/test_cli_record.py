@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -139,3 +143,93 @@ class TestRecordCli:
             rec.kill()
         assert rec.returncode == 0, errors
         assert f"{topic_name}: 2 samples" in output
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs, unmounted afterwards (skipped where mounting is not allowed)."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root/CAP_SYS_ADMIN): {done.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+
+def fill(disk: Path) -> None:
+    """Write a filler file until the disk is full (ENOSPC)."""
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+    finally:
+        os.close(fd)
+
+
+class TestRecordWriteFailure:
+    @pytest.mark.parametrize(
+        ("break_disk", "cause", "error"),
+        [
+            (fill, "No space left on device", "OutOfResourcesError"),
+            (
+                lambda disk: subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True),
+                "Read-only file system",
+                "PreconditionNotMetError",
+            ),
+        ],
+        ids=["disk-full", "read-only"],
+    )
+    def test_exits_1_naming_the_topic_and_the_cause(
+        self,
+        domain_id: int,
+        topic_name: str,
+        small_disk: Path,
+        break_disk: Callable[[Path], object],
+        cause: str,
+        error: str,
+    ) -> None:
+        """When its output disk fills or turns read-only, `record` stops at once and exits 1
+        with one line naming the topic, the directory and the cause (no traceback, no
+        'N samples' summary as if all went well)."""
+        pytest.importorskip("pyarrow")
+        out = small_disk / "rec"
+        rec = start_dcps(
+            "record", "--out", str(out), "--topic", f"{topic_name}={TYPE}",
+            "--domain", str(domain_id), "--roll", "0.2", "--match-timeout", "0", "--no-progress",
+        )  # fmt: skip
+        try:
+            assert rec.stdout is not None
+            assert rec.stdout.readline().startswith("dcps record ready")
+            with dcps.DomainParticipant(domain_id) as participant:
+                writer = dcps.DataWriter(participant, dcps.Topic(participant, topic_name, Reading))
+                writer.wait_for_readers(1, timeout=30)
+                writer.write(Reading(sensor=1, value=1.0, label="one"))
+                eventually(
+                    lambda: any((out / topic_name).glob("date=*/part-*.parquet")), 30, "a file"
+                )
+                break_disk(small_disk)
+                writer.write(Reading(sensor=2, value=2.0, label="two"))
+                output, errors = rec.communicate(timeout=60)  # it ends by itself
+        finally:
+            rec.kill()
+            rec.wait()
+            subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=False)
+        assert rec.returncode == 1, (output, errors)
+        lines = errors.strip().splitlines()
+        assert len(lines) == 1, errors
+        assert lines[0].startswith(f"dcps record: {error}: "), errors
+        assert f"topic {topic_name!r}" in lines[0]
+        assert str(out / topic_name) in lines[0]
+        assert cause in lines[0]
+        assert "samples" not in output
