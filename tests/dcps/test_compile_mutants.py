@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+import idl
 from dcps import FilterSyntaxError
 from dcps.sql._compile import compile_expression, like_regex
 from dcps.sql._filter import ContentFilter, QueryExpression
@@ -294,9 +295,11 @@ class TestComparisons:
         assert passes("x < 123456789012345678901234567890")
 
     def test_numpy_elements_compare_to_python_bools(self) -> None:
+        decoded = Reading.deserialize(reading().serialize())
+        zeros = Reading.deserialize(reading(raw=[0] * 3).serialize())
         for expression in ("raw[0] = 1", "raw[0] < 2", "levels[0] <= 0.5", "raw[1] IN (2, 3)"):
-            assert ContentFilter(expression, Reading).matches(reading()) is True
-        many = ContentFilter("raw[0] = 1", Reading).matches_many([reading(), reading(raw=[0] * 3)])
+            assert ContentFilter(expression, Reading).matches(decoded) is True
+        many = ContentFilter("raw[0] = 1", Reading).matches_many([decoded, zeros])
         assert many == [True, False]
         assert all(type(v) is bool for v in many)
 
@@ -359,3 +362,91 @@ def test_deep_nesting_is_refused_at_the_limit() -> None:
     assert str(caught.value).startswith("expression nests deeper than 100 levels at position")
     shallow = "NOT " * 100 + "x = 10"
     assert ContentFilter(shallow, Reading).matches(reading()) is True
+
+
+class Tone(idl.Enum, typename="outer.inner.Tone"):
+    """An enum whose type name is scoped with dots (as Python bindings write it)."""
+
+    LOW = 0
+    HIGH = 5
+
+
+class Mode(idl.Enum, typename="outer::inner::Mode"):
+    """An enum whose type name is scoped with ``::``."""
+
+    OFF = 0
+    ON = 1
+
+
+class Toned(idl.Struct, typename="outer::Toned"):
+    tone: Tone
+    mode: Mode
+
+
+class TestMoreEdges:
+    def test_numpy_between_gives_python_bools(self) -> None:
+        decoded = [Reading.deserialize(r.serialize()) for r in (reading(), reading(raw=[0] * 3))]
+        many = ContentFilter("raw[1] BETWEEN 2 AND 2", Reading).matches_many(decoded)
+        assert many == [True, False]
+        assert all(type(v) is bool for v in many)
+
+    def test_bad_parameters_in_in_lists_name_the_field(self) -> None:
+        for expression in ("%0 IN (x, u)", "x IN (1, %0)"):
+            with pytest.raises(FilterSyntaxError) as caught:
+                ContentFilter(expression, Reading, ("abc",))
+            assert str(caught.value).startswith(
+                "parameter %0 ('abc') is not a number for int field 'x' at position"
+            )
+
+    def test_a_literal_next_to_a_field_in_an_in_list(self) -> None:
+        assert passes("x IN (10, u)", reading(u=0))
+        assert passes("x IN (u, 10)", reading(u=0))
+        assert not passes("x IN (9, u)", reading(u=0))
+
+    def test_an_enum_parameter_in_an_in_list(self) -> None:
+        assert passes("color IN (%0, RED)", None, "3")
+        assert passes("color IN (%0, RED)", None, "GREEN")
+        assert not passes("color IN (%0, RED)", None, "BLUE")
+
+    def test_like_patterns_keep_their_spaces_and_letters(self) -> None:
+        assert passes("name LIKE ' ab'", reading(name=" ab"))
+        assert not passes("name LIKE ' ab'", reading(name="ab"))
+        assert not passes("name LIKE 'aX%'", reading(name="ab"))
+        assert passes("name LIKE 'aX%'", reading(name="aXb"))
+        assert passes("name LIKE '%Xa'", reading(name="bXa"))
+        assert not passes("name LIKE '%Xa'", reading(name="ba"))
+
+    def test_an_enum_field_compares_with_itself(self) -> None:
+        assert passes("color = color")
+        assert passes("color IN (color, RED)")
+
+    @pytest.mark.parametrize(
+        ("expression", "matches"),
+        [
+            ("tone = outer::inner::Tone::HIGH", True),
+            ("tone = inner::Tone::HIGH", True),
+            ("tone = Tone::HIGH", True),
+            ("tone = Tone::LOW", False),
+            ("mode = outer::inner::Mode::ON", True),
+            ("mode = inner::Mode::ON", True),
+            ("mode = Mode::OFF", False),
+        ],
+    )
+    def test_scoped_enumerators(self, expression: str, matches: bool) -> None:
+        assert ContentFilter(expression, Toned).matches(Toned(Tone.HIGH, Mode.ON)) is matches
+
+    @pytest.mark.parametrize("expression", ["tone = nner::Tone::HIGH", "mode = other::Mode::ON"])
+    def test_a_wrong_scope_is_refused(self, expression: str) -> None:
+        with pytest.raises(FilterSyntaxError, match="is not an enumerator of"):
+            ContentFilter(expression, Toned)
+
+    def test_a_parameter_that_is_no_value_is_explained_once(self) -> None:
+        with pytest.raises(FilterSyntaxError) as caught:
+            ContentFilter("x = %0", Reading, ("'x at position' 2",))
+        text = str(caught.value)
+        reason = text.split(":\n", 1)[0]
+        assert reason.startswith(
+            "parameter %0 (\"'x at position' 2\") is not a valid value: unexpected '2'"
+        )
+        assert reason.endswith(" at position 4")
+        assert text.count("\n") == 2  # the expression and the pointer, once
