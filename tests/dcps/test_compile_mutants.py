@@ -450,3 +450,38 @@ class TestMoreEdges:
         )
         assert reason.endswith(" at position 4")
         assert text.count("\n") == 2  # the expression and the pointer, once
+
+    def test_a_parameter_quoting_at_position_keeps_its_whole_message(self) -> None:
+        """A survivor's find: the message used to be cut at the parameter's own words."""
+        with pytest.raises(FilterSyntaxError) as caught:
+            ContentFilter("x = %0", Reading, ("'x at position'",))
+        assert str(caught.value).startswith(
+            "parameter %0 (\"'x at position'\") is not a number for int field 'x' at position 4:"
+        )
+
+    def test_a_bad_parameter_error_shows_the_expression(self) -> None:
+        with pytest.raises(FilterSyntaxError) as caught:
+            ContentFilter("%0 = x", Reading, ("'a'",))
+        assert caught.value.expression == "%0 = x"
+        assert caught.value.position == 0
+        assert str(caught.value).endswith(" at position 0:\n  %0 = x\n  ^")
+
+    @pytest.mark.parametrize(
+        ("expression", "start"),
+        [
+            ("'a' = x", "'a' is not a number for int field 'x'"),
+            ("PURPLE = color", "'PURPLE' is neither a field of the topic type nor an enumerator"),
+        ],
+    )
+    def test_a_bad_literal_at_the_start_is_at_position_0(self, expression: str, start: str) -> None:
+        with pytest.raises(FilterSyntaxError) as caught:
+            ContentFilter(expression, Reading)
+        assert caught.value.position == 0
+        assert str(caught.value).startswith(start)
+
+    def test_a_bad_parameter_is_quoted_as_given(self) -> None:
+        with pytest.raises(FilterSyntaxError) as caught:
+            ContentFilter("x = %0", Reading, (" 'a' ",))
+        assert str(caught.value).startswith(
+            "parameter %0 (\" 'a' \") is not a number for int field 'x' at position 4:"
+        )
