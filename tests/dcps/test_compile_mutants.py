@@ -471,6 +471,9 @@ class TestMoreEdges:
         [
             ("'a' = x", "'a' is not a number for int field 'x'"),
             ("PURPLE = color", "'PURPLE' is neither a field of the topic type nor an enumerator"),
+            ("9 = color", "9: no enumerator of Color has the value 9"),
+            ("nope IN (x, 1)", "unknown field 'nope': the topic type has no such member"),
+            ("Color::PURPLE = color", "Color::PURPLE is not an enumerator of Color (RED,"),
         ],
     )
     def test_a_bad_literal_at_the_start_is_at_position_0(self, expression: str, start: str) -> None:
