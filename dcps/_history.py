@@ -38,6 +38,7 @@ from cyclonedds.core import GuardCondition, Listener, Policy, ReadCondition, Wai
 
 import idl
 import qos as q
+from dcps._gc import paused_gc
 from dcps._sample import InstanceState
 from dcps._subscription_keys import KeyedCache
 from dcps.wire._durability import (
@@ -49,6 +50,7 @@ from dcps.wire._durability import (
     StoredSample,
     durability_partition,
     matched_services,
+    matched_subscriptions,
     payload_crc,
 )
 from dcps.wire._messages import Reply, Request
@@ -103,7 +105,7 @@ def wait_for_durability_service(cyclone_writer: Any) -> bool:
     deadline = time.monotonic() + seconds
     delay = 0.005
     while True:
-        for handle in cyclone_writer.get_matched_subscriptions():
+        for handle in matched_subscriptions(cyclone_writer):
             data = cyclone_writer.get_matched_subscription_data(handle)
             if data is not None and _is_service(data.qos):
                 return True
@@ -303,7 +305,8 @@ class HistoryFetch:
             return
         rid = int(reply.request_id)
         self._client.forget(rid)  # each request addresses one service: one answer
-        page = HistoryPage.from_wire(reply)
+        with paused_gc():  # a page builds one record per stored sample
+            page = HistoryPage.from_wire(reply)
         with self._lock:
             self._rids.discard(rid)
             self._cursors[page.service] = max(page.cursor, self._cursors.get(page.service, 0))
@@ -313,7 +316,8 @@ class HistoryFetch:
         if page.more:  # asked before filing: the service pages while this one is filed
             self._ask(page.service, page.cursor)
         if page.samples:
-            self._file(list(page.samples), late)
+            with paused_gc():  # filing builds a value and an entry per sample
+                self._file(list(page.samples), late)
         if page.more:
             return
         with self._lock:
@@ -368,6 +372,8 @@ class HistoryFetch:
 
 
 _timestamp = operator.attrgetter("timestamp")
+_writer = operator.attrgetter("writer")
+_payload = operator.attrgetter("payload")
 
 
 def _key_getter(data_type: type, reader_qos: q.DataReaderQos) -> Callable[[Any], Any]:
@@ -446,33 +452,49 @@ class DurableCache(KeyedCache[T]):
         than the newest one filed for its instance is dropped, as a reader
         ordered by source timestamp drops it, so it cannot replace newer data.
         """
-        seen, crc = self._seen, payload_crc
-        fresh = []
-        for s in samples:
-            identity = (s.writer, s.timestamp, crc(s.payload))
-            if identity in seen:
-                continue
-            seen.add(identity)
-            fresh.append(s)
+        seen = self._seen
+        identities = list(
+            zip(
+                map(_writer, samples),
+                map(_timestamp, samples),
+                map(payload_crc, map(_payload, samples)),
+                strict=True,
+            )
+        )
+        if seen.isdisjoint(identities):  # the usual case, checked in C: every sample is new
+            before = len(seen)
+            seen.update(identities)
+            if len(seen) - before == len(identities):
+                fresh = list(samples)
+            else:  # a page repeating a sample (same identity, same sample): filed once
+                fresh = list(dict(zip(identities, samples, strict=True)).values())
+        else:
+            fresh = []
+            for s, identity in zip(samples, identities, strict=True):
+                if identity not in seen:
+                    seen.add(identity)
+                    fresh.append(s)
         if not fresh:
             return False
-        fresh.sort(key=_timestamp)
-        key_of, newest, floor = self._key_of, self._newest, -(2**63)
+        fresh.sort(key=_timestamp)  # pages come in the service's arrival order
+        values = list(map(decode, map(_payload, fresh)))
+        keys = list(map(self._key_of, values))
+        newest, floor = self._newest, -(2**63)
         batch = []
+        batch_keys = []
         last: dict[Any, StoredSample] = {}
-        for s in fresh:  # one decode and one key per sample: a late joiner files 100 k's
-            data = decode(s.payload)
-            key = key_of(data)
+        for data, key, s in zip(values, keys, fresh, strict=True):  # a late joiner files 100 k's
             ts = s.timestamp
             if ts >= newest.get(key, floor):
                 newest[key] = ts
             elif late:
                 continue
             batch.append((data, ts, 0, bool(s.flags & FLAG_DISPOSES)))
+            batch_keys.append(key)
             last[key] = s
         if not batch:
             return False
-        self.add_batch(batch)
+        self.add_batch(batch, batch_keys)
         with self.lock:
             for key, s in last.items():
                 instance = self._instances.get(key)

@@ -22,6 +22,7 @@ from dcps._cyclone.binding import entity_ref, install_listener
 from dcps._cyclone.calls import STATUSINFO_DISPOSE, ReaderBuffer, instance_key, peek_infos, take_cdr
 from dcps._cyclone.qos_bridge import resolve_qos
 from dcps._cyclone.retcode import cyclone_call, error_for
+from dcps._gc import paused_gc
 from dcps._history import DurableCache, HistoryFetch, durability_namespace
 from dcps._listener import Listener, build_cyclone_listener, overrides
 from dcps._participant import DomainParticipant
@@ -590,7 +591,9 @@ class DataReader(WatchedReader, Generic[T]):
             self._drain()
             if condition is None:
                 mask = state_mask(sample_states, view_states, instance_states)
-            with self._keyed.lock:  # a drain on Cyclone's thread must not slip in between
+            # a drain on Cyclone's thread must not slip in between; a take of many
+            # samples builds two tuples per sample (dcps/_gc.py)
+            with self._keyed.lock, paused_gc():
                 kept = self._keyed.access(take, max_samples, mask, instance, predicate)
                 self._data_available = False
                 self._refresh_conditions()

@@ -169,20 +169,23 @@ class KeyedCache(Generic[T]):
         self.lock = threading.RLock()
 
     # -- arrival ------------------------------------------------------------
-    def add_batch(self, batch: list[Arrival[T]]) -> bool:
+    def add_batch(self, batch: list[Arrival[T]], keys: list[Any] | None = None) -> bool:
         """File valid samples taken from Cyclone together; True if anything was added.
 
         Cyclone returns a batch grouped by topic instance; one reader instance may
         gather several of those, so the batch is filed in source-timestamp order
-        (stable: a writer's own samples keep their order).
+        (stable: a writer's own samples keep their order). ``keys``: the reader
+        keys of the batch's samples, when the caller has them (the batch is then
+        filed in the order given: the caller sorted it).
         """
-        batch.sort(key=_timestamp)
+        if keys is None:
+            batch.sort(key=_timestamp)
+            keys = list(map(self._key_of, map(_data, batch)))
         added = False
-        key_of, instances, unbounded = self._key_of, self._instances, not self.bounded
+        instances, unbounded = self._instances, not self.bounded
         alive = InstanceState.ALIVE
         with self.lock:
-            for data, timestamp, publication, disposes in batch:
-                key = key_of(data)
+            for (data, timestamp, publication, disposes), key in zip(batch, keys, strict=True):
                 instance = instances.get(key)
                 if unbounded and instance is not None and instance.state is alive and not disposes:
                     # the common case, inline: a live instance, nothing to check
@@ -370,26 +373,25 @@ class KeyedCache(Generic[T]):
         rank = len(chosen)
         read, not_read = SampleState.READ, SampleState.NOT_READ
         append, new = out.append, tuple.__new__  # Sample and SampleInfo are tuples
-        for e in chosen:
+        # unpacked rather than read through the properties: a take runs this per sample
+        for data, timestamp, publication, disposed, was_read, no_writers in chosen:
             rank -= 1
-            disposed = e.disposed_generation_count
-            no_writers = e.no_writers_generation_count
             generation = disposed + no_writers
             info = (
-                read if e.read else not_read,
+                read if was_read else not_read,
                 view,
                 state,
                 True,
-                e.timestamp,
+                timestamp,
                 handle,
-                e.publication_handle,
+                publication,
                 disposed,
                 no_writers,
                 rank,
                 latest - generation,
                 now - generation,
             )
-            append(new(Sample, (e.data, new(SampleInfo, info))))
+            append(new(Sample, (data, new(SampleInfo, info))))
 
     def matches(self, mask: int, predicate: Callable[[T], bool] | None = None) -> bool:
         """Whether any sample matches (for conditions)."""
@@ -441,6 +443,9 @@ class KeyedCache(Generic[T]):
 
 def _timestamp(arrival: Arrival[Any]) -> int:
     return arrival[1]
+
+
+_data = operator.itemgetter(0)
 
 
 def _limit(value: int) -> int | None:

@@ -38,7 +38,7 @@ from cyclonedds.util import duration
 
 from dcps.wire._auth_member import MemberOffer, MemberSecret
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
-from dcps.wire._messages import Reply, Request, StoreAnnouncement
+from dcps.wire._messages import LiveBatch, Reply, Request, StoreAnnouncement
 from dcps.wire._names import (
     ANNOUNCE_QOS,
     ANY_STATE,
@@ -326,6 +326,25 @@ class StoreClient:
         if request.op in _MEMBER_OPS:
             member = self._secrets.get((index, request.topic, request.group, request.member))
         return self._sealer.seal_request(request, incarnation, member)
+
+    def accept_live(self, batch: LiveBatch) -> bool:
+        """Whether a live batch was pushed by the store serving its channel now.
+
+        Always True without a key. With one, a forged push, a replayed one, or
+        one of another store incarnation is dropped: counted in
+        :meth:`Sealer.drops`, logged (rate-limited). A push dropped while a
+        restarted store is not yet known leaves a gap the subscriber fetches.
+        """
+        if not self._sealer.enabled:
+            return True
+        index = batch.channel % self.store_count if self.store_count > 0 else 0
+        return self._sealer.accept_live(batch, self._incarnation(index))
+
+    def accept_map_change(self, push: LiveBatch) -> bool:
+        """:meth:`accept_live` for a map's change push (maps live in the coordinating store)."""
+        if not self._sealer.enabled:
+            return True
+        return self._sealer.accept_map_change(push, self._incarnation(0))
 
     def _needs_rejoin(self, index: int, wire: Request) -> PreconditionNotMetError | None:
         """Why a member request cannot be sealed for store ``index`` (None: it can).

@@ -222,7 +222,7 @@ class ChannelCursors:
         """Take the live batches every owned channel's reader holds."""
         for ch in self.chans.values():
             for batch in ch.reader.take(N=256):
-                if isinstance(batch, LiveBatch):
+                if isinstance(batch, LiveBatch) and self._client.accept_live(batch):
                     ch.add_live(batch)
 
     def poll_tails(self) -> None:

@@ -548,7 +548,9 @@ class MapWatch(Generic[T]):
         return [
             p
             for p in self._reader.take(N=1024)
-            if isinstance(p, LiveBatch) and p.topic == self._map.name
+            if isinstance(p, LiveBatch)
+            and p.topic == self._map.name
+            and self._link.client.accept_map_change(p)
         ]
 
     def _take_pushes(self) -> None:

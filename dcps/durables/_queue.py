@@ -61,6 +61,7 @@ from idl._errors import (
 from idl._identity import type_identity
 from idl._public import show_as
 
+from ._client import DurableClient
 from ._options import AckMode
 from ._store_link import StoreLink, seconds
 
@@ -285,6 +286,7 @@ class QueueSubscriber(Generic[T]):
             timeout=request_timeout,
             connect_timeout=connect_timeout,
             store_key=store_key,
+            client_class=DurableClient,  # receives, acks, beats, leave: proven (auth)
         )
         self._closed = False
         self._outstanding: dict[int, QueueElement[T]] = {}
@@ -301,7 +303,11 @@ class QueueSubscriber(Generic[T]):
         self._heart.start()
 
     def _subscribe(self) -> None:
-        request = QueueSubscribeRequest(self.name, self.consumer, self._timeout_ms, self._identity)
+        client = self._link.client
+        assert isinstance(client, DurableClient)
+        request = QueueSubscribeRequest(
+            self.name, self.consumer, self._timeout_ms, self._identity, client.offer()
+        )
         self._link.call(request, _ok)
         with self._lock:  # anything held before (expelled, store restarted) went back
             self._outstanding.clear()

@@ -49,12 +49,15 @@ class StoreLink:
         connect_timeout: Timeout,
         store_key: KeyOption = FROM_ENVIRONMENT,
         admin_key: KeyOption = FROM_ENVIRONMENT,
+        client_class: type[StoreClient] = StoreClient,
     ) -> None:
+        """``client_class``: the store client to use (a queue consumer's proves its requests
+        with its own secret: ``dcps/durables/_client.py``)."""
         self.timeout = seconds(timeout, "timeout")
         connect = seconds(connect_timeout, "connect_timeout")
         self.endpoint = Endpoint(domain_id, namespace, network)
         try:
-            self.client = StoreClient(
+            self.client = client_class(
                 self.endpoint,
                 request_timeout=max(self.timeout, 1.0),
                 key=store_key,

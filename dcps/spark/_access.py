@@ -294,21 +294,27 @@ class StoreAccess:
         return self._dds("publishing").request_async(request, Staged.from_wire)
 
     def commit_staged(
-        self, topic: str, txn: tuple[str, int], stages: Sequence[tuple[str, int]]
+        self,
+        topic: str,
+        txn: tuple[str, int],
+        stages: Sequence[tuple[str, int]],
+        digests: Sequence[str] = (),
+        proof: str = "",
     ) -> StagedCommitted:
-        """Make ``stages`` (stage id, chunk count) of ``(query, epoch)`` visible at once."""
+        """Make ``stages`` (stage id, chunk count) of ``(query, epoch)`` visible at once
+        (``digests``, ``proof``: the query key's, with a namespace key; see ``_sink.py``)."""
         from dcps.wire._staging import CommitStagedRequest, StagedCommitted
 
-        request = CommitStagedRequest(topic, txn[0], txn[1], tuple(stages))
+        request = CommitStagedRequest(topic, txn[0], txn[1], tuple(stages), tuple(digests), proof)
         fut = self._dds("committing").request_async(request, StagedCommitted.from_wire)
         return self._result(fut)
 
-    def abort_staged(self, topic: str, txn: tuple[str, int]) -> StagedAborted:
-        """Drop the staged chunks of ``(query, epoch)``."""
+    def abort_staged(self, topic: str, txn: tuple[str, int], proof: str = "") -> StagedAborted:
+        """Drop the staged chunks of ``(query, epoch)`` (``proof``: with a namespace key)."""
         from dcps.wire._staging import AbortStagedRequest, StagedAborted
 
         fut = self._dds("aborting").request_async(
-            AbortStagedRequest(topic, *txn), StagedAborted.from_wire
+            AbortStagedRequest(topic, *txn, proof), StagedAborted.from_wire
         )
         return self._result(fut)
 

@@ -22,6 +22,14 @@ task attempts:
    the store had committed it before the crash, the new commit appends
    nothing (the store answers ``already``).
 
+With a namespace key the transaction belongs to the query
+(``dcps/wire/_auth_stage.py``): its name on the wire ends with the
+fingerprint of a key derived from the query id and the stage secret
+(``DCPS_SPARK_STAGE_KEY_FILE``, else the namespace key); each task hashes
+what it stages and the driver signs its commit (naming every stage's digest)
+and its abort with that key, so another key holder can neither commit nor
+abort the query's transactions nor change what a task staged.
+
 Staged chunks that are never committed (a driver gone for good) are dropped
 by the next commit of the same query (earlier epochs) or after
 ``dcps.store._staging.STAGED_TTL_NS``. Rows go to channels by key hash
@@ -32,6 +40,7 @@ fails the task, naming the column; nothing it staged becomes visible.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import deque
 from collections.abc import Iterator
@@ -48,6 +57,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from dcps.wire._auth_stage import (
+    QueryKey,
+    StageDigest,
+    owned_query,
+    query_key_from_environment,
+)
 from idl import describe
 from idl._errors import BadParameterError, PreconditionNotMetError
 
@@ -74,7 +89,8 @@ STAGE_WINDOW = 4
 
 @dataclass
 class StagedMessage(WriterCommitMessage):
-    """What one task attempt staged: its stage id, chunk count and rows."""
+    """What one task attempt staged: its stage id, chunk count and rows (and, with a key, the
+    digest of its chunks, which the driver's commit names)."""
 
     query: str
     epoch: int
@@ -82,6 +98,13 @@ class StagedMessage(WriterCommitMessage):
     stage: str
     chunks: int
     rows: int
+    digest: str = ""
+
+
+@functools.lru_cache(maxsize=64)
+def _query_key(query: str) -> QueryKey | None:
+    """The query's key (see the module doc; None without any key), derived once per process."""
+    return query_key_from_environment(query)
 
 
 def _prepare(opts: SourceOptions, schema: StructType) -> None:
@@ -170,6 +193,8 @@ class _Stager:
         self.pending: deque[tuple[int, Future[Any]]] = deque()
         self.chunks = 0
         self.rows = 0
+        self.digest = StageDigest() if _query_key(txn[0]) is not None else None
+        self.wire_query = owned_query(txn[0], _query_key(txn[0]))
 
     def add(self, channel: int, blob: bytes, sizes: list[int]) -> None:
         """Buffer elements of ``channel``; send a chunk once the buffer is full."""
@@ -187,15 +212,18 @@ class _Stager:
             return
         while len(self.pending) >= STAGE_WINDOW:
             self._settle()
+        blob = b"".join(blobs)
+        if self.digest is not None:
+            self.digest.add(self.chunks, channel, np.asarray(sizes, dtype="<i4").tobytes(), blob)
         fut = self.access.stage_async(
             self.opts.topic,
-            self.txn,
+            (self.wire_query, self.txn[1]),
             self.partition,
             self.stage,
             self.chunks,
             channel,
             sizes,
-            b"".join(blobs),
+            blob,
         )
         self.pending.append((len(sizes), fut))
         self.chunks += 1
@@ -216,7 +244,10 @@ class _Stager:
         while self.pending:
             self._settle()
         query, epoch = self.txn
-        return StagedMessage(query, epoch, self.partition, self.stage, self.chunks, self.rows)
+        digest = "" if self.digest is None else self.digest.hexdigest()
+        return StagedMessage(
+            query, epoch, self.partition, self.stage, self.chunks, self.rows, digest
+        )
 
 
 def stage_rows(
@@ -273,8 +304,19 @@ def commit_stages(
         stages.setdefault(m.partition, m)
     access = connect_store(opts.domain_id, opts.namespace, None, opts.timeout)
     maybe_stall(opts.topic, "commit")  # test-only hook (see _faults): the driver dies here
+    ordered = [m for _, m in sorted(stages.items())]
+    key = _query_key(query)
+    wire = owned_query(query, key)
+    digests = [m.digest for m in ordered] if key is not None else []
+    proof = (
+        ""
+        if key is None
+        else key.prove(
+            "commit", opts.topic, wire, epoch, [(m.stage, m.chunks, m.digest) for m in ordered]
+        )
+    )
     done = access.commit_staged(
-        opts.topic, (query, epoch), [(m.stage, m.chunks) for _, m in sorted(stages.items())]
+        opts.topic, (wire, epoch), [(m.stage, m.chunks) for m in ordered], digests, proof
     )
     maybe_stall(opts.topic, "committed")  # test-only hook: dies after the store committed
     return done.elements
@@ -287,7 +329,10 @@ def abort_stages(
     staged = [m for m in messages if isinstance(m, StagedMessage)]
     access = connect_store(opts.domain_id, opts.namespace, None, opts.timeout)
     for query in sorted({m.query for m in staged}):
-        access.abort_staged(opts.topic, (query, epoch))
+        key = _query_key(query)
+        wire = owned_query(query, key)
+        proof = "" if key is None else key.prove("abort", opts.topic, wire, epoch)
+        access.abort_staged(opts.topic, (wire, epoch), proof)
 
 
 def _partition() -> int:

@@ -37,14 +37,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
-from cyclonedds.core import InstanceState, Policy, Qos
+from cyclonedds.core import InstanceState, Policy, Qos, SampleState, ViewState
 from cyclonedds.dynamic import get_types_for_typeid
 from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
 
 import qos as q
 from dcps._cyclone.binding import entity_ref
-from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, take_cdr
+from dcps._cyclone.calls import STATUSINFO_DISPOSE, instance_key, peek_infos, take_cdr
+from dcps._gc import paused_gc
 from dcps._history import SERVICE_READER_NAME
 from dcps.store._durability_history import Arrival, HistoryStore, Limits
 from dcps.store._log import ChannelLog, SyncMode
@@ -79,6 +80,8 @@ TYPE_LOOKUP_TIMEOUT_NS = 5_000_000_000
 #: How long a starting service listens for other services' history.
 ALIGN_WINDOW = 1.0
 _TAKE = 1024
+#: Samples of instances the service's reader has not taken from yet (or that came back).
+_NEW_INSTANCES = int(SampleState.Any | ViewState.New | InstanceState.Any)
 
 
 def _reader_qos(partition: str) -> tuple[Qos, Qos]:
@@ -106,11 +109,23 @@ class _Served:
     def key(self, handle: int) -> bytes:
         found = self.keys.get(handle)
         if found is None:
-            found = instance_key(self.ref, handle) or b""
+            found = instance_key(self.ref, handle)
+            if found is None:
+                # the instance is gone from Cyclone (its writer left and everything of it
+                # was taken): one of its own all the same, never merged with others
+                _log.warning("durability: key of an instance of %r not found", self.topic)
+                found = b"handle:" + handle.to_bytes(8, "big")
             if len(self.keys) > 100_000:
                 self.keys.clear()
             self.keys[handle] = found
         return found
+
+    def learn_keys(self) -> None:
+        """Look up the keys of new instances before their samples are taken: Cyclone
+        forgets an instance whose writers left once everything of it was taken, and
+        its key with it. Instances seen before are not NEW: usually nothing to peek."""
+        for row in peek_infos(self.ref, _NEW_INSTANCES, _TAKE):
+            self.key(row[5])
 
     def guid(self, handle: int) -> bytes:
         found = self.guids.get(handle)
@@ -181,6 +196,10 @@ class DurabilityService:
         self._reply_writers: dict[str, Any] = {}
         self._client_id = f"durability{self.incarnation[:16]}"
         self._aligning: dict[str, int] = {}  # other service -> cursor still to fetch
+        # other service -> request id of the alignment request awaiting its answer: replies
+        # are TRANSIENT_LOCAL, so a service matched again replays its earlier pages to us
+        self._asked: dict[str, int] = {}
+        self._next_rid = 0
         self._align_until = 0.0
         self._peers: set[str] = set()  # other services matched now
         self._peer_cursors: dict[str, int] = {}  # other service -> cursor of its last page
@@ -335,29 +354,45 @@ class DurabilityService:
         (one lock, one transaction), so the service keeps up with a fast writer."""
         topic, partition, history = served.topic, served.partition, self.history
         while True:
-            rows = take_cdr(served.ref, ANY_STATE, _TAKE)
-            if isinstance(rows, int):
-                raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
-            batch: list[Arrival] = []
-            for data, row, status in rows:
-                key = served.key(row[5])
-                if data is None:  # dispose or unregister without data: in order
-                    if row[2] == int(InstanceState.NotAliveDisposed):
-                        history.add_batch(topic, partition, batch, now)
-                        batch = []
-                        history.dispose(topic, partition, key, now)
-                    continue
-                batch.append(
-                    (key, served.guid(row[6]), row[4], data, bool(status & STATUSINFO_DISPOSE))
-                )
-            if batch:
-                history.add_batch(topic, partition, batch, now)
-            if len(rows) < _TAKE:
+            with paused_gc():  # a take builds several objects per sample (dcps/_gc.py)
+                more = self._take_some(served, topic, partition, history, now)
+            if not more:
                 return
+
+    def _take_some(
+        self, served: _Served, topic: str, partition: str, history: HistoryStore, now: int
+    ) -> bool:
+        """Take and keep up to ``_TAKE`` samples; True if the reader may hold more."""
+        served.learn_keys()
+        rows = take_cdr(served.ref, ANY_STATE, _TAKE)
+        if isinstance(rows, int):
+            raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
+        batch: list[Arrival] = []
+        for data, row, status in rows:
+            key = served.key(row[5])
+            if data is None:  # dispose or unregister without data: in order
+                if row[2] == int(InstanceState.NotAliveDisposed):
+                    history.add_batch(topic, partition, batch, now)
+                    batch = []
+                    history.dispose(topic, partition, key, now)
+                continue
+            batch.append(
+                (key, served.guid(row[6]), row[4], data, bool(status & STATUSINFO_DISPOSE))
+            )
+        if batch:
+            history.add_batch(topic, partition, batch, now)
+        return len(rows) == _TAKE
 
     # -- serving ---------------------------------------------------------------------
     def _answer(self) -> None:
-        for sample in self._requests.take(N=256):
+        requests = self._requests.take(N=256)
+        if requests:
+            # keep what arrived since this step's take first: a writer's sample acked
+            # before a reader asked (it exited, then the reader was created) is served
+            now = time.time_ns()
+            for served in list(self._served.values()):
+                self._take(served, now)
+        for sample in requests:
             if not isinstance(sample, Request) or sample.client == self._client_id:
                 continue
             if sample.member not in ("", self.incarnation):
@@ -373,16 +408,17 @@ class DurabilityService:
                     raise BadParameterError(
                         f"the durability service answers HISTORY_FETCH only, not op {sample.op}"
                     )
-                samples, cursor, more = self.history.page(
-                    request.topic,
-                    request.partitions,
-                    request.after,
-                    request.count,
-                    MAX_HISTORY_PAGE_BYTES,
-                )
-                reply = HistoryPage(tuple(samples), cursor, more, self.incarnation).to_wire(
-                    sample.client, sample.request_id
-                )
+                with paused_gc():  # a page is a record per sample, gone once sent
+                    samples, cursor, more = self.history.page(
+                        request.topic,
+                        request.partitions,
+                        request.after,
+                        request.count,
+                        MAX_HISTORY_PAGE_BYTES,
+                    )
+                    reply = HistoryPage(tuple(samples), cursor, more, self.incarnation).to_wire(
+                        sample.client, sample.request_id
+                    )
             except DcpsError as exc:
                 reply = error_reply(sample.client, sample.request_id, exc)
             self._reply_writer(sample.client).write(reply)
@@ -429,12 +465,15 @@ class DurabilityService:
                     self._ask(service, self._aligning[service])
             for gone in set(self._aligning) - now:
                 del self._aligning[gone]  # it died or became unreachable mid-alignment
+                self._asked.pop(gone, None)
         for reply in self._align_replies.take(N=64):
             if not isinstance(reply, Reply) or reply.status:
                 continue
             service = reply.text
             if service not in self._aligning or not self._sealer.accept_reply(reply, service):
                 continue
+            if int(reply.request_id) != self._asked.get(service):
+                continue  # a page replayed from an earlier alignment, not this one's answer
             page = HistoryPage.from_wire(reply)
             self.aligned += self.history.add_many(page.samples, time.time_ns())
             self._peer_cursors[service] = max(page.cursor, self._peer_cursors.get(service, 0))
@@ -443,9 +482,12 @@ class DurabilityService:
                 self._ask(service, page.cursor)
             else:
                 self._aligning.pop(service, None)
+                self._asked.pop(service, None)
         if not self._aligning and time.monotonic() >= self._align_until:
             self._ready.set()
 
     def _ask(self, service: str, after: int) -> None:
         request = HistoryFetchRequest("", (), after, MAX_HISTORY_PAGE, service)
-        self._align_writer.write(request.to_wire(self._client_id, 1))
+        self._next_rid += 1
+        self._asked[service] = self._next_rid
+        self._align_writer.write(request.to_wire(self._client_id, self._next_rid))

@@ -13,12 +13,17 @@ kept, and read back when the service starts.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
+import functools
+import heapq
+import operator
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
+from typing import Final
 
 import attrs
 
@@ -36,6 +41,23 @@ __all__ = ["Arrival", "HistoryStore", "Limits"]
 
 #: A sample the service took: (instance key, writer GUID, source timestamp, payload, disposes).
 Arrival = tuple[bytes, bytes, int, bytes, bool]
+
+#: A kept sample: the fields of a :class:`StoredSample`, in its order, as a plain tuple.
+#: Python's collector stops tracking a plain tuple of strings, bytes and ints, never a
+#: named tuple: 100 k kept named tuples made every full collection walk them all (measured:
+#: 85% of the CPU of keeping a sample). A page turns them into StoredSamples.
+_Kept = tuple[str, str, bytes, bytes, int, int, int, bytes]
+_KEY: Final = 2
+_WRITER: Final = 3
+_TS: Final = 4
+_SEQ: Final = 5
+_FLAGS: Final = 6
+_PAYLOAD: Final = 7
+_stored = functools.partial(tuple.__new__, StoredSample)
+
+
+def _identity(s: _Kept) -> SampleIdentity:
+    return (s[_WRITER], s[_TS], payload_crc(s[_PAYLOAD]))
 
 
 @attrs.frozen
@@ -98,7 +120,7 @@ def _ns(delay: timedelta) -> int:
 
 @attrs.define
 class _Instance:
-    samples: deque[StoredSample] = attrs.field(factory=deque)
+    samples: deque[_Kept] = attrs.field(factory=deque)
     disposed_ns: int | None = None
 
 
@@ -110,6 +132,23 @@ class _Topic:
     persistent: bool
     instances: dict[bytes, _Instance] = attrs.field(factory=dict)
     count: int = 0
+    #: every sample kept, in seq order, including dropped ones until compacted: a page
+    #: starts by bisection instead of a walk over every instance
+    order: list[_Kept] = attrs.field(factory=list)
+    #: seqs of the samples in ``order`` that are no longer kept
+    dropped: set[int] = attrs.field(factory=set)
+
+
+def _insert_by_time(samples: deque[_Kept], sample: _Kept) -> None:
+    """Append ``sample``, or insert it in source-timestamp order if it is older than the
+    newest kept (a sample another service served while aligning)."""
+    if not samples or samples[-1][_TS] <= sample[_TS]:
+        samples.append(sample)
+        return
+    at = len(samples)
+    while at > 0 and samples[at - 1][_TS] > sample[_TS]:
+        at -= 1
+    samples.insert(at, sample)
 
 
 class HistoryStore:
@@ -151,12 +190,11 @@ class HistoryStore:
             topic = self._topics.get((name, partition))
             if topic is None:
                 continue
-            sample = StoredSample(
-                name, partition, bytes(key), bytes(writer), ts, seq, flags, bytes(payload)
-            )
-            topic.instances.setdefault(sample.key, _Instance()).samples.append(sample)
+            sample = (name, partition, bytes(key), bytes(writer), ts, seq, flags, bytes(payload))
+            topic.instances.setdefault(sample[_KEY], _Instance()).samples.append(sample)
+            topic.order.append(sample)  # in seq order (ORDER BY seq)
             topic.count += 1
-            self._seen.add(sample.identity)
+            self._seen.add(_identity(sample))
             self._seq = max(self._seq, seq)
 
     # -- topics ----------------------------------------------------------------------
@@ -210,11 +248,11 @@ class HistoryStore:
         """Keep one sample (a no-op for one already kept); the kept record, or None."""
         row = (key, writer, timestamp, payload, disposes)
         kept = self.add_batch(topic, partition, [row], now_ns)
-        return kept[0] if kept else None
+        return _stored(kept[0]) if kept else None
 
     def add_batch(
         self, topic: str, partition: str, rows: Iterable[Arrival], now_ns: int
-    ) -> list[StoredSample]:
+    ) -> list[_Kept]:
         """Keep samples taken together, each ``(key, writer, timestamp, payload, disposes)``
         (those already kept are skipped); the kept records.
 
@@ -233,9 +271,9 @@ class HistoryStore:
                 kept = self._keep(t, rows, now_ns, db)
                 db.executemany(
                     "INSERT OR REPLACE INTO durability_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(s.seq, *s[:5], s.flags, s.payload) for s in kept],  # the table's order
+                    [(s[_SEQ], *s[:5], s[_FLAGS], s[_PAYLOAD]) for s in kept],  # table order
                 )
-                touched = {s.key for s in kept}
+                touched = {s[_KEY] for s in kept}
                 db.executemany(
                     "INSERT OR REPLACE INTO durability_instances VALUES (?, ?, ?, ?)",
                     [
@@ -248,9 +286,9 @@ class HistoryStore:
 
     def _keep(
         self, t: _Topic, rows: Iterable[Arrival], now_ns: int, db: sqlite3.Connection | None
-    ) -> list[StoredSample]:
+    ) -> list[_Kept]:
         """Apply the limits and keep ``rows`` in memory (under the lock); the kept records."""
-        kept: list[StoredSample] = []
+        kept: list[_Kept] = []
         first = self._seq + 1  # the first seq this batch gives
         dropped: set[int] = set()  # seqs of this batch pushed out by later samples of it
         seen, limits, instances = self._seen, t.limits, t.instances
@@ -272,10 +310,14 @@ class HistoryStore:
                 self.rejected += 1
                 continue
             if depth is not None and len(inst.samples) >= depth:
+                if timestamp < inst.samples[0][_TS]:
+                    # older than all it keeps (another service's, aligning): KEEP_LAST
+                    # keeps the newest samples, whatever order they come in
+                    continue
                 old = inst.samples.popleft()
                 self._drop(t, old, db)
-                if old.seq >= first:
-                    dropped.add(old.seq)
+                if old[_SEQ] >= first:
+                    dropped.add(old[_SEQ])
             elif max_samples is not None and t.count >= max_samples:
                 self.rejected += 1
                 if not inst.samples:
@@ -283,15 +325,15 @@ class HistoryStore:
                 continue
             self._seq += 1
             flags = FLAG_DISPOSES if disposes else 0  # FLAG_DISPOSED/PERSISTENT: when served
-            sample = StoredSample(
-                t.name, t.partition, key, writer, timestamp, self._seq, flags, payload
-            )
-            inst.samples.append(sample)
+            sample = (t.name, t.partition, key, writer, timestamp, self._seq, flags, payload)
+            _insert_by_time(inst.samples, sample)
+            t.order.append(sample)  # seqs only grow
             t.count += 1
             seen.add(identity)
-            inst.disposed_ns = now_ns if disposes else None
+            if inst.samples[-1] is sample:  # the instance's state is its newest sample's
+                inst.disposed_ns = now_ns if disposes else None
             kept.append(sample)
-        return [s for s in kept if s.seq not in dropped] if dropped else kept
+        return [s for s in kept if s[_SEQ] not in dropped] if dropped else kept
 
     def add_many(self, records: Iterable[StoredSample], now_ns: int) -> int:
         """Keep records another service served (alignment); how many were new."""
@@ -329,7 +371,7 @@ class HistoryStore:
             if (
                 unless_newer_than is not None
                 and inst.samples
-                and inst.samples[-1].timestamp > unless_newer_than
+                and inst.samples[-1][_TS] > unless_newer_than
             ):
                 return
             inst.disposed_ns = now_ns
@@ -358,18 +400,23 @@ class HistoryStore:
                                 )
         return gone
 
-    def _drop(self, t: _Topic, sample: StoredSample, db: sqlite3.Connection | None) -> None:
+    def _drop(self, t: _Topic, sample: _Kept, db: sqlite3.Connection | None) -> None:
         """Forget a kept sample (in ``db``'s open transaction, if given)."""
         t.count -= 1
-        self._seen.discard(sample.identity)
+        self._seen.discard(_identity(sample))
+        t.dropped.add(sample[_SEQ])
+        if len(t.dropped) > 1024 and len(t.dropped) * 2 > len(t.order):
+            gone = t.dropped  # compacted when most of ``order`` is gone: amortised O(1)
+            t.order = [s for s in t.order if s[_SEQ] not in gone]
+            t.dropped = set()
         if db is not None:
-            db.execute("DELETE FROM durability_samples WHERE seq = ?", (sample.seq,))
+            db.execute("DELETE FROM durability_samples WHERE seq = ?", (sample[_SEQ],))
 
-    def _insert(self, s: StoredSample) -> None:
+    def _insert(self, s: _Kept) -> None:
         assert self._db is not None
         self._db.execute(
             "INSERT OR REPLACE INTO durability_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (s.seq, s.topic, s.partition, s.key, s.writer, s.timestamp, s.flags, s.payload),
+            (s[_SEQ], *s[:5], s[_FLAGS], s[_PAYLOAD]),
         )
 
     def _save_instance(self, t: _Topic, key: bytes, inst: _Instance) -> None:
@@ -386,29 +433,24 @@ class HistoryStore:
         """Samples of ``topic`` ("" every topic) in ``partitions`` (empty: all) with a cursor
         above ``after``, oldest first: (samples, cursor to continue from, more remain)."""
         with self._lock:
-            found: list[StoredSample] = []
-            for (name, partition), t in self._topics.items():
-                if topic and name != topic:
-                    continue
-                if partitions and not any(fnmatch.fnmatchcase(partition, p) for p in partitions):
-                    continue
-                extra = FLAG_PERSISTENT if t.persistent else 0
-                for inst in t.instances.values():
-                    flags = extra | (FLAG_DISPOSED if inst.disposed_ns is not None else 0)
-                    for s in inst.samples:
-                        if s.seq > after:
-                            found.append(s._replace(flags=s.flags | flags) if flags else s)
-        found.sort(key=lambda s: s.seq)
-        out: list[StoredSample] = []
-        size = 0
-        for s in found:
-            if len(out) >= count or (out and size + len(s.payload) > max_bytes):
-                break
-            out.append(s)
-            size += len(s.payload) + 64
-        more = len(out) < len(found)
-        cursor = out[-1].seq if out else after
-        return out, cursor, more
+            streams = [
+                _after(t, after)
+                for (name, partition), t in self._topics.items()
+                if (not topic or name == topic)
+                and (not partitions or any(fnmatch.fnmatchcase(partition, p) for p in partitions))
+            ]
+            merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_seq)
+            out: list[_Kept] = []
+            size = 0
+            more = False
+            for s in merged:
+                if len(out) >= count or (out and size + len(s[_PAYLOAD]) > max_bytes):
+                    more = True
+                    break
+                out.append(s)
+                size += len(s[_PAYLOAD]) + 64
+        cursor = out[-1][_SEQ] if out else after
+        return list(map(_stored, out)), cursor, more
 
     def disposed(self, topic: str = "") -> int:
         """How many kept instances are disposed (of ``topic``, or of all)."""
@@ -425,3 +467,19 @@ class HistoryStore:
         """How many samples are kept (of ``topic``, or of all)."""
         with self._lock:
             return sum(t.count for (n, _), t in self._topics.items() if not topic or n == topic)
+
+
+_seq = operator.itemgetter(_SEQ)
+
+
+def _after(t: _Topic, after: int) -> Iterator[_Kept]:
+    """The samples ``t`` keeps with a seq above ``after``, in seq order, flagged as served
+    (FLAG_PERSISTENT for a PERSISTENT topic, FLAG_DISPOSED for a disposed instance)."""
+    order, dropped, instances = t.order, t.dropped, t.instances
+    extra = FLAG_PERSISTENT if t.persistent else 0
+    for i in range(bisect.bisect_right(order, after, key=_seq), len(order)):
+        s = order[i]
+        if dropped and s[_SEQ] in dropped:
+            continue
+        flags = extra | (FLAG_DISPOSED if instances[s[_KEY]].disposed_ns is not None else 0)
+        yield (*s[:_FLAGS], s[_FLAGS] | flags, s[_PAYLOAD]) if flags else s

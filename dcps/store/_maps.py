@@ -421,7 +421,12 @@ def _writer(store: Store, name: str) -> Any:
     if writer is None:
         ep = store._endpoint
         assert ep is not None
-        writer = ep.writer(ep.batch_topic, map_partition(store.namespace, name), BATCH_WRITER_QOS)
+        writer = ep.writer(
+            ep.batch_topic,
+            map_partition(store.namespace, name),
+            BATCH_WRITER_QOS,
+            seal=lambda push: store._sealer.seal_map_change(push, store.incarnation),
+        )
         writers[name] = writer
     return writer
 

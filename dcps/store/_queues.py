@@ -14,6 +14,15 @@ back comes before newer ones), each to one consumer at a time. A consumer
 that leaves, or is silent longer than its timeout, gives back every element
 it holds. A receive that finds nothing waits (parked) up to its ``wait_ms``
 for a publish. Only the service thread uses this module.
+
+Authentication (with a namespace key): a consumer agrees a secret of its own
+with the store incarnation in QUEUE_SUBSCRIBE (the key exchange of
+``dcps/wire/_auth_member.py``, as a group member's in JOIN and a durable
+subscriber's in DURABLE_SUBSCRIBE); its receives, acks, heartbeats and leave
+must carry the proof of it (the store checks it before any handler runs, see
+:data:`QUEUE_MEMBER_OPS`), and a subscribe naming a live consumer too. So
+another holder of the namespace key, even one sending under the consumer's
+client id, cannot take, acknowledge, roll back or give back its elements.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from dcps.wire._admin_objects import QueueConsumerReport, QueueReport
+from dcps.wire._auth_member import MemberSecret
+from dcps.wire._codes import Op
 from dcps.wire._queues import (
     QueueAcked,
     QueueAckRequest,
@@ -38,10 +49,17 @@ from dcps.wire._queues import (
     QueueReceiveRequest,
     QueueState,
     QueueStateRequest,
+    QueueSubscribed,
     QueueSubscribeRequest,
+    queue_secret_group,
 )
 from dcps.wire._replies import ok_reply
-from idl._errors import AlreadyClosedError, IllegalOperationError, PreconditionNotMetError
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    IllegalOperationError,
+    PreconditionNotMetError,
+)
 
 from ._log import ChannelLog
 from ._log_format import sql_error
@@ -49,7 +67,24 @@ from ._log_format import sql_error
 if TYPE_CHECKING:
     from ._service import Store, _Call
 
-__all__ = ["QUEUE_HANDLERS", "QueueTable", "serve_queues"]
+__all__ = [
+    "QUEUE_HANDLERS",
+    "QUEUE_MEMBER_OPS",
+    "QueueTable",
+    "queue_secret_ident",
+    "serve_queues",
+]
+
+#: Requests proven with the consumer's secret (QUEUE_SUBSCRIBE: when the consumer is live).
+QUEUE_MEMBER_OPS: Final = frozenset(
+    {Op.QUEUE_SUBSCRIBE, Op.QUEUE_RECEIVE, Op.QUEUE_ACK, Op.QUEUE_HEARTBEAT, Op.QUEUE_LEAVE}
+)
+
+
+def queue_secret_ident(queue: str, consumer: str) -> tuple[str, str, str]:
+    """Where the store keeps the secret of ``consumer`` of ``queue`` (with the members')."""
+    return (queue, queue_secret_group(queue), consumer)
+
 
 #: SQLite host parameters per statement, kept well below its limit.
 _CHUNK: Final = 500
@@ -248,6 +283,11 @@ class QueueTable:
         else:
             c.timeout, c.last_seen = r.timeout_ms / 1000, now
 
+    def live(self, queue: str, consumer: str) -> bool:
+        """Whether ``consumer`` is subscribed to ``queue`` now."""
+        q = self._queues.get(queue)
+        return q is not None and consumer in q.consumers
+
     def receive(self, call: Any, now: float) -> QueueDelivery | None:
         """Elements for the consumer; None when the call was parked to wait for some."""
         r: QueueReceiveRequest = call.request
@@ -425,8 +465,26 @@ def _on_publish(store: Store, call: _Call[QueuePublishRequest]) -> None:
 
 
 def _on_subscribe(store: Store, call: _Call[QueueSubscribeRequest]) -> None:
-    store._queues.subscribe(call.request, call.client, time.monotonic())
-    store._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
+    r = call.request
+    exchange, secret = _exchange(store, r)
+    store._queues.subscribe(r, call.client, time.monotonic())
+    if secret is not None:
+        store._keep_member_secret(queue_secret_ident(r.queue, r.consumer), secret)
+    store._reply(call, QueueSubscribed(exchange))
+
+
+def _exchange(store: Store, r: QueueSubscribeRequest) -> tuple[bytes, MemberSecret | None]:
+    """The store's half of a consumer's key exchange (none without a namespace key)."""
+    if not store._sealer.enabled:
+        return b"", None
+    if not r.offer:
+        raise BadParameterError(
+            f"a QUEUE_SUBSCRIBE of consumer {r.consumer!r} to queue {r.queue!r} carries no "
+            "key-exchange offer: the store's namespace has a key"
+        )
+    return store._sealer.answer_member_offer(
+        r.offer, group=queue_secret_group(r.queue), member=r.consumer, incarnation=store.incarnation
+    )
 
 
 def _on_receive(store: Store, call: _Call[QueueReceiveRequest]) -> None:
@@ -448,6 +506,7 @@ def _on_heartbeat(store: Store, call: _Call[QueueHeartbeatRequest]) -> None:
 
 def _on_leave(store: Store, call: _Call[QueueLeaveRequest]) -> None:
     parked = store._queues.leave(call.request, call.client)
+    store._keep_member_secret(queue_secret_ident(call.request.queue, call.request.consumer), None)
     store._answer(call.client, call.request_id, ok_reply(call.client, call.request_id))
     _answer_all(store, ((p, QueueDelivery((), (), (), b"")) for p in parked))
     _answer_all(store, store._queues.serve_parked(call.request.queue, time.monotonic()))

@@ -93,6 +93,7 @@ from ._durability import DurabilityService
 from ._durables import DURABLE_HANDLERS, DURABLE_MEMBER_OPS, DurableService, secret_ident
 from ._fetchers import DEFAULT_FETCH_THREADS, FetchPool
 from ._groups import ANONYMOUS_PREFIX, GroupCoordinator, check_channels_exist
+from ._liveness import LivenessProbe
 from ._log import (
     DEFAULT_PARTITION_COUNT,
     STORE_FILE,
@@ -102,9 +103,15 @@ from ._log import (
 )
 from ._maps import MAP_HANDLERS, MapTable
 from ._metrics import LogSnapshot, StoreMetrics, take_snapshot
-from ._queues import QUEUE_HANDLERS, QueueTable, serve_queues
+from ._queues import (
+    QUEUE_HANDLERS,
+    QUEUE_MEMBER_OPS,
+    QueueTable,
+    queue_secret_ident,
+    serve_queues,
+)
 from ._replies import REPLY_WRITER_IDLE, ReplyOutbox
-from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict
+from ._shares import OWNERSHIP_GRACE, SETTLE, Share, share_conflict_with
 from ._staging import on_abort_staged, on_commit_staged, on_stage
 
 if TYPE_CHECKING:
@@ -337,6 +344,7 @@ class Store:
         self._deferred: dict[tuple[str, int], tuple[_Call[Any], float]] = {}
         self._mirror: dict[tuple[str, str], Assignment] = {}
         self._coordinator: str | None = None  # incarnation of the coordinating store
+        self._liveness: LivenessProbe | None = None  # keyed: confirms a store before yielding
         self._next_share_check = 0.0
         self._handlers = self._HANDLERS if self.share.coordinates else self._SHARE_HANDLERS
         #: Request samples refused before decoding (no answer possible), for operators.
@@ -502,6 +510,8 @@ class Store:
             data_dir=str(self.data_dir.resolve()),
         )
         self._announcer.write(self.announcement)
+        if self._sealer.enabled:
+            self._liveness = LivenessProbe(ep, self.namespace, self._sealer, self.incarnation)
         if not self.share.coordinates:
             self._mirror_reader = ep.reader(ep.assign_topic, self.namespace, ASSIGN_QOS)
             self._waiter.watch(self._mirror_reader)
@@ -517,7 +527,7 @@ class Store:
         deadline = time.monotonic() + SETTLE
         while time.monotonic() < deadline:
             time.sleep(0.02)
-        conflict = share_conflict(self.announcement, self._live_stores())
+        conflict = self._share_conflict(self._live_stores(), wait=True)
         if conflict is not None:
             raise PreconditionNotMetError(f"store not started: {conflict}")
         _log.info("dcps store: share %s of namespace %r taken", self.share, self.namespace)
@@ -588,6 +598,8 @@ class Store:
         except BadParameterError as exc:  # nowhere safe to answer
             self._drop(f"{exc}")
             return None
+        if self._liveness is not None and client == self._liveness.client:
+            return None  # this store's own ping to another store of its share
         if self._sealer.enabled and not self._authentic(sample):
             return None
         try:
@@ -611,13 +623,10 @@ class Store:
         ident = (sample.topic, sample.group, sample.member)
         if sample.op in DURABLE_MEMBER_OPS:  # a durable subscriber's secret (``_durables.py``)
             ident = secret_ident(*ident)
+        elif sample.op in QUEUE_MEMBER_OPS:  # a queue consumer's secret (``_queues.py``)
+            ident = queue_secret_ident(sample.topic, sample.member)
         secret = self._secrets.get(ident)
-        live = secret is not None and (
-            self._member_live(*ident)
-            if sample.op == Op.JOIN
-            else sample.op == Op.DURABLE_SUBSCRIBE
-            and self.durables.live(sample.group, sample.member)
-        )
+        live = secret is not None and self._subscriber_live(sample)
         try:
             self._sealer.open_request(sample, self.incarnation, secret, proof_required=live)
         except AuthenticationError as exc:
@@ -635,6 +644,17 @@ class Store:
                 )
             return False
         return True
+
+    def _subscriber_live(self, sample: Request) -> bool:
+        """Whether the member, durable subscriber or queue consumer a JOIN or subscribe
+        names is live (then only its own secret's proof lets it in again)."""
+        if sample.op == Op.JOIN:
+            return self._member_live(sample.topic, sample.group, sample.member)
+        if sample.op == Op.DURABLE_SUBSCRIBE:
+            return self.durables.live(sample.group, sample.member)
+        if sample.op == Op.QUEUE_SUBSCRIBE:
+            return self._queues.live(sample.topic, sample.member)
+        return False
 
     def _member_live(self, topic: str, group: str, member: str) -> bool:
         """Whether ``member`` belongs to ``group`` now (per the coordinator's assignment)."""
@@ -709,6 +729,9 @@ class Store:
 
     def _seal_reply(self, reply: Reply) -> bytes | None:
         return self._sealer.seal_reply(reply, self.incarnation)
+
+    def _seal_live(self, batch: LiveBatch) -> bytes | None:
+        return self._sealer.seal_live(batch, self.incarnation)
 
     def _refuse_client(self, client: str, request_id: int) -> None:
         """Tell a client over MAX_CLIENTS that it is refused (a bounded set of writers)."""
@@ -890,6 +913,7 @@ class Store:
                 ep.batch_topic,
                 batch_partition(self.namespace, r.topic, r.channel),
                 BATCH_WRITER_QOS,
+                seal=self._seal_live,
             )
             self._batch_writers[(r.topic, r.channel)] = writer
         self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
@@ -1045,7 +1069,7 @@ class Store:
         if now >= self._next_share_check and self._requests is not None:
             self._next_share_check = now + 0.25
             others = self._live_stores()
-            conflict = share_conflict(self.announcement, others)
+            conflict = self._share_conflict(others)
             if conflict is not None:
                 self._refuse(conflict)
                 return
@@ -1058,6 +1082,26 @@ class Store:
             for sample in self._mirror_reader.take(N=1024):
                 if isinstance(sample, Assignment) and self._sealer.accept_assignment(sample):
                     self._follow(sample)
+
+    def _share_conflict(self, others: list[StoreAnnouncement], *, wait: bool = False) -> str | None:
+        """Why this store must yield to one of ``others``, once that store is confirmed alive.
+
+        A keyed store asks the store it would yield to for a fresh, sealed
+        answer first (``_liveness.py``): a replayed announcement of a dead
+        store is ignored (counted, logged). ``wait``: block until confirmed or
+        refuted; otherwise keep serving while the question is open.
+        """
+        while True:
+            found = share_conflict_with(self.announcement, others)
+            if found is None or self._liveness is None:
+                return None if found is None else found[1]
+            other, why = found
+            alive = self._liveness.wait(other) if wait else self._liveness.verdict(other)
+            if alive is None:
+                return None
+            if alive:
+                return why
+            others = [a for a in others if a.incarnation != other.incarnation]
 
     def _live_stores(self) -> list[StoreAnnouncement]:
         """The live stores of the namespace whose announcements verify (all without a key)."""

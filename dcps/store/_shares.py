@@ -56,6 +56,7 @@ __all__ = [
     "SETTLE",
     "Share",
     "share_conflict",
+    "share_conflict_with",
 ]
 
 #: Seconds a non-coordinating store waits for the assignment that makes a
@@ -153,6 +154,16 @@ def share_conflict(mine: Any, others: Iterable[Any]) -> str | None:
     reported is with the oldest store that stands, whatever order the
     announcements arrived in.
     """
+    found = share_conflict_with(mine, others)
+    return None if found is None else found[1]
+
+
+def share_conflict_with(mine: Any, others: Iterable[Any]) -> tuple[Any, str] | None:
+    """:func:`share_conflict`, with the announcement of the store it conflicts with.
+
+    A keyed store confirms that store alive before it yields to it
+    (``dcps/store/_liveness.py``): a verified announcement may be a replay.
+    """
 
     def age(a: Any) -> tuple[int, str]:
         return (a.started_ns, a.incarnation)
@@ -165,6 +176,6 @@ def share_conflict(mine: Any, others: Iterable[Any]) -> str | None:
             continue  # refused itself by an older store: it will stop
         why = _overlap(mine, other)
         if why is not None:
-            return why
+            return other, why
         standing.append(other)
     return None

@@ -29,6 +29,12 @@ mode: a staged chunk lost in a power failure makes the commit fail (chunks
 missing) and Spark run the micro-batch again, while the commit itself is as
 durable as any publish (and its fsync covers the staged pages before it).
 
+With a namespace key a transaction belongs to the query key whose
+fingerprint ends its name (``dcps/wire/_auth_stage.py``): COMMIT_STAGED and
+ABORT_STAGED must carry that key's fresh signature, and a commit names each
+stage's digest, which the staged chunks must hash to. Another key holder can
+then neither commit nor abort the transaction, nor change a chunk it holds.
+
 This module works on the :class:`~dcps.store._log.ChannelLog`'s connection,
 transactions and channel states (one package, one thread: the store's).
 """
@@ -43,6 +49,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
+from dcps.wire._auth_stage import StageDigest, check_proof
 from dcps.wire._batches import ELEMENT_STEP_NS, PackedPayloads
 from dcps.wire._requests import PublishRequest
 from dcps.wire._staging import (
@@ -53,7 +60,7 @@ from dcps.wire._staging import (
     StagedCommitted,
     StageRequest,
 )
-from idl._errors import PreconditionNotMetError, UnsupportedError
+from idl._errors import BadParameterError, PreconditionNotMetError, UnsupportedError
 
 from ._log import ChannelLog
 from ._log_format import first_stamp, sql_error
@@ -143,9 +150,18 @@ class StagingLog:
     # -- committing --------------------------------------------------------
 
     def commit(
-        self, topic: str, query: str, epoch: int, stages: Sequence[tuple[str, int]]
+        self,
+        topic: str,
+        query: str,
+        epoch: int,
+        stages: Sequence[tuple[str, int]],
+        digests: Sequence[str] = (),
     ) -> tuple[StagedCommitted, list[CommittedChunk]]:
-        """Make exactly ``stages``' chunks visible in one transaction (see the module doc)."""
+        """Make exactly ``stages``' chunks visible in one transaction (see the module doc).
+
+        ``digests`` (one per stage, if given): what each stage's chunks must hash to
+        (:class:`~dcps.wire._auth_stage.StageDigest`); a mismatch refuses the commit whole.
+        """
         log = self.log
         tid, _ = log._topic(topic)
         db = log._conn
@@ -183,6 +199,8 @@ class StagingLog:
                     f"chunks, the store holds {len(chunks)} of them (chunks lost: run the "
                     "batch again)"
                 )
+        if digests:
+            self._check_digests(tid, where, query, epoch, stages, digests)
         order = sorted(c for chunks in kept.values() for c in chunks)  # partition, stage, seq
         placed: list[CommittedChunk] = []
         touched: dict[int, list[int]] = {}
@@ -221,6 +239,38 @@ class StagingLog:
         for channel, st in touched.items():
             log._state(topic, channel)[1][:] = st
         return StagedCommitted(elements, len(placed)), placed
+
+    def _check_digests(
+        self,
+        tid: int,
+        where: str,
+        query: str,
+        epoch: int,
+        stages: Sequence[tuple[str, int]],
+        digests: Sequence[str],
+    ) -> None:
+        """Refuse the commit if a stage's chunks are not what its writer staged."""
+        db = self.log._conn
+        for (stage, chunks), expected in zip(stages, digests, strict=True):
+            digest = StageDigest()
+            try:
+                rows = db.execute(
+                    "SELECT seq, channel, sizes, data FROM staged WHERE topic_id = ? AND query = ?"
+                    " AND epoch = ? AND stage = ? AND seq < ? ORDER BY seq",
+                    (tid, query, epoch, stage, chunks),
+                )
+                for seq, channel, sizes, data in rows:
+                    digest.add(int(seq), int(channel), bytes(sizes), bytes(data))
+            except sqlite3.Error as exc:
+                raise sql_error(
+                    exc, self.log.path, f"reading the staged chunks of {where}"
+                ) from exc
+            if digest.hexdigest() != expected:
+                raise PreconditionNotMetError(
+                    f"cannot commit {where}: the chunks of stage {stage!r} are not what its "
+                    "writer staged (replaced by another client?): nothing committed, run the "
+                    "batch again"
+                )
 
     def _cleanup(self, tid: int, query: str, epoch: int, now: int) -> None:
         """Delete staged chunks that can never be committed; forget old transactions."""
@@ -306,8 +356,16 @@ def on_commit_staged(store: Store, call: _Call[CommitStagedRequest]) -> None:
     """COMMIT_STAGED: append the named stages' chunks in one transaction, then push them live."""
     r = call.request
     _one_store(store)
+    if store._sealer.enabled:
+        if len(r.digests) != len(r.stages):
+            raise BadParameterError(
+                f"a COMMIT_STAGED of {r.query!r} carries no stage digests: the store's "
+                "namespace has a key"
+            )
+        signed = [(s, n, d) for (s, n), d in zip(r.stages, r.digests, strict=True)]
+        check_proof(r.proof, "commit", r.topic, r.query, r.epoch, signed)
     staging = staging_of(store.log)
-    answer, placed = staging.commit(r.topic, r.query, r.epoch, r.stages)
+    answer, placed = staging.commit(r.topic, r.query, r.epoch, r.stages, r.digests)
     store._reply(call, answer)
     for chunk in placed:
         packed = staging.chunk_payloads(r.topic, chunk)
@@ -322,4 +380,6 @@ def on_commit_staged(store: Store, call: _Call[CommitStagedRequest]) -> None:
 def on_abort_staged(store: Store, call: _Call[AbortStagedRequest]) -> None:
     """ABORT_STAGED: drop the transaction's staged chunks."""
     r = call.request
+    if store._sealer.enabled:
+        check_proof(r.proof, "abort", r.topic, r.query, r.epoch)
     store._reply(call, StagedAborted(staging_of(store.log).abort(r.topic, r.query, r.epoch)))

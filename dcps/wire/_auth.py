@@ -26,9 +26,11 @@ body)`` (strings length-prefixed, so no two field splits give the same bytes):
 
 Kinds named in ``admin_kinds`` are sealed with the admin key instead of the
 namespace key. Kinds in ``durable_kinds`` (transient-local state: store
-announcements, group assignments) skip the freshness window, since a late
-joiner legitimately receives old ones; the protocol orders those by their own
-incarnation/generation.
+announcements, group assignments, and the live pushes of channels and maps,
+whose writers keep a history for late joiners) skip the freshness window,
+since a late joiner legitimately receives old ones; the protocol orders those
+by their own incarnation/generation, offset or revision. The replay table
+still refuses a second copy of one.
 
 Receivers call :meth:`Authenticator.accept`, which counts and logs each drop
 (one line per reason per ``log_interval``); :meth:`Authenticator.open` raises
@@ -42,6 +44,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import itertools
 import logging
 import struct
 import threading
@@ -102,9 +105,13 @@ DEFAULT_MEMBER_KINDS = frozenset(
     # a durable subscriber's requests (its secret is agreed at DURABLE_SUBSCRIBE)
     | {"request/durable_poll", "request/durable_ack", "request/durable_rollback"}
     | {"request/durable_close"}
+    # a queue consumer's requests (its secret is agreed at QUEUE_SUBSCRIBE)
+    | {"request/queue_receive", "request/queue_ack", "request/queue_heartbeat"}
+    | {"request/queue_leave"}
 )
-#: Kinds exempt from the freshness window (transient-local state).
-DEFAULT_DURABLE_KINDS = frozenset({"announcement", "assignment"})
+#: Kinds exempt from the freshness window (transient-local state; the live pushes of a
+#: channel or map, whose writers keep a history for late joiners).
+DEFAULT_DURABLE_KINDS = frozenset({"announcement", "assignment", "live_batch", "map_change"})
 
 #: What a store without a key logs at start (``%s``: the namespace).
 UNAUTHENTICATED_WARNING = (
@@ -237,7 +244,8 @@ class Authenticator:
         self._replays = ReplayTable(max_streams=max_streams, window=replay_window)
         self._log = log if log is not None else RateLimitedLog()
         self._lock = threading.Lock()
-        self._counter = clock() % _U64  # a restarted sender continues above its old counters
+        # a restarted sender continues above its old counters; next() is atomic (no lock)
+        self._counter = itertools.count(clock() % _U64 + 1)
         self._drops: dict[DropReason, int] = dict.fromkeys(DropReason, 0)
 
     @property
@@ -282,9 +290,7 @@ class Authenticator:
             key, mac = self._key, self._mac
         if kind in self.member_kinds and member is None:
             raise PreconditionNotMetError(f"{kind} needs the member secret agreed at JOIN")
-        with self._lock:
-            self._counter = (self._counter + 1) % _U64
-            counter = self._counter
+        counter = next(self._counter) % _U64
         header = _HEADER.pack(
             _VERSION, _FLAG_MEMBER if member is not None else 0, key.key_id, counter, self._clock()
         )

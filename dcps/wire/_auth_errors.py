@@ -32,6 +32,9 @@ class DropReason(enum.Enum):
     BAD_MEMBER_PROOF = "bad member proof"
     #: A key-exchange value in a JOIN or its reply is out of range.
     BAD_KEY_EXCHANGE = "bad key exchange"
+    #: A verified announcement of a store that did not answer a fresh, sealed ping
+    #: (a replayed announcement of a store that is gone): not yielded to.
+    UNCONFIRMED_STORE = "unconfirmed store"
 
 
 class AuthenticationError(IllegalOperationError):

@@ -42,6 +42,7 @@ __all__ = [
     "durability_partition",
     "encode_samples",
     "matched_services",
+    "matched_subscriptions",
     "service_request_qos",
 ]
 
@@ -90,7 +91,7 @@ def matched_services(request_writer: Any) -> set[str]:
     a request written before the match reaches nobody (volatile), which is
     why clients ask each service once it matched, not all at once."""
     found: set[str] = set()
-    for handle in request_writer.get_matched_subscriptions():
+    for handle in matched_subscriptions(request_writer):
         data = request_writer.get_matched_subscription_data(handle)
         if data is None:
             continue
@@ -107,6 +108,21 @@ def matched_services(request_writer: Any) -> set[str]:
         if incarnation.isalnum():
             found.add(incarnation)
     return found
+
+
+def matched_subscriptions(writer: Any) -> list[int]:
+    """The handles of the readers a Cyclone ``writer`` is matched with now.
+
+    cyclonedds' ``get_matched_subscriptions`` sizes its buffer by a first call
+    and indexes it by what a second call returns: a reader matching in
+    between raises IndexError (seen under load). Asked again then.
+    """
+    for _ in range(9):
+        try:
+            return list(writer.get_matched_subscriptions())
+        except IndexError:
+            continue  # the match count grew between the binding's two calls
+    return list(writer.get_matched_subscriptions())
 
 
 class StoredSample(NamedTuple):

@@ -128,6 +128,7 @@ class LiveBatch(IdlStruct, typename="dcps_channels.LiveBatch"):
     timestamp: Int64
     sizes: Int32Seq = field(default_factory=list)
     blob: Blob = b""
+    auth: Blob = b""  # the authentication trailer (``_sealing.py``); empty without a key
 
 
 @dataclass
@@ -267,7 +268,7 @@ def _undecodable(data: Any, exc: Exception) -> UndecodableRequest:
 
 
 _SEALED = frozenset({"blob", "auth"})
-for _cls, _octets in ((Request, _SEALED), (Reply, _SEALED), (LiveBatch, frozenset({"blob"}))):
+for _cls, _octets in ((Request, _SEALED), (Reply, _SEALED), (LiveBatch, _SEALED)):
     _bytes_fields(_cls, _octets)
     _compile(_cls, _octets, keep_wire=_octets is _SEALED)
 # rare messages: the binding's machines serialise them

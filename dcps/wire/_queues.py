@@ -39,6 +39,8 @@ __all__ = [
     "QueueState",
     "QueueStateRequest",
     "QueueSubscribeRequest",
+    "QueueSubscribed",
+    "queue_secret_group",
 ]
 
 #: Most elements one QUEUE_RECEIVE may ask for.
@@ -48,6 +50,12 @@ MAX_QUEUE_RECEIVE: Final = 10_000
 MAX_RECEIVE_WAIT_MS: Final = 5_000
 #: Most sequence numbers one QUEUE_ACK carries.
 MAX_QUEUE_ACK: Final = 100_000
+
+
+def queue_secret_group(queue: str) -> str:
+    """The group name a queue consumer's secret is derived for (store and consumer alike);
+    no channel group can have it (``~`` is reserved)."""
+    return f"~queue/{queue}"
 
 
 def _queue(r: Request) -> str:
@@ -121,13 +129,18 @@ class QueuePublishRequest:
 @attrs.frozen
 class QueueSubscribeRequest:
     """``consumer`` subscribes to ``queue`` (created if needed); expelled after
-    ``timeout_ms`` without a request (its elements are then redelivered)."""
+    ``timeout_ms`` without a request (its elements are then redelivered).
+
+    ``offer``: the consumer's key-exchange offer (with a namespace key; see
+    ``_auth_member.py``): its receives, acks, heartbeats and leave then carry
+    the proof of the secret agreed, as a group member's commits do."""
 
     op: ClassVar[Op] = Op.QUEUE_SUBSCRIBE
     queue: str
     consumer: str
     timeout_ms: int
     type_identity: str = ""
+    offer: bytes = b""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return _request(
@@ -138,6 +151,7 @@ class QueueSubscribeRequest:
             member=self.consumer,
             number=self.timeout_ms,
             text=self.type_identity,
+            blob=self.offer,
         )
 
     @classmethod
@@ -145,12 +159,30 @@ class QueueSubscribeRequest:
         queue, consumer = _consumer(r)
         if not 0 < r.number <= 2**31:
             raise BadParameterError(f"request field 'number' (consumer timeout) is {r.number}")
+        if len(r.blob) > 1024:
+            raise BadParameterError("a key-exchange offer has at most 1024 bytes")
         return cls(
             queue,
             consumer,
             int(r.number),
             check_wire_name("text (type identity)", r.text, required=False),
+            bytes(r.blob),
         )
+
+
+@attrs.frozen
+class QueueSubscribed:
+    """The answer to QUEUE_SUBSCRIBE: ``exchange``, the store's half of the consumer's key
+    exchange (empty without a namespace key)."""
+
+    exchange: bytes = b""
+
+    def to_wire(self, client: str, request_id: int) -> Reply:
+        return Reply(client=client, request_id=request_id, blob=self.exchange)
+
+    @classmethod
+    def from_wire(cls, r: Reply) -> Self:
+        return cls(bytes(r.blob))
 
 
 @attrs.frozen

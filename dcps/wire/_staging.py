@@ -17,8 +17,10 @@ STAGE           topic, group = query, number = epoch, flag = partition,
                 member = stage id, offsets = [seq], channels = [channel],
                 sizes + blob = the chunk's elements (checked as a PUBLISH's)
 COMMIT_STAGED   topic, group = query, number = epoch, blob = stage ids joined by
-                ``\\n`` (UTF-8), offsets = chunk count of each stage (parallel)
-ABORT_STAGED    topic, group = query, number = epoch
+                ``\\n`` (UTF-8), offsets = chunk count of each stage (parallel),
+                member = each stage's digest (64 hex digits, joined by ``,``; with
+                a key), text = the query key's proof (``_auth_stage.py``; with a key)
+ABORT_STAGED    topic, group = query, number = epoch, text = the proof (with a key)
 ==============  ===================================================================
 """
 
@@ -53,6 +55,14 @@ __all__ = [
 MAX_STAGES = 65_536
 #: Most chunks one stage may have staged.
 MAX_STAGE_CHUNKS = 2**31 - 1
+#: Longest proof text (``dcps/wire/_auth_stage.py``: public key, timestamp, signature).
+_MAX_PROOF = 2048
+
+
+def _proof(r: Request) -> str:
+    if len(r.text) > _MAX_PROOF:
+        raise BadParameterError(f"a staged-commit proof has at most {_MAX_PROOF} characters")
+    return r.text
 
 
 def _check_elements(r: Request) -> int:
@@ -146,13 +156,20 @@ class StageRequest:
 
 @attrs.frozen
 class CommitStagedRequest:
-    """Make the chunks of ``stages`` (stage id -> chunk count) visible, in one transaction."""
+    """Make the chunks of ``stages`` (stage id -> chunk count) visible, in one transaction.
+
+    With a namespace key, ``digests`` (one per stage: what it staged,
+    ``_auth_stage.StageDigest``) and ``proof`` (the query key's signature)
+    show that the query that owns the transaction asks for it.
+    """
 
     op: ClassVar[Op] = Op.COMMIT_STAGED
     topic: str
     query: str
     epoch: int
     stages: tuple[tuple[str, int], ...]
+    digests: tuple[str, ...] = ()
+    proof: str = ""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
@@ -164,6 +181,8 @@ class CommitStagedRequest:
             number=self.epoch,
             blob="\n".join(s for s, _ in self.stages).encode(),
             offsets=[n for _, n in self.stages],
+            member=",".join(self.digests),
+            text=self.proof,
         )
 
     @classmethod
@@ -193,17 +212,28 @@ class CommitStagedRequest:
             raise BadParameterError(
                 f"a COMMIT_STAGED's chunk counts must be 0..{MAX_STAGE_CHUNKS}, got {min(counts)}"
             )
-        return cls(topic, query, epoch, tuple(zip(names, counts, strict=True)))
+        digests = tuple(r.member.split(",")) if r.member else ()
+        if digests and (
+            len(digests) != len(names)
+            or any(len(d) != 64 or d.strip("0123456789abcdef") for d in digests)
+        ):
+            raise BadParameterError(
+                "a COMMIT_STAGED's stage digests must be one per stage, 64 hex digits each"
+            )
+        stages = tuple(zip(names, counts, strict=True))
+        return cls(topic, query, epoch, stages, digests, _proof(r))
 
 
 @attrs.frozen
 class AbortStagedRequest:
-    """Drop every staged chunk of the transaction ``(topic, query, epoch)``."""
+    """Drop every staged chunk of the transaction ``(topic, query, epoch)`` (``proof``: the
+    query key's signature, with a namespace key)."""
 
     op: ClassVar[Op] = Op.ABORT_STAGED
     topic: str
     query: str
     epoch: int
+    proof: str = ""
 
     def to_wire(self, client: str, request_id: int) -> Request:
         return Request(
@@ -213,12 +243,16 @@ class AbortStagedRequest:
             topic=self.topic,
             group=self.query,
             number=self.epoch,
+            text=self.proof,
         )
 
     @classmethod
     def from_wire(cls, r: Request) -> Self:
         return cls(
-            check_wire_name("topic", r.topic), check_wire_name("group (query)", r.group), _epoch(r)
+            check_wire_name("topic", r.topic),
+            check_wire_name("group (query)", r.group),
+            _epoch(r),
+            _proof(r),
         )
 
 

@@ -19,11 +19,15 @@ from tests.support.peers import PEERS_DIR
 from tests.support.waiting import eventually
 
 
-def build_c_peer(exe: str, idl_files: tuple[str, ...], c_source: str) -> Path:
+def build_c_peer(
+    exe: str, idl_files: tuple[str, ...], c_source: str, *, type_info: bool = False
+) -> Path:
     """Compile ``PEERS_DIR/c_source`` with the C code idlc generates for ``idl_files``.
 
-    Built without XTypes type information (``idlc -t``): Debian's Cyclone DDS is
-    older than the PyPI one, and endpoints then match on topic and type name.
+    Built without XTypes type information (``idlc -t``) unless ``type_info``:
+    Debian's Cyclone DDS is older than the PyPI one, and endpoints then match on
+    topic and type name. A peer whose type a dcps process must look up over
+    XTypes (the durability service) needs ``type_info=True``.
     Skips the test when idlc, gcc or the Cyclone DDS C headers are missing.
     """
     idlc, gcc = shutil.which("idlc"), shutil.which("gcc")
@@ -31,14 +35,16 @@ def build_c_peer(exe: str, idl_files: tuple[str, ...], c_source: str) -> Path:
         pytest.skip("C peers need idlc and gcc (apt-get install cyclonedds-tools gcc)")
     sources = (*idl_files, c_source)
     digest = hashlib.sha256(b"".join((PEERS_DIR / s).read_bytes() for s in sources)).hexdigest()
-    build = Path(tempfile.gettempdir()) / f"dcps-cpeer-{exe}-{digest[:16]}"
+    suffix = "-ti" if type_info else ""
+    build = Path(tempfile.gettempdir()) / f"dcps-cpeer-{exe}-{digest[:16]}{suffix}"
     build.mkdir(exist_ok=True)
     binary = build / exe
     with open(build / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers build once
         if not binary.exists():
             for idl_file in idl_files:
-                _run([idlc, "-t", "-o", str(build), str(PEERS_DIR / idl_file)])
+                flags = [] if type_info else ["-t"]
+                _run([idlc, *flags, "-o", str(build), str(PEERS_DIR / idl_file)])
             generated = [str(build / f.replace(".idl", ".c")) for f in idl_files]
             tmp = build / f"{exe}.tmp"
             source = str(PEERS_DIR / c_source)
@@ -56,6 +62,8 @@ def _run(cmd: list[str]) -> None:
 
 
 LIFECYCLE_PEER = ("lifecycle_peer", ("reading.idl",), "lifecycle_peer.c")
+#: The TRANSIENT/PERSISTENT C writer of the durability interop test (built with type_info).
+DURABILITY_PEER = ("durability_peer", ("reading.idl",), "durability_peer.c")
 
 
 class CReader:
