@@ -126,6 +126,20 @@ class TestInstances:
         assert [s.info.source_timestamp_ns for s in samples] == [10, 20, 30]
         assert [s.info.publication_handle for s in samples] == [8, 7, 7]
 
+    def test_a_batch_with_its_keys_is_filed_in_the_order_given(self) -> None:
+        keyed = cache()
+        batch = [
+            (r(2.0, "b"), 20, 7, False),
+            (r(1.0, "a"), 10, 7, False),
+            (r(3.0, "b"), 5, 7, True),
+        ]
+        assert keyed.add_batch(batch, ["b", "a", "b"])
+        b, a = keyed.handles()
+        assert keyed.lookup(r(0.0, "b")) == b
+        assert values(keyed.access(False, 10, ANY, instance_handle=b)) == [2.0, 3.0]
+        assert values(keyed.access(False, 10, ANY, instance_handle=a)) == [1.0]
+        assert keyed.access(False, 1, ANY, instance_handle=b)[0].info.instance_state is DISPOSED
+
     def test_an_empty_batch_adds_nothing(self) -> None:
         keyed = cache()
         assert keyed.add_batch([]) is False
