@@ -488,3 +488,55 @@ class TestMoreEdges:
         assert str(caught.value).startswith(
             "parameter %0 (\" 'a' \") is not a number for int field 'x' at position 4:"
         )
+
+
+def nested(levels: int, word: str | None = None) -> str:
+    """``x = 10`` inside ``levels`` ANDs and ORs (alternating, or all ``word``)."""
+    expression = "x = 10"
+    for i in range(levels):
+        op = word or ("AND" if i % 2 else "OR")
+        expression = f"x = 10 {op} ({expression})"
+    return expression
+
+
+@pytest.mark.parametrize("word", [None, "AND", "OR"])
+def test_and_or_nesting_is_refused_past_the_limit(word: str | None) -> None:
+    assert ContentFilter(nested(100, word), Reading).matches(reading()) is True
+    with pytest.raises(FilterSyntaxError) as caught:
+        ContentFilter(nested(101, word), Reading)
+    assert str(caught.value).startswith("expression nests deeper than 100 levels at position")
+
+
+class Row(idl.Struct, typename="outer::Row"):
+    vals: idl.sequence[idl.int32]
+
+
+class Grid(idl.Struct, typename="outer::Grid"):
+    id: idl.int32
+    rows: idl.sequence[Row]
+
+
+def test_order_by_a_doubly_indexed_field_puts_missing_ones_first() -> None:
+    samples = [
+        Grid(1, [Row([5, 9])]),
+        Grid(2, []),
+        Grid(3, [Row([5])]),
+        Grid(4, [Row([5, 1])]),
+    ]
+    query = QueryExpression("ORDER BY rows[0].vals[1]", Grid)
+    assert [g.id for g in query.order(samples)][:2] in ([2, 3], [3, 2])
+    assert [g.id for g in query.order(samples)][2:] == [4, 1]
+    assert ContentFilter("rows[0].vals[1] = 1", Grid).matches_many(samples) == [
+        False,
+        False,
+        False,
+        True,
+    ]
+
+
+def test_a_bad_parameter_on_the_left_names_the_field() -> None:
+    with pytest.raises(FilterSyntaxError) as caught:
+        ContentFilter("%0 = x", Reading, ("'a'",))
+    assert str(caught.value).startswith(
+        "parameter %0 (\"'a'\") is not a number for int field 'x' at position 0"
+    )
