@@ -38,6 +38,8 @@ ENUM = "(numbers, strings, chars, booleans, enums) can be compared"
             0,
         ),
         ("nope = 1", (), "unknown field 'nope': Reading has no such member", 0),
+        ("nope.x = 1", (), "unknown field 'nope.x': Reading has no member 'nope'", 0),
+        ("pos.x.y = 1", (), "field 'pos.x' is int; it has no member 'y'", 0),
         (
             "pos = 1",
             (),
