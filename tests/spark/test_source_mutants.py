@@ -89,6 +89,13 @@ class TestAdmit:
         assert _admit({0: 0, 1: 5}, {0: 3, 1: 9}, 100) == {0: 3, 1: 9}
         assert _admit({0: 0, 1: 5}, {0: 3, 1: 9}, 7) == {0: 3, 1: 9}
 
+    def test_never_more_than_a_channel_has(self) -> None:
+        # three small channels close in the first round; the big one's second share is
+        # larger than what it still has
+        assert _admit({}, {0: 1, 1: 1, 2: 1, 3: 4}, 12) == {0: 1, 1: 1, 2: 1, 3: 4}
+        # a channel missing from the start starts at 0 and may take all it has
+        assert _admit({0: 8}, {0: 10, 1: 3}, 10) == {0: 10, 1: 3}
+
     def test_the_limit_is_shared_fairly(self) -> None:
         assert _admit({0: 0, 1: 0}, {0: 10, 1: 10}, 6) == {0: 3, 1: 3}
         # a small channel takes what it has; the rest goes to the others
