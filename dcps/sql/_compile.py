@@ -542,6 +542,14 @@ def _convert(
     raise bad("comparable")  # pragma: no cover - scalar() rejects other kinds
 
 
+def _reason(exc: FilterSyntaxError) -> str:
+    """The message of ``exc`` without its position and expression lines (the message may
+    quote a parameter, which may itself contain the words "at position")."""
+    text = str(exc)
+    suffix = f" at position {exc.position}:\n  {exc.expression}\n  {' ' * exc.position}^"
+    return text[: -len(suffix)] if text.endswith(suffix) else text
+
+
 def _convert_parameter(expression: str, site: ParamSite, parameters: tuple[str, ...]) -> Any:
     if site.index >= len(parameters):
         raise _error(
@@ -554,7 +562,7 @@ def _convert_parameter(expression: str, site: ParamSite, parameters: tuple[str, 
     try:
         operand = parse_literal(text)
     except FilterSyntaxError as exc:
-        reason = str(exc).split(" at position", 1)[0]
+        reason = _reason(exc)
         raise _error(
             expression,
             f"parameter %{site.index} ({text!r}) is not a valid value: {reason}",
@@ -574,7 +582,7 @@ def _convert_parameter(expression: str, site: ParamSite, parameters: tuple[str, 
     except FilterSyntaxError as exc:
         if exc.position == site.pos:
             raise
-        raise _error(expression, str(exc).split(" at position", 1)[0], site.pos) from None
+        raise _error(expression, _reason(exc), site.pos) from None
     if site.role == "enum_value":
         return value.value
     return value
