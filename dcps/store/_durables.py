@@ -318,6 +318,7 @@ class DurableService:
 
         self._log.write(f"deleting durable {name!r}", delete)
         self._log.destroy_group(topic, DURABLE_GROUP_PREFIX + name)
+        _log.info("durable %r of topic %r deleted", name, topic)
 
     def _persist_acks(self, d: _Durable) -> None:
         """Write what the durable's acknowledgements changed (floors always; acks if persistent)."""
@@ -592,6 +593,13 @@ class DurableService:
         created = d is None
         if d is None:
             d = self._create(r, info.channel_count)
+            _log.info(
+                "durable %r of topic %r created (%s, %s)",
+                d.name,
+                d.topic,
+                d.kind.name.lower(),
+                "persistent" if d.persistent else "in memory",
+            )
         else:
             self._check_same(d, r)
         window = r.window or None

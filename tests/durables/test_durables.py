@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -257,6 +258,22 @@ class TestUnsubscribeAndTtl:
         assert fresh.created
         durables.publish(topic, [99])
         assert fresh.receive(TIMEOUT).value.seq == 99  # the three old ones were discarded
+
+    def test_creation_and_deletion_are_logged_at_info(
+        self,
+        durables: Durables,
+        topic: ChannelledTopic,
+        domain_id: int,
+        namespace: str,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        """An operator sees a durable come and go in the store's log (``dcps.store.durables``)."""
+        caplog.set_level(logging.INFO, logger="dcps.store")
+        durables.sub(topic, "logged", window=10).close()
+        assert unsubscribe(topic, "logged", domain_id=domain_id, namespace=namespace)
+        lines = [r.getMessage() for r in caplog.records if r.name == "dcps.store.durables"]
+        assert f"durable 'logged' of topic {topic.name!r} created (shared, persistent)" in lines
+        assert f"durable 'logged' of topic {topic.name!r} deleted" in lines
 
     def test_a_durable_without_subscriber_past_its_ttl_is_deleted(
         self, durables: Durables, topic: ChannelledTopic, domain_id: int, namespace: str
