@@ -10,7 +10,9 @@ when it starts again). Real store and client processes, killed with SIGKILL
 from __future__ import annotations
 
 import signal
+import sys
 import time
+import traceback
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -62,7 +64,13 @@ def _wait_line(peer: LinePeer, line: str) -> None:
         peer.proc.kill()
         peer.proc.wait()
         err = peer.proc.stderr.read() if peer.proc.stderr else ""
-        raise AssertionError(f"{exc}; the peer printed {peer.lines}; {err[-3000:]}") from None
+        here = "".join(
+            f"--- {t}\n" + "".join(traceback.format_stack(f))
+            for t, f in sys._current_frames().items()
+        )
+        raise AssertionError(
+            f"{exc}; the peer printed {peer.lines}; {err[-3000:]}\nthis process:\n{here}"
+        ) from None
 
 
 def _durable(connection: Connection, topic: str, name: str) -> TopicSubscriber[Quote]:
