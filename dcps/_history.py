@@ -152,9 +152,9 @@ class _Client:
         self._reader = ep.reader(
             ep.reply_topic, reply_partition(namespace, self.client_id), REPLY_QOS
         )
-        self._ws = WaitSet(ep.participant)
+        self._ws = ep.own(WaitSet(ep.participant))
         self._cond = ReadCondition(self._reader, ANY_STATE)
-        self._guard = GuardCondition(ep.participant)
+        self._guard = ep.own(GuardCondition(ep.participant))
         self._ws.attach(self._cond)
         self._ws.attach(self._guard)
         self._lock = threading.Lock()

@@ -282,9 +282,9 @@ class StoreClient:
         self._reader = endpoint.reader(
             endpoint.reply_topic, reply_partition(endpoint.namespace, self.client_id), REPLY_QOS
         )
-        self._ws = WaitSet(endpoint.participant)
+        self._ws = endpoint.own(WaitSet(endpoint.participant))
         self._cond = ReadCondition(self._reader, ANY_STATE)
-        self._guard = GuardCondition(endpoint.participant)
+        self._guard = endpoint.own(GuardCondition(endpoint.participant))
         self._ws.attach(self._cond)
         self._ws.attach(self._guard)
         self._closed = False

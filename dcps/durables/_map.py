@@ -503,7 +503,7 @@ class MapWatch(Generic[T]):
         self._reader = ep.reader(
             ep.batch_topic, map_partition(ep.namespace, owner.name), BATCH_READER_QOS
         )
-        self._ws = WaitSet(ep.participant)
+        self._ws = ep.own(WaitSet(ep.participant))
         self._cond = ReadCondition(self._reader, ANY_STATE)
         self._ws.attach(self._cond)
         self._lock = threading.Lock()

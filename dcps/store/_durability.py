@@ -215,7 +215,7 @@ class DurabilityService:
         ep = self._endpoint = Endpoint(self.domain_id, self.namespace, self._network)
         dp = ep.participant
         self._waiter = Waiter(ep)
-        self._publications = BuiltinDataReader(dp, BuiltinTopicDcpsPublication)
+        self._publications = ep.own(BuiltinDataReader(dp, BuiltinTopicDcpsPublication))
         self._waiter.watch(self._publications)
         self._requests = ep.reader(
             ep.request_topic,
@@ -342,9 +342,10 @@ class DurabilityService:
         dp = self._endpoint.participant
         topic = self._topic_entities.get(pub.topic_name)
         if topic is None:
-            topic = self._topic_entities[pub.topic_name] = Topic(dp, pub.topic_name, data_type)
+            topic = Topic(dp, pub.topic_name, data_type)
+            self._topic_entities[pub.topic_name] = self._endpoint.own(topic)
         sub_qos, reader_qos = _reader_qos(partition)
-        reader = DataReader(Subscriber(dp, qos=sub_qos), topic, qos=reader_qos)
+        reader = DataReader(self._endpoint.own(Subscriber(dp, qos=sub_qos)), topic, qos=reader_qos)
         self._served[key] = _Served(reader, pub.topic_name, partition)
         self._waiter.watch(reader)
         _log.info("durability: serving %r in partition %r", pub.topic_name, partition)

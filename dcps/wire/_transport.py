@@ -7,8 +7,11 @@ this module only.
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cyclonedds._clayer import ddspy_write
 from cyclonedds.core import (
@@ -31,7 +34,45 @@ from ._names import ANY_STATE, check_name
 if TYPE_CHECKING:
     from dcps._network import NetworkConfig
 
+_E = TypeVar("_E")
+
 __all__ = ["Endpoint", "Waiter", "delete_entity", "drop_endpoint", "live_announcements"]
+
+#: The participant the endpoints of one domain share in this process, and how many use it.
+#: Keyed by process id too: a forked child must not use its parent's participant.
+_shared: dict[tuple[int, int], tuple[DomainParticipant, int]] = {}
+_shared_lock = threading.Lock()
+
+
+def _acquire_participant(domain_id: int, qos: Qos | None) -> DomainParticipant:
+    """The process's participant of ``domain_id`` for the protocol, created on first use.
+
+    One participant per domain per process, not one per endpoint: a new
+    participant must be discovered by every other process before it can talk
+    (SPDP), and Cyclone was seen to ignore a remote process's new participant
+    for tens of seconds while participants were created and deleted in the
+    store's process. New readers and writers on a known participant are
+    matched at once (SEDP). It is also far lighter.
+    """
+    key = (os.getpid(), domain_id)
+    with _shared_lock:
+        participant, users = _shared.get(key, (None, 0))
+        if participant is None:
+            participant = DomainParticipant(domain_id, qos=qos)
+        _shared[key] = (participant, users + 1)
+        return participant
+
+
+def _release_participant(domain_id: int) -> None:
+    """One user fewer of the shared participant; the last one deletes it."""
+    key = (os.getpid(), domain_id)
+    with _shared_lock:
+        participant, users = _shared[key]
+        if users > 1:
+            _shared[key] = (participant, users - 1)
+            return
+        del _shared[key]
+    delete_entity(participant)
 
 
 def delete_entity(entity: Any) -> None:
@@ -80,7 +121,7 @@ class _SealingWriter(DataWriter[Any]):
 
 
 class Endpoint:
-    """A DomainParticipant with the channel-layer topics of one namespace.
+    """The channel-layer topics of one namespace, on the participant this process shares.
 
     ``network`` (a :class:`dcps.NetworkConfig`) configures the domain as for
     :class:`dcps.DomainParticipant`; without it the ``DCPS_*`` environment
@@ -101,14 +142,22 @@ class Endpoint:
             _domains.acquire(domain_id, self._network)
         self._domain_id = domain_id
         name_qos = self._network.participant_qos() if self._network is not None else None
-        self.participant = DomainParticipant(domain_id, qos=name_qos)
-        dp = self.participant
-        self.request_topic = Topic(dp, "dcps_channels_request", Request)
-        self.reply_topic = Topic(dp, "dcps_channels_reply", Reply)
-        self.batch_topic = Topic(dp, "dcps_channels_batch", LiveBatch)
-        self.assign_topic = Topic(dp, "dcps_channels_assignment", Assignment)
-        self.store_topic = Topic(dp, "dcps_channels_store", StoreAnnouncement)
+        self.participant = _acquire_participant(domain_id, name_qos)
+        # what this endpoint made on the shared participant, deleted by close() (weakly held:
+        # a reader or writer dropped meanwhile is gone with its parent)
+        self._owned: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
         self._closed = False
+        dp = self.participant
+        self.request_topic = self.own(Topic(dp, "dcps_channels_request", Request))
+        self.reply_topic = self.own(Topic(dp, "dcps_channels_reply", Reply))
+        self.batch_topic = self.own(Topic(dp, "dcps_channels_batch", LiveBatch))
+        self.assign_topic = self.own(Topic(dp, "dcps_channels_assignment", Assignment))
+        self.store_topic = self.own(Topic(dp, "dcps_channels_store", StoreAnnouncement))
+
+    def own(self, entity: _E) -> _E:
+        """Record ``entity`` (made on :attr:`participant`) for :meth:`close` to delete."""
+        self._owned[id(entity)] = entity
+        return entity
 
     def writer(
         self,
@@ -121,21 +170,28 @@ class Endpoint:
         """A writer of ``topic`` in one partition; ``seal`` (if given) authenticates each sample
         as it is written (a :class:`~dcps.wire._sealing.Sealer` method): the one place where
         the protocol's outgoing messages get their trailer."""
-        pub = Publisher(self.participant, qos=Qos(Policy.Partition([partition])))
+        pub = self.own(Publisher(self.participant, qos=Qos(Policy.Partition([partition]))))
         if seal is None:
             return DataWriter(pub, topic, qos=qos)
         return _SealingWriter(pub, topic, qos, seal)
 
     def reader(self, topic: Topic[Any], partition: str, qos: Qos) -> DataReader[Any]:
         """A reader of ``topic`` in one partition."""
-        sub = Subscriber(self.participant, qos=Qos(Policy.Partition([partition])))
+        sub = self.own(Subscriber(self.participant, qos=Qos(Policy.Partition([partition]))))
         return DataReader(sub, topic, qos=qos)
 
     def close(self) -> None:
-        """Delete the participant and everything in it (idempotent)."""
+        """Delete everything this endpoint made, and the participant if no other endpoint
+        of the process uses it (idempotent)."""
         if not self._closed:
             self._closed = True
-            delete_entity(self.participant)
+            owned = list(self._owned.values())
+            self._owned.clear()
+            # publishers, subscribers (with their writers and readers) and waits first:
+            # a topic is deleted only once nothing of it is left
+            for entity in sorted(owned, key=lambda e: isinstance(e, Topic)):
+                delete_entity(entity)
+            _release_participant(self._domain_id)
             if self._network is not None:
                 from dcps._participant import _domains  # see __init__
 
@@ -146,8 +202,8 @@ class Waiter:
     """One thread's wait for data on some readers, or for a wake-up from another thread."""
 
     def __init__(self, endpoint: Endpoint) -> None:
-        self._ws = WaitSet(endpoint.participant)
-        self._guard = GuardCondition(endpoint.participant)
+        self._ws = endpoint.own(WaitSet(endpoint.participant))
+        self._guard = endpoint.own(GuardCondition(endpoint.participant))
         self._ws.attach(self._guard)
         self._conds: dict[int, ReadCondition] = {}
 
