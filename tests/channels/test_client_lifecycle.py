@@ -93,3 +93,58 @@ class TestTimeouts:
             make(topic, **{arg: -1.0}, **kw)
         with pytest.raises(BadParameterError, match=arg):
             make(topic, **{arg: timedelta(seconds=-1)}, **kw)
+
+
+class TestSharedParticipant:
+    def test_clients_of_a_process_share_one_participant_and_close_alone(
+        self, kw: dict[str, Any], topic_name: str
+    ) -> None:
+        """Two publishers in one process use one DDS participant; closing one leaves the
+        other publishing (each deletes only what it made)."""
+        topic = ChannelledTopic(topic_name, Msg, channel_count=1)
+        first: ChannelPublisher[Msg] = ChannelPublisher(topic, **kw)
+        with ChannelPublisher(topic, **kw) as second:  # type: ignore[var-annotated]
+            assert first._connection.endpoint.participant is second._connection.endpoint.participant
+            first.close()
+            assert second.publish(Msg(1, 1)).result(TIMEOUT).offset >= 0
+
+    def test_a_remote_client_connects_while_the_stores_process_churns_clients(
+        self, kw: dict[str, Any], topic_name: str, tmp_path: Any
+    ) -> None:
+        """While the store's own process opens and closes clients all the time, a client in
+        another process connects at once, 10 times out of 10 (with a participant per client,
+        Cyclone ignored the other process's new participants for 20 s and more)."""
+        import subprocess
+        import sys
+        import threading
+
+        from dcps.channels._connect import Connection
+
+        stop = threading.Event()
+
+        def churn() -> None:
+            while not stop.is_set():
+                Connection(
+                    kw["domain_id"], kw["namespace"], None, connect_timeout=30, request_timeout=10
+                ).close()
+
+        child = (
+            "import sys, time\n"
+            "from dcps.channels._connect import Connection\n"
+            "for _ in range(10):\n"
+            "    t = time.monotonic()\n"
+            f"    Connection({kw['domain_id']}, {kw['namespace']!r}, None,"
+            " connect_timeout=5, request_timeout=5).close()\n"
+            "    print(round(time.monotonic() - t, 3), flush=True)\n"
+        )
+        thread = threading.Thread(target=churn, daemon=True)
+        thread.start()
+        try:
+            result = subprocess.run(
+                [sys.executable, "-c", child], capture_output=True, text=True, timeout=120
+            )
+        finally:
+            stop.set()
+            thread.join(30)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert len(result.stdout.split()) == 10
