@@ -249,6 +249,8 @@ class DurableService:
         self._dirty: set[str] = set()  # durables whose acks (carried by polls) are not written
         #: deliveries of persistent durables answered once their counts are written (tick)
         self._held: dict[str, list[tuple[Any, DurableDelivery]]] = {}
+        #: persistent durables that redelivered this round: their answers wait for the counts
+        self._redelivered: set[str] = set()
         self._load()
         recover_transactions(log, self)
 
@@ -799,10 +801,10 @@ class DurableService:
         self._answer(d, call, delivery or self._delivery(d, sub, [], refused))
 
     def _answer(self, d: _Durable, call: Any, delivery: DurableDelivery) -> None:
-        """Answer a poll; a persistent durable's delivery waits for the end of the round, when
-        its delivery counts (and the acks polls carried) are written: a store killed
-        before that never let the subscriber see what it would not count."""
-        if d.persistent and d.name in self._dirty:
+        """Answer a poll; a persistent durable's redelivery waits for the end of the round, when
+        its delivery counts are written: a store killed before that never let the
+        subscriber see a count it would not keep."""
+        if d.persistent and d.name in self._redelivered:
             self._held.setdefault(d.name, []).append((call, delivery))
         else:
             self._reply(call, delivery)
@@ -822,6 +824,12 @@ class DurableService:
         got = d.state.deliver(sub.name, count, self._tails(d))
         if got and d.persistent:
             self._dirty.add(d.name)  # the delivery counts are written in this round's tick
+            if any(times for _, times in got):
+                # a redelivery's count must be on disk before the subscriber sees it; a first
+                # delivery is answered at once (waiting for the round's write halved the
+                # shared-durable rate): a store killed within that round forgets only
+                # that it was delivered once, and sends it again as new
+                self._redelivered.add(d.name)
         if not got and not sub.notice and not refused:
             return None
         return self._delivery(d, sub, got, refused)
@@ -1155,6 +1163,7 @@ class DurableService:
             for call, delivery in held:
                 self._reply(call, delivery)
         self._dirty.clear()
+        self._redelivered.clear()
         for held in self._held.values():  # (a durable deleted meanwhile)
             for call, delivery in held:
                 self._reply(call, delivery)
