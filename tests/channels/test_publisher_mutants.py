@@ -1,0 +1,494 @@
+"""The channel publisher, rule by rule, against one embedded store (issue 20's mutation run).
+
+Each test checks what a user sees: which channel and offset each element got, how many
+elements each store batch holds (read back from the store's log), the exact refusals,
+what the futures and ``flow_control`` report, and that nothing is lost or duplicated.
+One store serves the whole module (starting one costs half a second) and each test has
+its own topic. To hold confirmations back, a test takes the store file's write lock from
+a second SQLite connection, as another program could: the store's writes wait for it.
+
+No ``from __future__ import annotations``: cyclonedds resolves the field types below at
+run time.
+"""
+
+import sqlite3
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import types as t
+
+from dcps import (
+    AlreadyClosedError,
+    BadParameterError,
+    DcpsError,
+    DcpsTimeoutError,
+    InconsistentPolicyError,
+)
+from dcps.channels import ChannelledTopic, ChannelPublisher, ClientState, OrderBy, Position
+from dcps.store import Store, SyncMode
+from idl._batch_codec import encoder_of
+from tests.support.peers.channels_types import Msg
+from tests.support.waiting import eventually
+
+TIMEOUT = 10.0
+LONG = timedelta(seconds=60)  # a linger no test waits out
+
+
+@dataclass
+class Note(IdlStruct, typename="dcps_test.publisher.Note"):
+    """A keyless sample: a publisher keeps all of them in one channel of its own."""
+
+    seq: t.int64
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
+    """One embedded store for the module, and the keywords that reach it."""
+    import os
+    import uuid
+
+    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
+    domain = base + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
+    namespace = f"ns_{uuid.uuid4().hex[:10]}"
+    path = tmp_path_factory.mktemp("pubstore") / "store"
+    with Store(path, domain_id=domain, namespace=namespace, sync=SyncMode.NORMAL) as store:
+        yield {"store": store, "kw": {"domain_id": domain, "namespace": namespace}}
+
+
+@pytest.fixture
+def store(served: dict[str, Any]) -> Store:
+    return served["store"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def kw(served: dict[str, Any]) -> dict[str, Any]:
+    return dict(served["kw"])
+
+
+@pytest.fixture
+def opened() -> Iterator[list[ChannelPublisher[Any]]]:
+    """Publishers a test opens, closed when it ends."""
+    pubs: list[ChannelPublisher[Any]] = []
+    try:
+        yield pubs
+    finally:
+        for pub in reversed(pubs):
+            pub.close()
+
+
+def topic(name: str, channels: int = 1, kind: type = Msg, retain: bool = True) -> ChannelledTopic:
+    return ChannelledTopic(name, kind, channel_count=channels, retain_consumed=retain)
+
+
+def batches(store: Store, name: str, channel: int = 0) -> list[int]:
+    """The element count of each batch the store holds in ``channel`` of topic ``name``."""
+    run, _ = store.log.reader().fetch(name, channel, 0, 100000)
+    return list(run.counts)
+
+
+def stored(store: Store, name: str, channel: int = 0) -> list[int]:
+    """The ``seq`` of every element stored in one channel, in offset order."""
+    run, _ = store.log.reader().fetch(name, channel, 0, 100000)
+    decode = Msg.deserialize
+    return [decode(bytes(p)).seq for p in run.payloads()]
+
+
+@contextmanager
+def store_held(store: Store) -> Iterator[None]:
+    """The store's writes (so its confirmations) wait while this holds the file's write lock."""
+    db = sqlite3.connect(store.log.path, timeout=1.0, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
+
+
+class TestParameters:
+    @pytest.mark.parametrize("name", ["batch_count", "batch_bytes", "max_in_flight"])
+    def test_a_count_below_one_is_refused_before_connecting(self, name: str, unique: str) -> None:
+        with pytest.raises(BadParameterError) as info:
+            ChannelPublisher(topic(f"t_{unique}"), domain_id=0, **{name: 0})  # type: ignore[arg-type]
+        assert str(info.value) == "batch_count, batch_bytes and max_in_flight must be >= 1"
+
+    @pytest.mark.parametrize("name", ["linger", "timeout"])
+    def test_an_endless_linger_or_timeout_is_refused(self, name: str, unique: str) -> None:
+        with pytest.raises(BadParameterError) as info:
+            ChannelPublisher(topic(f"t_{unique}"), domain_id=0, **{name: None})  # type: ignore[arg-type]
+        assert str(info.value) == f"{name} must be finite, got None"
+
+    def test_counts_of_one_are_accepted(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(
+            topic(topic_name), batch_count=1, batch_bytes=1, max_in_flight=1, **kw
+        )
+        opened.append(pub)
+        assert pub.publish(Msg(0, 0)).result(TIMEOUT) == Position(0, 0)
+        assert pub.flow_control.max_backlog == 1
+
+    def test_a_fixed_channel_must_exist(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        """The last channel is fine; one past it is refused, naming channel, topic and count."""
+        two = topic(topic_name, channels=2)
+        last = ChannelPublisher(two, order_by=OrderBy.fixed(1), **kw)
+        opened.append(last)
+        assert last.publish(Msg(5, 0)).result(TIMEOUT) == Position(1, 0)
+        with pytest.raises(InconsistentPolicyError) as info:
+            ChannelPublisher(two, order_by=OrderBy.fixed(2), **kw)
+        assert str(info.value) == (
+            f"fixed channel 2 does not exist: topic {topic_name!r} has 2 channels"
+        )
+
+
+class TestChannels:
+    def test_round_robin_takes_every_channel_in_turn(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name, 3), order_by=OrderBy.round_robin(), **kw)
+        opened.append(pub)
+        positions = [pub.publish(Msg(0, i)).result(TIMEOUT) for i in range(6)]
+        assert positions == [Position(c, o) for o in range(2) for c in range(3)]
+
+    def test_a_key_always_lands_in_the_channel_of_its_hash(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """Channel = CRC-32 of the key's CDR % channels, the first time and when memoised."""
+        pub = ChannelPublisher(topic(topic_name, 7), **kw)
+        opened.append(pub)
+        keys = list(range(12)) * 2
+        futures = [pub.publish(Msg(k, i)) for i, k in enumerate(keys)]
+        pub.flush()
+        expected = {k: zlib.crc32(Msg.__idl__.serialize_key(Msg(k, 0))) % 7 for k in keys}
+        assert len(set(expected.values())) > 3
+        for k, f in zip(keys, futures, strict=True):
+            assert f.result(TIMEOUT).channel == expected[k]
+            assert pub.channel_of(Msg(k, 99)) == expected[k]
+        for c in range(7):
+            assert stored(store, topic_name, c) == [
+                i for i, k in enumerate(keys) if expected[k] == c
+            ]
+
+    def test_publish_many_places_keys_as_publish_does(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name, 5), **kw)
+        opened.append(pub)
+        many = pub.publish_many([Msg(k, k) for k in range(10)]).result(TIMEOUT)
+        expected = [zlib.crc32(Msg.__idl__.serialize_key(Msg(k, 0))) % 5 for k in range(10)]
+        assert [p.channel for p in many] == expected
+
+    def test_keyless_samples_stay_in_the_publishers_own_channel(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name, 5, Note), **kw)
+        opened.append(pub)
+        own = zlib.crc32(pub._client.client_id.encode()) % 5
+        positions = [pub.publish(Note(i)).result(TIMEOUT) for i in range(3)]
+        assert positions == [Position(own, 0), Position(own, 1), Position(own, 2)]
+        assert pub.channel_of(Note(9)) == own
+
+    def test_the_key_memo_is_cleared_when_full_and_still_right(
+        self, kw: dict[str, Any], opened: list, topic_name: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name, 3), **kw)
+        opened.append(pub)
+        for k in range(65536 + 3):
+            pub.channel_of(Msg(k, 0))
+        assert len(pub._key_memo) <= 65536
+        for k in (0, 65536, 65538):
+            assert pub.channel_of(Msg(k, 0)) == zlib.crc32(Msg.__idl__.serialize_key(Msg(k, 0))) % 3
+
+
+class TestRefusals:
+    def test_a_sample_of_another_type_is_refused_and_queues_nothing(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        opened.append(pub)
+        message = f"topic {topic_name!r} carries Msg, not Note"
+        with pytest.raises(BadParameterError) as info:
+            pub.publish(Note(1))  # type: ignore[arg-type]
+        assert str(info.value) == message
+        with pytest.raises(BadParameterError) as info:
+            pub.publish_many([Msg(0, 0), Note(1)])  # type: ignore[list-item]
+        assert str(info.value) == message
+        assert pub.publish(Msg(0, 7)).result(TIMEOUT) == Position(0, 0)
+        pub.flush()
+        assert stored(store, topic_name) == [7]
+
+    def test_a_subclass_sample_is_accepted(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        opened.append(pub)
+
+        class Sub(Msg):  # type: ignore[misc]
+            pass
+
+        sample = Sub.__new__(Sub)
+        sample.key, sample.seq, sample.text = 0, 1, ""
+        assert pub.publish(sample).result(TIMEOUT) == Position(0, 0)
+        assert pub.publish_many([sample]).result(TIMEOUT) == [Position(0, 1)]
+
+    def test_a_closed_publisher_refuses_and_close_is_idempotent(
+        self, kw: dict[str, Any], topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), linger=LONG, **kw)
+        assert pub.state is ClientState.OPEN
+        assert not pub.closed
+        with store_held(store):
+            pub.publish(Msg(0, 0))
+            queued = pub.publish(Msg(0, 1))  # lingers behind the first
+        pub.close()  # flushes what is queued
+        assert queued.result(TIMEOUT) == Position(0, 1)
+        assert pub.state is ClientState.CLOSED
+        assert pub.closed
+        pub.close()
+        message = f"the publisher of {topic_name!r} is closed"
+        with pytest.raises(AlreadyClosedError) as info:
+            pub.publish(Msg(0, 2))
+        assert str(info.value) == message
+        with pytest.raises(AlreadyClosedError) as info:
+            pub.publish_many([Msg(0, 2)])
+        assert str(info.value) == message
+        assert stored(store, topic_name) == [0, 1]
+
+    def test_with_closes(self, kw: dict[str, Any], topic_name: str) -> None:
+        with ChannelPublisher(topic(topic_name), **kw) as pub:
+            pass
+        assert pub.closed
+
+
+class TestBatches:
+    def test_publish_many_fills_batches_to_batch_count(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """The first element goes at once; the rest fill batches of ``batch_count``."""
+        pub = ChannelPublisher(topic(topic_name), batch_count=4, linger=LONG, **kw)
+        opened.append(pub)
+        positions = pub.publish_many([Msg(0, i) for i in range(10)]).result(TIMEOUT)
+        assert positions == [Position(0, i) for i in range(10)]
+        assert batches(store, topic_name) == [1, 4, 4, 1]
+        assert stored(store, topic_name) == list(range(10))
+
+    def test_publish_many_fills_batches_to_batch_bytes(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """A batch is full when its bytes reach ``batch_bytes`` exactly."""
+        size = len(encoder_of(Msg)(Msg(0, 0)))
+        pub = ChannelPublisher(topic(topic_name), batch_bytes=3 * size, linger=LONG, **kw)
+        opened.append(pub)
+        pub.publish_many([Msg(0, i) for i in range(8)]).result(TIMEOUT)
+        assert batches(store, topic_name) == [1, 3, 3, 1]
+
+    def test_publish_fills_batches_while_one_is_in_flight(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """Held by the store, publishes queue and a batch leaves when it holds ``batch_count``."""
+        pub = ChannelPublisher(topic(topic_name), batch_count=3, linger=LONG, **kw)
+        opened.append(pub)
+        with store_held(store):
+            futures = [pub.publish(Msg(0, i)) for i in range(6)]
+            assert pub.flow_control.backlog == 2  # [0] and [1, 2, 3]; [4, 5] lingers
+            assert not futures[5].done()
+        pub.flush()
+        assert [f.result(TIMEOUT) for f in futures] == [Position(0, i) for i in range(6)]
+        assert batches(store, topic_name) == [1, 3, 2]
+
+    def test_publish_fills_batches_to_batch_bytes_while_one_is_in_flight(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        size = len(encoder_of(Msg)(Msg(0, 0)))
+        pub = ChannelPublisher(topic(topic_name), batch_bytes=2 * size, linger=LONG, **kw)
+        opened.append(pub)
+        with store_held(store):
+            futures = [pub.publish(Msg(0, i)) for i in range(4)]
+            assert pub.flow_control.backlog == 2  # [0] and [1, 2]; [3] lingers
+        pub.flush()
+        assert [f.result(TIMEOUT) for f in futures] == [Position(0, i) for i in range(4)]
+        assert batches(store, topic_name) == [1, 2, 1]
+
+    def test_a_batch_goes_out_linger_after_its_first_sample(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), linger=timedelta(milliseconds=50), **kw)
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))
+            second = pub.publish(Msg(0, 1))
+            eventually(lambda: pub.flow_control.backlog == 2, timeout=5)  # no flush: linger
+        assert [first.result(TIMEOUT), second.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+        assert batches(store, topic_name) == [1, 1]
+
+    def test_unconfirmed_publishes_complete_at_once_and_are_stored(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), confirmed=False, batch_count=3, **kw)
+        opened.append(pub)
+        assert pub.publish(Msg(0, 0)).result(0) is None
+        assert pub.publish_many([Msg(0, i) for i in range(1, 5)]).result(0) is None
+        pub.flush()
+        assert stored(store, topic_name) == [0, 1, 2, 3, 4]
+
+    def test_publish_many_of_nothing_is_an_empty_list(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        opened.append(pub)
+        assert pub.publish_many([]).result(TIMEOUT) == []
+
+    def test_batches_of_several_channels_all_complete(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """Batches queued in several channels while held all reach the store once the link
+        goes idle, without a flush (sent from the confirming thread or the linger thread)."""
+        pub = ChannelPublisher(
+            topic(topic_name, 3), order_by=OrderBy.round_robin(), linger=LONG, **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            futures = [pub.publish(Msg(0, i)) for i in range(9)]
+        assert [f.result(TIMEOUT) for f in futures] == [Position(i % 3, i // 3) for i in range(9)]
+        assert [stored(store, topic_name, c) for c in range(3)] == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+
+
+class TestWindow:
+    def test_a_full_window_times_out_a_full_batch_and_loses_nothing_queued(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(
+            topic(topic_name),
+            batch_count=1,
+            max_in_flight=1,
+            timeout=timedelta(milliseconds=200),
+            **kw,
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))
+            assert pub.flow_control.backlog == 1
+            assert pub.flow_control.is_backlogged
+            with pytest.raises(DcpsTimeoutError) as info:
+                pub.publish(Msg(0, 1))
+            assert str(info.value) == (
+                f"publish to {topic_name!r} timed out: 0.2 s with every in-flight batch "
+                "unconfirmed (the store is falling behind)"
+            )
+            with pytest.raises(DcpsTimeoutError) as info:
+                pub.flush()
+            assert str(info.value) == (
+                f"flushing {topic_name!r}: the store did not confirm within 0.2 s"
+            )
+        assert first.result(TIMEOUT) == Position(0, 0)
+        assert pub.publish(Msg(0, 2)).result(TIMEOUT) == Position(0, 1)
+        assert stored(store, topic_name) == [0, 2]
+
+    def test_flush_times_out_waiting_for_a_slot(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), max_in_flight=1, linger=LONG, **kw)
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))
+            queued = pub.publish(Msg(0, 1))
+            with pytest.raises(DcpsTimeoutError) as info:
+                pub.flush(timedelta(milliseconds=100))
+            assert str(info.value) == f"flushing {topic_name!r} timed out waiting for the store"
+            assert not queued.done()
+        assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+    def test_each_store_has_a_window_of_max_in_flight(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), max_in_flight=3, **kw)
+        opened.append(pub)
+        assert pub.flow_control.max_backlog == 3 * max(1, pub._client.store_count)
+
+    def test_flow_control_flush_sends_queued_batches(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(
+            topic(topic_name, 2), order_by=OrderBy.round_robin(), linger=LONG, **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            futures = [pub.publish(Msg(0, i)) for i in range(4)]  # [0] goes; [1, 3], [2] queue
+            assert pub.flow_control.backlog == 1
+            pub.flow_control.flush()
+            assert pub.flow_control.backlog == 3
+        assert [f.result(TIMEOUT) for f in futures] == [
+            Position(0, 0),
+            Position(1, 0),
+            Position(0, 1),
+            Position(1, 1),
+        ]
+
+    def test_flow_control_flush_with_a_full_window_sends_once_it_frees(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), max_in_flight=1, linger=LONG, **kw)
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))
+            queued = pub.publish(Msg(0, 1))
+            pub.flow_control.flush()  # no slot: a helper thread waits for one
+            assert pub.flow_control.backlog == 1
+        assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+    def test_a_batch_unanswered_in_time_fails_its_futures_typed(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """The store answers after the request timed out: the future fails with a DcpsError
+        (the outcome is unknown to the publisher: here the store did keep the element)."""
+        pub = ChannelPublisher(topic(topic_name), timeout=timedelta(seconds=1), **kw)
+        opened.append(pub)
+        db = sqlite3.connect(store.log.path, timeout=1.0, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            future = pub.publish(Msg(0, 0))
+            error = future.exception(TIMEOUT)
+        finally:
+            db.execute("ROLLBACK")
+            db.close()
+        assert isinstance(error, DcpsTimeoutError), repr(error)
+        assert str(error) == "the store did not answer in time"
+        with pytest.raises(DcpsError):
+            future.result(0)
+        assert not future.discarded
+        assert pub.discarded_count == 0
+        assert pub.publish(Msg(0, 1)).result(TIMEOUT) == Position(0, 1)
+        assert stored(store, topic_name) == [0, 1]
+
+
+class TestDiscarded:
+    def test_a_topic_keeping_nothing_confirms_discards_and_counts_them(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name, retain=False), **kw)
+        opened.append(pub)
+        first = pub.publish(Msg(0, 0))
+        first.result(TIMEOUT)
+        assert first.discarded
+        many = pub.publish_many([Msg(0, i) for i in range(1, 4)])
+        many.result(TIMEOUT)
+        pub.flush()
+        assert pub.discarded_count == 4
+
+    def test_a_stored_element_is_not_discarded(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        opened.append(pub)
+        future = pub.publish(Msg(0, 0))
+        future.result(TIMEOUT)
+        assert not future.discarded
+        assert pub.discarded_count == 0
