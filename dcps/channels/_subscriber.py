@@ -511,7 +511,8 @@ class ChannelSubscriber(Generic[T]):
         """Reposition so the next element received from the channel follows ``to``.
 
         ``to`` is a :class:`Position` or an aware ``datetime`` (resume at the first
-        element accepted at or after it). The position actually seeked to is
+        element accepted strictly after it, as seed 000 says: seeking to an element's
+        own timestamp resumes after that element). The position actually seeked to is
         returned (clamped to the channel's head - 1 and tail). Seeking back
         before the group's commit rolls the commit back; seeking forward does
         not commit. A map of channel to position seeks several channels.
