@@ -12,6 +12,7 @@ run time.
 """
 
 import sqlite3
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -316,6 +317,52 @@ class TestBatches:
         pub.flush()
         assert [f.result(TIMEOUT) for f in futures] == [Position(0, i) for i in range(4)]
         assert batches(store, topic_name) == [1, 2, 1]
+
+    def test_publish_fills_a_batch_in_place_up_to_batch_bytes(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """Samples added to a queued batch count toward its bytes: with room for 3, the
+        third fills it, whether it came through the fast path or not."""
+        size = len(encoder_of(Msg)(Msg(0, 0)))
+        pub = ChannelPublisher(topic(topic_name), batch_bytes=3 * size, linger=LONG, **kw)
+        opened.append(pub)
+        with store_held(store):
+            futures = [pub.publish(Msg(0, i)) for i in range(8)]
+            assert pub.flow_control.backlog == 3  # [0], [1, 2, 3], [4, 5, 6]; [7] lingers
+        pub.flush()
+        assert [f.result(TIMEOUT) for f in futures] == [Position(0, i) for i in range(8)]
+        assert batches(store, topic_name) == [1, 3, 3, 1]
+
+    def test_publish_many_under_a_short_linger_still_batches(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """publish_many queues its samples together: none counts as a sparse stream."""
+        pub = ChannelPublisher(topic(topic_name), batch_count=4, linger=timedelta(seconds=2), **kw)
+        opened.append(pub)
+        pub.publish_many([Msg(0, i) for i in range(10)]).result(TIMEOUT)
+        assert batches(store, topic_name) == [1, 4, 4, 1]
+
+    def test_a_sparse_stream_goes_out_at_once_and_a_single_pause_lingers(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """A sample coming linger/4 or more after the previous publish, which came as long
+        after its own predecessor, is sent at once with its channel's queued batch; after a
+        single pause it lingers (the shorter of the last two gaps counts)."""
+        pub = ChannelPublisher(topic(topic_name), linger=timedelta(seconds=3), **kw)
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # idle link: sent at once
+            second = pub.publish(Msg(0, 1))  # right after, one in flight: lingers
+            assert pub.flow_control.backlog == 1
+            time.sleep(0.8)  # the input under test: a gap over linger/4 (0.75 s)
+            third = pub.publish(Msg(0, 2))  # one pause only: lingers
+            assert pub.flow_control.backlog == 1
+            time.sleep(0.8)
+            fourth = pub.publish(Msg(0, 3))  # two long gaps: sent at once, with 1 and 2
+            assert pub.flow_control.backlog == 2
+        futures = [first, second, third, fourth]
+        assert [f.result(TIMEOUT) for f in futures] == [Position(0, i) for i in range(4)]
+        assert batches(store, topic_name) == [1, 3]
 
     def test_a_batch_goes_out_linger_after_its_first_sample(
         self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
