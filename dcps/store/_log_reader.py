@@ -457,8 +457,11 @@ def _with_bodies(
     """Stored rows with each segment body read in (and checked against its CRC)."""
     for first, count, ts, sizes, data, segment, pos, crc in rows:
         if segment is not None:
-            length = _total(sizes) if isinstance(sizes, bytes) else -1
-            if length < 0 or len(sizes) != 4 * count:
+            # the size check first: a blob that is no whole number of sizes would make
+            # _total fail untyped (numpy), not name the damaged batch
+            ok = isinstance(sizes, bytes) and len(sizes) == 4 * count
+            length = _total(sizes) if ok else -1
+            if length < 0:
                 raise _damaged_run(
                     path, topic, channel, first, "the stored batch's element sizes are damaged"
                 )
