@@ -254,3 +254,45 @@ class TestKeys:
         live(c, live_row(1, 1.0, 10, label="x"), live_row(1, 2.0, 11, label="y"))
         handles = {s.info.instance_handle for s in c.access(False, 10, ANY)}
         assert len(handles) == 1
+
+
+class TestOneTake:
+    """Rows of one take are all looked at, whatever comes before them."""
+
+    def test_a_repeated_sample_does_not_hide_the_rest_of_the_take(self) -> None:
+        c = cache()
+        live(c, live_row(1, 1.0, 10))
+        assert live(c, live_row(1, 1.0, 10), live_row(2, 2.0, 11))
+        assert read(c) == [(1, 1.0, ALIVE), (2, 2.0, ALIVE)]
+
+    def test_a_state_of_an_unknown_instance_does_not_hide_the_next(self) -> None:
+        c = cache()
+        live(c, live_row(1, 1.0, 10), live_row(2, 2.0, 11))
+        live(c, state_row(2, DISPOSED))
+        assert live(c, state_row(9, DISPOSED), state_row(2, NO_WRITERS), state_row(1, DISPOSED))
+        assert read(c) == [(1, 1.0, DISPOSED), (2, 2.0, DISPOSED)]
+
+    def test_live_samples_keep_their_source_time_and_writer(self) -> None:
+        c = cache()
+        live(c, live_row(1, 1.0, 10, writer=2))
+        (sample,) = c.access(False, 10, ANY)
+        assert sample.info.source_timestamp_ns == 10
+        assert sample.info.publication_handle == 2
+
+    def test_stored_samples_have_no_publication_handle_and_count_their_disposes(self) -> None:
+        """A stored write_dispose followed by a newer write: the instance was disposed and
+        came back, so the newer sample's disposed generation count is 1."""
+        c = cache()
+        page = [stored(1, 1.0, 10, flags=FLAG_DISPOSES), stored(1, 2.0, 20)]
+        assert c.file_history(page, Reading.deserialize, {W1})
+        samples = c.access(False, 10, ANY)
+        assert [s.info.publication_handle for s in samples] == [0, 0]
+        assert [s.info.source_timestamp_ns for s in samples] == [10, 20]
+        assert [s.info.disposed_generation_count for s in samples] == [0, 1]
+        assert [s.info.instance_state for s in samples] == [ALIVE, ALIVE]
+
+    def test_no_change_is_false(self) -> None:
+        c = cache()
+        assert c.writers_gone(set()) is False
+        assert c.file_history([], Reading.deserialize, set()) is False
+        assert live(c) is False
