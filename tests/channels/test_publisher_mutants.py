@@ -364,6 +364,24 @@ class TestBatches:
         assert [f.result(TIMEOUT) for f in futures] == [Position(0, i) for i in range(4)]
         assert batches(store, topic_name) == [1, 3]
 
+    def test_a_sparse_sample_with_the_window_full_lingers_without_blocking(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """publish() of a sparse sample never waits for the window: it queues the sample."""
+        pub = ChannelPublisher(
+            topic(topic_name), max_in_flight=1, linger=timedelta(seconds=3), **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # fills the window
+            time.sleep(0.8)  # the input under test: a sparse gap (over linger/4)
+            started = time.monotonic()
+            second = pub.publish(Msg(0, 1))
+            assert time.monotonic() - started < 2.0  # the store holds its writes for 5 s
+            assert pub.flow_control.backlog == 1
+            assert not second.done()
+        assert [first.result(TIMEOUT), second.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
     def test_a_batch_goes_out_linger_after_its_first_sample(
         self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
     ) -> None:
