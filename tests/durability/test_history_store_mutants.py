@@ -324,3 +324,150 @@ class TestPersistent:
             add(h, b"a" if n % 2 else b"b", n)
         assert served(h) == [2999, 3000]
         assert h.count() == 2
+
+
+def rows(h: HistoryStore, *items: tuple[bytes, int, int]) -> list[int]:
+    """Keep (key, n, ts) rows as one take; the seqs kept."""
+    batch = [(key, W, ts, body(n), False) for key, n, ts in items]
+    return [s[5] for s in h.add_batch("T", "p", batch, 0)]
+
+
+def file_rows(db: sqlite3.Connection, table: str) -> int:
+    return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+class TestOneTake:
+    """A sample skipped in a take (known, over a limit, too old) never hides the rest."""
+
+    def test_a_known_sample(self) -> None:
+        h = store(KEEP_ALL)
+        add(h, b"a", 1)
+        rows(h, (b"a", 1, 1), (b"a", 2, 2))
+        assert served(h) == [1, 2]
+
+    def test_over_the_instance_limit(self) -> None:
+        h = store(Limits(depth=None, max_instances=1))
+        rows(h, (b"a", 1, 1), (b"b", 2, 2), (b"c", 3, 3), (b"a", 4, 4))
+        assert served(h) == [1, 4]
+        assert h.rejected == 2
+
+    def test_over_the_per_instance_limit(self) -> None:
+        h = store(Limits(depth=None, max_samples_per_instance=1))
+        rows(h, (b"a", 1, 1), (b"a", 2, 2), (b"a", 3, 3), (b"b", 4, 4))
+        assert served(h) == [1, 4]
+        assert h.rejected == 2
+
+    def test_older_than_all_kept(self) -> None:
+        h = store(Limits(depth=1))
+        add(h, b"a", 5, ts=50)
+        rows(h, (b"a", 1, 10), (b"b", 2, 20))
+        assert served(h) == [5, 2]
+
+    def test_over_the_sample_limit(self) -> None:
+        h = store(Limits(depth=None, max_samples=1))
+        rows(h, (b"a", 1, 1), (b"b", 2, 2), (b"a", 3, 3))
+        assert served(h) == [1]
+        assert h.rejected == 2
+        h.dispose("T", "p", b"a", 0)
+        assert h.cleanup(0) == 1
+        rows(h, (b"c", 4, 4))
+        assert served(h) == [4]
+
+
+class TestSourceTimeOrder:
+    """An instance keeps its samples oldest first, whatever order they came in: KEEP_LAST
+    pushes out the oldest by source time."""
+
+    def test_a_sample_older_than_all_goes_first(self) -> None:
+        h = store(Limits(depth=3))
+        add(h, b"a", 1, ts=10)
+        add(h, b"a", 2, ts=30)
+        add(h, b"a", 3, ts=5)  # room left: kept, the oldest now
+        add(h, b"a", 4, ts=40)  # full: 5 goes
+        assert served(h) == [1, 2, 4]
+
+    def test_a_sample_between_goes_between(self) -> None:
+        h = store(Limits(depth=4))
+        for n, ts in ((1, 10), (2, 20), (3, 30), (4, 25), (5, 40), (6, 50)):
+            add(h, b"a", n, ts=ts)  # 40 pushes out 10, 50 pushes out 20 (not 25)
+        samples, _, _ = h.page("T", (), 0, 100, 1 << 30)
+        assert sorted(s.timestamp for s in samples) == [25, 30, 40, 50]
+
+    def test_a_sample_just_after_the_oldest_goes_second(self) -> None:
+        h = store(Limits(depth=4))
+        for n, ts in ((1, 10), (2, 20), (3, 30), (4, 15), (5, 40), (6, 50)):
+            add(h, b"a", n, ts=ts)  # 40 pushes out 10, 50 pushes out 15
+        samples, _, _ = h.page("T", (), 0, 100, 1 << 30)
+        assert sorted(s.timestamp for s in samples) == [20, 30, 40, 50]
+
+    def test_equal_times_keep_their_arrival_order(self) -> None:
+        h = store(Limits(depth=3))
+        add(h, b"a", 1, ts=20)
+        add(h, b"a", 2, ts=30)
+        add(h, b"a", 3, ts=20)  # after the first 20
+        add(h, b"a", 4, ts=40)  # the first 20 goes
+        assert served(h) == [2, 3, 4]
+
+
+class TestCounts:
+    def test_cleanup_counts_every_instance_it_forgets(self) -> None:
+        h = store(KEEP_ALL)
+        for key in (b"a", b"b", b"c"):
+            add(h, key, key[0])
+            h.dispose("T", "p", key, 0)
+        assert h.cleanup(0) == 3
+        assert h.count() == 0
+
+
+class TestAlignmentRecords:
+    def test_a_served_write_dispose_keeps_its_writer_and_disposes(self) -> None:
+        h = HistoryStore()
+        other = b"\x09" * 16
+        record = StoredSample("T", "p", b"a", other, 10, 1, FLAG_DISPOSES | FLAG_DISPOSED, body(1))
+        assert h.add_many([record], 77) == 1
+        (sample,) = h.page("T", (), 0, 10, 1 << 30)[0]
+        assert sample.writer == other
+        assert sample.flags == FLAG_DISPOSES | FLAG_DISPOSED
+        assert h.disposed() == 1
+        h.serve("T", "p", Limits(depth=None, cleanup_delay_ns=100), False)
+        assert h.cleanup(176) == 0  # disposed at 77, when it came
+        assert h.cleanup(177) == 1
+
+
+class TestPersistentState:
+    def test_a_persistent_write_dispose_is_disposed_after_a_restart(
+        self, db: sqlite3.Connection
+    ) -> None:
+        h = store(KEEP_ALL, db, persistent=True)
+        add(h, b"a", 1)
+        add(h, b"b", 2, disposes=True, now=5)
+        assert h.disposed() == 1
+        again = HistoryStore(db)
+        assert again.disposed() == 1
+        assert served(again) == [1, 2]
+
+    def test_keep_all_without_limits_survives_a_restart(self, db: sqlite3.Connection) -> None:
+        h = store(KEEP_ALL, db, persistent=True)
+        add(h, b"a", 1)
+        again = HistoryStore(db)
+        for n in (2, 3, 4):
+            add(again, b"a", n)
+        assert served(again) == [1, 2, 3, 4]
+        assert again.rejected == 0
+
+    def test_a_persistent_writer_with_the_same_limits_saves_the_topic(
+        self, db: sqlite3.Connection
+    ) -> None:
+        h = store(KEEP_ALL, db)
+        add(h, b"a", 1)
+        h.serve("T", "p", KEEP_ALL, True)
+        assert served(HistoryStore(db)) == [1]
+
+    def test_nothing_transient_reaches_the_file(self, db: sqlite3.Connection) -> None:
+        h = store(Limits(depth=1), db)
+        add(h, b"a", 1)
+        add(h, b"a", 2, disposes=True)
+        add(h, b"b", 3)
+        h.dispose("T", "p", b"b", 0)
+        tables = ("durability_topics", "durability_instances", "durability_samples")
+        assert [file_rows(db, t) for t in tables] == [0, 0, 0]
