@@ -27,6 +27,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 import idl
 from dcps import BadParameterError, PreconditionNotMetError
+from dcps.spark import _access
 from dcps.spark._options import SourceOptions
 from dcps.spark._sink import (
     BatchWriter,
@@ -79,7 +80,14 @@ def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator
     namespace = f"ns_{uuid.uuid4().hex[:10]}"
     path = tmp_path_factory.mktemp("sinkstore") / "store"
     with Store(path, domain_id=domain, namespace=namespace, sync=SyncMode.NORMAL) as store:
-        yield {"store": store, "domain": domain, "namespace": namespace}
+        try:
+            yield {"store": store, "domain": domain, "namespace": namespace}
+        finally:
+            # the sink's connections are kept per process: closed here, so no DDS
+            # participant outlives the module (a process forked later, as a mutation
+            # run's workers are, would hang on the parent's Cyclone domain)
+            for key in [k for k in _access._cache if k[1] == namespace]:
+                _access._cache.pop(key).close()
 
 
 @pytest.fixture
