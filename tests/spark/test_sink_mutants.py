@@ -432,3 +432,74 @@ class TestChunkBytes:
         assert (message.chunks, message.rows) == (2, rows + 1)
         commit_stages(opts, [message], 0)
         assert batch_counts(store, topic_name, 0) == [rows, 1]
+
+
+@pytest.fixture
+def in_task() -> Iterator[Any]:
+    """A TaskContext as Spark's Python worker sets one for a write task (partition 3 of
+    micro-batch 7 of query ``q-77``), cleared afterwards."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext._getOrCreate()
+    ctx._partitionId = 3
+    ctx._localProperties = {"sql.streaming.queryId": "q-77", "streaming.sql.batchId": "7"}
+    try:
+        yield ctx
+    finally:
+        TaskContext._setTaskContext(None)
+
+
+class TestInsideATask:
+    def test_a_stream_writer_names_the_query_batch_and_partition(
+        self, served: dict[str, Any], store: Store, topic_name: str, in_task: Any
+    ) -> None:
+        opts = options(served, topic_name, Plain, channels="1")
+        writer = StreamWriter(opts, schema_of(Plain))
+        message = writer.write(iter([plain(2)]))
+        assert (message.query, message.epoch, message.partition) == ("q-77", 7, 3)
+        writer.commit([message], 7)
+        assert stored(store, topic_name, Plain, 0) == [0, 1]
+
+    def test_a_batch_writer_names_the_partition(
+        self, served: dict[str, Any], topic_name: str, in_task: Any
+    ) -> None:
+        opts = options(served, topic_name, Plain, channels="1")
+        writer = BatchWriter(opts, schema_of(Plain))
+        message = writer.write(iter([plain(1)]))
+        assert (message.query, message.epoch, message.partition) == (writer.job, 0, 3)
+
+
+class TestInjectedFaults:
+    """The retry tests' hook fires in a write task after staging, once, for its topic."""
+
+    @pytest.mark.parametrize("kind", [StreamWriter, BatchWriter])
+    def test_an_armed_write_fails_once_after_staging(
+        self,
+        served: dict[str, Any],
+        store: Store,
+        topic_name: str,
+        tmp_path: Any,
+        monkeypatch: pytest.MonkeyPatch,
+        kind: type,
+    ) -> None:
+        from dcps.spark._faults import FAULTS_ENV, InjectedFaultError, marker
+
+        monkeypatch.setenv(FAULTS_ENV, str(tmp_path))
+        armed = marker(tmp_path, topic_name, "write")
+        armed.touch()
+        marker(tmp_path, topic_name, "read").touch()  # another point: not this one
+        marker(tmp_path, "other", "write").touch()  # another topic: not this one
+        opts = options(served, topic_name, Plain, channels="1")
+        writer = kind(opts, schema_of(Plain))
+        with pytest.raises(InjectedFaultError) as info:
+            writer.write(iter([plain(2)]))
+        assert str(info.value) == (
+            f"dcps: injected test failure in a write task of topic {topic_name!r}"
+        )
+        assert not armed.exists()
+        assert marker(tmp_path, topic_name, "read").exists()
+        assert marker(tmp_path, "other", "write").exists()
+        assert staged_chunks(store, topic_name) == 1  # staged, not visible
+        assert stored(store, topic_name, Plain, 0) == []
+        retried = writer.write(iter([plain(2)]))  # the retry: no marker left
+        assert retried.rows == 2
