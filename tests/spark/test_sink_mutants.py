@@ -503,3 +503,44 @@ class TestInjectedFaults:
         assert stored(store, topic_name, Plain, 0) == []
         retried = writer.write(iter([plain(2)]))  # the retry: no marker left
         assert retried.rows == 2
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
+    """An embedded store of a namespace with a key; this process holds the key (so the
+    sink's transactions belong to their query: staged digests, signed commit and abort)."""
+    from dcps.wire._auth_keys import KEY_FILE_ENV, write_key_file
+
+    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
+    domain = base + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
+    namespace = f"nk_{uuid.uuid4().hex[:10]}"
+    where = tmp_path_factory.mktemp("keyedsink")
+    key = str(write_key_file(where / "ns.key").source)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(KEY_FILE_ENV, key)
+        with Store(
+            where / "store", domain_id=domain, namespace=namespace, sync=SyncMode.NORMAL, key=key
+        ) as store:
+            try:
+                yield {"store": store, "domain": domain, "namespace": namespace}
+            finally:
+                for k in [k for k in _access._cache if k[1] == namespace]:
+                    _access._cache.pop(k).close()
+
+
+class TestWithAKey:
+    def test_a_keyed_commit_publishes_and_a_keyed_abort_drops(
+        self, keyed: dict[str, Any], topic_name: str
+    ) -> None:
+        store = keyed["store"]
+        opts = prepared(keyed, topic_name, Plain, channels="1")
+        query = f"query-{uuid.uuid4().hex[:8]}"  # the query's key is derived once per query
+        message = stage_rows(opts, iter([plain(3)]), (query, 2), 0)
+        assert len(message.digest) == 64
+        assert commit_stages(opts, [message], 2) == 3
+        assert stored(store, topic_name, Plain, 0) == [0, 1, 2]
+        dropped = stage_rows(opts, iter([plain(2, 3)]), (query, 3), 0)
+        assert staged_chunks(store, topic_name) == 1
+        abort_stages(opts, [dropped], 3)
+        assert staged_chunks(store, topic_name) == 0
+        assert stored(store, topic_name, Plain, 0) == [0, 1, 2]
