@@ -406,3 +406,26 @@ class TestLifecycle:
         assert destroy_subscriber_group(t, "h", **kw) is True
         again = subscriber(opened, kw, t, group="h")
         assert seqs(receive_n(again, 3, TIMEOUT)) == [0, 1, 2]
+
+
+class TestEdges:
+    def test_seek_and_commit_to_the_first_element_commits_it(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        t = topic(topic_name)
+        publish(opened, kw, t, range(3))
+        sub = subscriber(opened, kw, t, group="g")
+        assert sub.seek_and_commit(0, Position(0, 0)) == Position(0, 0)
+        assert sub.last_committed() == {0: Position(0, 0)}
+        assert seqs(receive_n(sub, 2, TIMEOUT)) == [1, 2]
+
+    def test_destroying_a_group_checks_its_name_and_timeout(
+        self, kw: dict[str, Any], topic_name: str
+    ) -> None:
+        t = topic(topic_name)
+        with pytest.raises(BadParameterError) as info:
+            destroy_subscriber_group(t, "g*", **kw)
+        assert str(info.value) == "group must be a non-empty string without '*', '?' or '\\'"
+        with pytest.raises(BadParameterError) as info:
+            destroy_subscriber_group(t, "g", connect_timeout=-1, **kw)
+        assert str(info.value) == "connect_timeout must not be negative, got -1"
