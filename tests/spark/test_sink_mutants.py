@@ -544,3 +544,61 @@ class TestWithAKey:
         abort_stages(opts, [dropped], 3)
         assert staged_chunks(store, topic_name) == 0
         assert stored(store, topic_name, Plain, 0) == [0, 1, 2]
+
+
+class Box(idl.Struct, typename="sink_test::Box"):
+    zone: idl.int32
+    shelf: idl.int32
+
+
+class Nested(idl.Struct, typename="sink_test::Nested"):
+    """A struct key: its members are key paths ``where.zone`` and ``where.shelf``."""
+
+    where: idl.key[Box]
+    seq: idl.int64
+
+
+class TestKeyColumns:
+    def test_every_key_column_counts(
+        self, served: dict[str, Any], store: Store, topic_name: str
+    ) -> None:
+        """Rows sharing their first key field but not the second spread like the publisher."""
+        opts = prepared(served, topic_name, Pair, channels="5")
+        keys = [(1, b) for b in range(10)]
+        commit_stages(opts, [stage_rows(opts, iter([pairs(keys)]), ("q", 0), 0)], 0)
+        want: list[list[int]] = [[] for _ in range(5)]
+        for i, (a, b) in enumerate(keys):
+            want[channel_of(Pair(a, b, 0), 5)].append(i)
+        assert len([w for w in want if w]) > 2
+        assert everything(store, topic_name, Pair, 5) == want
+
+    def test_a_struct_key_is_read_member_by_member(
+        self, served: dict[str, Any], store: Store, topic_name: str
+    ) -> None:
+        schema = StructType(
+            [
+                StructField(
+                    "where",
+                    StructType(
+                        [StructField("zone", IntegerType()), StructField("shelf", IntegerType())]
+                    ),
+                ),
+                StructField("seq", LongType()),
+            ]
+        )
+        opts = options(served, topic_name, Nested, channels="5")
+        _prepare(opts, schema)
+        keys = [(2, s) for s in range(8)] + [(z, 1) for z in range(4)]
+        where = pa.array(
+            [{"zone": z, "shelf": s} for z, s in keys],
+            pa.struct([("zone", pa.int32()), ("shelf", pa.int32())]),
+        )
+        batch = pa.RecordBatch.from_pydict(
+            {"where": where, "seq": pa.array(range(len(keys)), pa.int64())}
+        )
+        commit_stages(opts, [stage_rows(opts, iter([batch]), ("q", 0), 0)], 0)
+        want: list[list[int]] = [[] for _ in range(5)]
+        for i, (z, s) in enumerate(keys):
+            want[channel_of(Nested(Box(z, s), 0), 5)].append(i)
+        assert len([w for w in want if w]) > 2
+        assert everything(store, topic_name, Nested, 5) == want
