@@ -429,3 +429,33 @@ class TestEdges:
         with pytest.raises(BadParameterError) as info:
             destroy_subscriber_group(t, "g", connect_timeout=-1, **kw)
         assert str(info.value) == "connect_timeout must not be negative, got -1"
+
+    def test_remaining_messages_of_a_later_channel(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        t = topic(topic_name, 3)
+        publish(opened, kw, t, range(4), channel=2)
+        publish(opened, kw, t, range(1), channel=0)
+        sub = subscriber(opened, kw, t, group="g")
+        assert sub.remaining_messages(2) == 4
+        assert sub.remaining_messages(0) == 1
+        assert sub.remaining_messages(1) == 0
+        assert sub.remaining_messages() == 5
+
+    def test_commits_of_a_channel_another_member_owns(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        """UNOWNED unless allow_unowned_commits: then the store records the commit."""
+        t = topic(topic_name, 2)
+        for c in (0, 1):
+            publish(opened, kw, t, range(2), channel=c)
+        first = subscriber(opened, kw, t, group="g", allow_unowned_commits=True)
+        second = subscriber(opened, kw, t, group="g")
+        eventually(lambda: len(first.channels) == len(second.channels) == 1, timeout=TIMEOUT)
+        (mine,), (theirs,) = first.channels, second.channels
+        refused = second.commit(mine, Position(mine, 0))
+        assert refused.status is CommitStatus.UNOWNED
+        assert not refused.is_success
+        recorded = first.commit(theirs, Position(theirs, 1))
+        assert recorded.status is CommitStatus.COMMITTED
+        assert second.last_committed(theirs) == Position(theirs, 1)
