@@ -125,6 +125,15 @@ class TestParameters:
             ChannelPublisher(topic(f"t_{unique}"), domain_id=0, **{name: None})  # type: ignore[arg-type]
         assert str(info.value) == f"{name} must be finite, got None"
 
+    def test_a_negative_flush_timeout_is_refused(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        opened.append(pub)
+        with pytest.raises(BadParameterError) as info:
+            pub.flush(-1)
+        assert str(info.value) == "timeout must not be negative, got -1"
+
     def test_counts_of_one_are_accepted(
         self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
     ) -> None:

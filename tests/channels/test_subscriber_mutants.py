@@ -459,3 +459,15 @@ class TestEdges:
         recorded = first.commit(theirs, Position(theirs, 1))
         assert recorded.status is CommitStatus.COMMITTED
         assert second.last_committed(theirs) == Position(theirs, 1)
+
+    def test_an_anonymous_subscriber_keeps_committing_round_after_round(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        t = topic(topic_name)
+        sub = subscriber(opened, kw, t)
+        publish(opened, kw, t, range(3))
+        for offset in range(3):
+            receive_n(sub, 1, TIMEOUT)
+            eventually(
+                lambda o=offset: sub.last_committed() == {0: Position(0, o)}, timeout=TIMEOUT
+            )

@@ -602,3 +602,26 @@ class TestKeyColumns:
             want[channel_of(Nested(Box(z, s), 0), 5)].append(i)
         assert len([w for w in want if w]) > 2
         assert everything(store, topic_name, Nested, 5) == want
+
+    def test_chunk_bytes_add_up_across_batches_and_start_again_after_a_chunk(
+        self, served: dict[str, Any], store: Store, topic_name: str
+    ) -> None:
+        """Two half chunks make one chunk; the rows after it gather in the next."""
+        from dcps.spark._sink import CHUNK_BYTES
+
+        opts = prepared(served, topic_name, Wide, channels="1", batchRows="1000000")
+        half = CHUNK_BYTES // 16 // 2
+
+        def rows(first: int, n: int) -> pa.RecordBatch:
+            return pa.RecordBatch.from_pydict(
+                {
+                    "seq": pa.array(range(first, first + n), pa.int64()),
+                    "pad": pa.array([0] * n, pa.int32()),
+                }
+            )
+
+        batches = [rows(0, half), rows(half, half), rows(2 * half, 1), rows(2 * half + 1, 1)]
+        message = stage_rows(opts, iter(batches), ("q", 0), 0)
+        assert (message.chunks, message.rows) == (2, 2 * half + 2)
+        commit_stages(opts, [message], 0)
+        assert batch_counts(store, topic_name, 0) == [2 * half, 2]
