@@ -134,6 +134,11 @@ class TestParameters:
             pub.flush(-1)
         assert str(info.value) == "timeout must not be negative, got -1"
 
+    def test_a_negative_linger_is_refused_by_name(self, unique: str) -> None:
+        with pytest.raises(BadParameterError) as info:
+            ChannelPublisher(topic(f"t_{unique}"), domain_id=0, linger=-1)
+        assert str(info.value) == "linger must not be negative, got -1"
+
     def test_counts_of_one_are_accepted(
         self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
     ) -> None:

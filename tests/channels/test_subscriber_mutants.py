@@ -471,3 +471,43 @@ class TestEdges:
             eventually(
                 lambda o=offset: sub.last_committed() == {0: Position(0, o)}, timeout=TIMEOUT
             )
+
+
+class TestConstruction:
+    def test_bad_names_and_timeouts_are_named(self, kw: dict[str, Any], topic_name: str) -> None:
+        t = topic(topic_name)
+        cases = [
+            ({"group": "g*"}, "group must be a non-empty string without '*', '?' or '\\'"),
+            ({"timeout": -1}, "the subscriber timeout must not be negative, got -1"),
+            ({"connect_timeout": -1}, "connect_timeout must not be negative, got -1"),
+        ]
+        for extra, message in cases:
+            with pytest.raises(BadParameterError) as info:
+                ChannelSubscriber(t, **kw, **extra)
+            assert str(info.value) == message
+
+    def test_the_smallest_values_are_accepted(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        sub = subscriber(opened, kw, topic(topic_name), max_backlog=1, request_timeout=0.5)
+        assert sub.flow_control.max_backlog == 1
+        assert sub.allow_unowned_commits is False
+
+    def test_listeners_hear_the_channels_assigned(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        heard: list[tuple[str, Any, frozenset[int]]] = []
+
+        class Listener:
+            def on_channels_assigned(self, sub: Any, channels: frozenset[int]) -> None:
+                heard.append(("assigned", sub, channels))
+
+            def on_channels_revoked(self, sub: Any, channels: frozenset[int]) -> None:
+                heard.append(("revoked", sub, channels))
+
+            def on_channels_lost(self, sub: Any, channels: frozenset[int]) -> None:
+                heard.append(("lost", sub, channels))
+
+        sub = subscriber(opened, kw, topic(topic_name, 2), group="g", listeners=[Listener()])
+        eventually(lambda: heard, timeout=TIMEOUT)
+        assert heard == [("assigned", sub, frozenset({0, 1}))]
