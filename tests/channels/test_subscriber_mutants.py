@@ -194,6 +194,7 @@ class TestReceive:
         assert sub.flow_control.backlog == 2
         assert sub.flow_control.max_backlog == 2
         assert sub.flow_control.is_backlogged
+        sub.flow_control.flush()  # hands the receives to the delivery thread now
         publish(opened, kw, t, range(2))
         assert [a.result(TIMEOUT).value.seq, b.result(TIMEOUT).value.seq] == [0, 1]
         eventually(lambda: sub.flow_control.backlog == 0, timeout=TIMEOUT)
