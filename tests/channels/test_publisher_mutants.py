@@ -138,6 +138,9 @@ class TestParameters:
         with pytest.raises(BadParameterError) as info:
             ChannelPublisher(topic(f"t_{unique}"), domain_id=0, linger=-1)
         assert str(info.value) == "linger must not be negative, got -1"
+        with pytest.raises(BadParameterError) as info:
+            ChannelPublisher(topic(f"t_{unique}"), domain_id=0, connect_timeout=-1)
+        assert str(info.value) == "connect_timeout must not be negative, got -1"
 
     def test_counts_of_one_are_accepted(
         self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
