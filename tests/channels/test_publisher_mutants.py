@@ -399,6 +399,16 @@ class TestBatches:
             assert not second.done()
         assert [first.result(TIMEOUT), second.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
 
+    def test_no_linger_sends_every_batch_as_soon_as_it_can(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        pub = ChannelPublisher(topic(topic_name), linger=0, **kw)
+        opened.append(pub)
+        futures = [pub.publish(Msg(0, i)) for i in range(5)]
+        assert pub.flow_control.drain_backlog(TIMEOUT)
+        assert [f.result(TIMEOUT) for f in futures] == [Position(0, i) for i in range(5)]
+        assert stored(store, topic_name) == list(range(5))
+
     def test_a_batch_goes_out_linger_after_its_first_sample(
         self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
     ) -> None:
