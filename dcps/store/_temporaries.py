@@ -7,6 +7,14 @@ it; a publish to one that does not exist is refused. The topic ends (its
 consumers closed, their durables deleted) when its connection deletes or
 releases it or its lease runs out.
 
+Topics, owners, leases and grants are kept in tables ``temporary_topics`` and
+``temporary_grants`` (format version 11, ``docs/store-format.md``): a store
+killed and started again serves them as before, each with a fresh lease
+(so the owning connection, whose client id is unchanged, renews it as
+before; a connection that died with the store lets it run out), and lets
+the granted consumers subscribe again (their non-persistent durables do not
+outlive the store: they subscribe anew at the tail).
+
 :class:`TemporaryTopics` is the part of the store's
 :class:`~dcps.store._durables.DurableService` that keeps them (a mixin: it
 closes and deletes the topic's durables through the service).
@@ -15,6 +23,7 @@ closes and deletes the topic's durables through the service).
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +36,9 @@ from dcps.wire._durables import (
     TemporaryTopicRequest,
 )
 from idl._errors import InvalidDestinationError, OutOfResourcesError, PreconditionNotMetError
+
+if TYPE_CHECKING:
+    from ._log import ChannelLog
 
 __all__ = ["TemporaryTopics"]
 
@@ -44,6 +56,7 @@ class _Temporary:
     owner: str
     deadline: float
     grants: set[str] = attrs.Factory(set)
+    lease_ms: int = 0
 
 
 class TemporaryTopics:
@@ -51,6 +64,7 @@ class TemporaryTopics:
 
     if TYPE_CHECKING:
         _durables: dict[str, Any]
+        _log: ChannelLog
         _clock: Callable[[], float]
 
         def _close_by_store(self, d: Any, name: str, why: str) -> None: ...
@@ -58,7 +72,44 @@ class TemporaryTopics:
         def _destroy(self, d: Any) -> None: ...
 
     def _init_temporaries(self) -> None:
-        self._temporaries: dict[str, _Temporary] = {}  # in memory: they end with the store
+        """Load the temporary topics the store served when it stopped (fresh leases)."""
+        self._temporaries: dict[str, _Temporary] = {}
+        now = self._clock()
+        with self._log.read("loading the temporary topics") as db:
+            topics = db.execute("SELECT topic, owner, lease_ms FROM temporary_topics").fetchall()
+            grants = db.execute("SELECT topic, subscriber FROM temporary_grants").fetchall()
+        for topic, owner, lease_ms in topics:
+            self._temporaries[str(topic)] = _Temporary(
+                str(owner), now + int(lease_ms) / 1000, set(), int(lease_ms)
+            )
+        for topic, subscriber in grants:
+            t = self._temporaries.get(str(topic))
+            if t is not None:
+                t.grants.add(str(subscriber))
+        if topics:
+            _log.info("%d temporary topic(s) served again, with fresh leases", len(topics))
+
+    def _keep_claim(self, topic: str, t: _Temporary) -> None:
+        def keep(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT OR REPLACE INTO temporary_topics VALUES (?, ?, ?)",
+                (topic, t.owner, t.lease_ms),
+            )
+
+        self._log.write(f"keeping temporary topic {topic!r}", keep)
+
+    def _keep_grant(self, topic: str, subscriber: str) -> None:
+        def keep(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR IGNORE INTO temporary_grants VALUES (?, ?)", (topic, subscriber))
+
+        self._log.write(f"granting a consumer of temporary topic {topic!r}", keep)
+
+    def _forget_temporary(self, topic: str) -> None:
+        def forget(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM temporary_grants WHERE topic = ?", (topic,))
+            db.execute("DELETE FROM temporary_topics WHERE topic = ?", (topic,))
+
+        self._log.write(f"ending temporary topic {topic!r}", forget)
 
     def _tick_temporaries(self, now: float) -> None:
         """End the temporary topics whose lease ran out (once per store round)."""
@@ -75,7 +126,9 @@ class TemporaryTopics:
                 raise OutOfResourcesError(
                     f"the store serves {_MAX_TEMPORARIES} temporary topics: no more"
                 )
-            self._temporaries[r.topic] = _Temporary(client, now + r.lease_ms / 1000)
+            t = _Temporary(client, now + r.lease_ms / 1000, set(), r.lease_ms)
+            self._keep_claim(r.topic, t)  # before it is served: a restart serves it again
+            self._temporaries[r.topic] = t
             _log.info("temporary topic %r claimed by client %s", r.topic, client)
             return
         if t is None:
@@ -89,12 +142,17 @@ class TemporaryTopics:
             )
         if r.action is TemporaryAction.CLAIM:
             t.deadline = now + r.lease_ms / 1000
+            if r.lease_ms != t.lease_ms:
+                t.lease_ms = r.lease_ms
+                self._keep_claim(r.topic, t)
         elif r.action is TemporaryAction.GRANT:
             if len(t.grants) >= _MAX_GRANTS and r.subscriber not in t.grants:
                 raise OutOfResourcesError(
                     f"temporary topic {r.topic!r} has {_MAX_GRANTS} consumers granted: no more"
                 )
-            t.grants.add(r.subscriber)
+            if r.subscriber not in t.grants:
+                self._keep_grant(r.topic, r.subscriber)
+                t.grants.add(r.subscriber)
         else:
             consumers = sum(len(d.subs) for d in self._durables.values() if d.topic == r.topic)
             if r.action is TemporaryAction.DELETE and consumers:
@@ -107,6 +165,7 @@ class TemporaryTopics:
     def _end_temporary(self, topic: str, why: str) -> None:
         """Forget temporary topic ``topic``: its consumers are closed, their durables deleted."""
         self._temporaries.pop(topic, None)
+        self._forget_temporary(topic)
         _log.info("temporary topic %r %s", topic, why)
         for d in [d for d in self._durables.values() if d.topic == topic]:
             for name in list(d.subs):
