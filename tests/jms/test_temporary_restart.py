@@ -9,6 +9,7 @@ its lease runs out.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -84,7 +85,8 @@ def test_the_owner_keeps_consuming_and_others_stay_refused_after_a_store_restart
         sub = session.create_subscriber(temp)
         session.create_publisher(temp).publish(Quote("before", 1.0, 1))
         first = sub.receive(TIMEOUT)
-        assert first is not None and first.body.seq == 1
+        assert first is not None
+        assert first.body.seq == 1
         store.restart()
 
         seqs = iter(range(100, 10_000))
@@ -116,10 +118,8 @@ def test_the_owner_keeps_consuming_and_others_stay_refused_after_a_store_restart
         assert delete_line.startswith("delete-refused InvalidDestinationError")
         assert "another connection" in delete_line
     finally:
-        try:
+        with contextlib.suppress(DcpsError):
             owner.close()
-        except DcpsError:
-            pass
 
 
 def test_the_lease_still_ends_the_topic_after_a_store_restart(
