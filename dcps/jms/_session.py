@@ -5,21 +5,27 @@ from __future__ import annotations
 import contextlib
 import enum
 import itertools
+import secrets
 import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+import attrs
+import numpy as np
+
 from dcps._crash import crash_point
 from dcps.channels._publisher import ChannelPublisher
 from dcps.durables._element import DurableElement
+from dcps.wire._auth_stage import QueryKey, StageDigest, owned_query
 from dcps.wire._durables import (
     DurableUnsubscribed,
     DurableUnsubscribeRequest,
     TxAbortRequest,
     TxCommitRequest,
     TxCommitted,
+    tx_signed,
 )
 from dcps.wire._replies import raise_for_status
 from dcps.wire._staging import Staged, StageRequest
@@ -91,8 +97,14 @@ class TopicSession:
         self._pending: list[tuple[TopicSubscriber[Any], DurableElement[Any]]] = []
         self._held: list[tuple[ChannelPublisher[Any], Any, str, Future[str]]] = []
         self._closed = False
-        #: transactions are (query, epoch): this session's query and its next epoch
+        #: transactions are (query, epoch): this session's query and its next epoch. The
+        #: query ends with the fingerprint of the session's own key, which signs its commits
+        #: and aborts (checked by a store with a namespace key: ``_transactions.py``)
+        self._tx_key: QueryKey | None = None
         self._tx_query = f"jms/{uuid.uuid4().hex}"
+        if self.transacted:
+            self._tx_key = QueryKey(secrets.token_bytes(32), self._tx_query)
+            self._tx_query = owned_query(self._tx_query, self._tx_key)
         self._tx_epochs = itertools.count(1)
 
     @property
@@ -332,17 +344,17 @@ class TopicSession:
         for sub, element in pending:
             by_sub.setdefault(id(sub), (sub, []))[1].append(element)
         client = self.connection._store_client()
-        stages: list[tuple[str, str, int]] = []
+        stages: tuple[tuple[str, str, int], ...] = ()
         try:
-            stages = self._stage(held, epoch)
+            stages, digests = self._stage(held, epoch)
             for sub, elements in by_sub.values():
                 sub._durable._enlist(elements, self._tx_query, epoch)
             crash_point("jms-before-commit")  # test-only (dcps/_crash.py)
-            request = TxCommitRequest(self._tx_query, epoch, tuple(stages))
+            request = self._signed(TxCommitRequest(self._tx_query, epoch, stages, digests))
             fut = client.request_async(request, TxCommitted.from_wire)
             client.wait_for(request.op, fut, None)
         except BaseException as exc:
-            abort = TxAbortRequest(self._tx_query, epoch, tuple(stages))
+            abort = self._signed(TxAbortRequest(self._tx_query, epoch, tuple(stages)))
             with contextlib.suppress(DcpsError):
                 client.wait_for(abort.op, client.request_async(abort, raise_for_status), None)
             for *_, out in held:
@@ -360,10 +372,21 @@ class TopicSession:
             sub._durable._committed(elements)
             sub._settled()
 
+    def _signed(self, request: TxCommitRequest) -> TxCommitRequest:
+        """``request`` with the session key's proof (when the connection has a namespace
+        key: a store without one checks none)."""
+        client = self.connection._store_client()
+        if self._tx_key is None or not client.sealer.enabled:
+            return request
+        op, topics, signed = tx_signed(request.op, request.stages, request.digests)
+        proof = self._tx_key.prove(op, topics, request.query, request.epoch, signed)
+        return attrs.evolve(request, proof=proof)
+
     def _stage(
         self, held: list[tuple[ChannelPublisher[Any], Any, str, Future[str]]], epoch: int
-    ) -> list[tuple[str, str, int]]:
-        """Stage the transaction's messages (one chunk per topic and channel, in order)."""
+    ) -> tuple[tuple[tuple[str, str, int], ...], tuple[str, ...]]:
+        """Stage the transaction's messages (one chunk per topic and channel, in order);
+        the stages and the digest of each (what the store checks before committing)."""
         chunks: dict[tuple[str, int], list[bytes]] = {}
         for pub, envelope, _, _ in held:
             encode = encoder_of(type(envelope))
@@ -373,9 +396,12 @@ class TopicSession:
         client = self.connection._store_client()
         futures = []
         counts: dict[str, int] = {}
+        digests: dict[str, StageDigest] = {}
         for (topic, channel), payloads in chunks.items():
             seq = counts.get(topic, 0)
             counts[topic] = seq + 1
+            sizes = np.asarray([len(p) for p in payloads], dtype="<i4").tobytes()
+            digests.setdefault(topic, StageDigest()).add(seq, channel, sizes, b"".join(payloads))
             request = StageRequest(
                 topic,
                 self._tx_query,
@@ -390,7 +416,10 @@ class TopicSession:
             futures.append((request, client.request_async(request, Staged.from_wire)))
         for request, fut in futures:
             client.wait_for(request.op, fut, None)
-        return [(topic, "s", n) for topic, n in counts.items()]
+        return (
+            tuple((topic, "s", n) for topic, n in counts.items()),
+            tuple(digests[topic].hexdigest() for topic in counts),
+        )
 
     def rollback(self) -> None:
         """Discard the messages published in this transaction and redeliver those consumed."""
