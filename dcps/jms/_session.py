@@ -7,6 +7,7 @@ import enum
 import itertools
 import secrets
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -41,6 +42,7 @@ from idl._errors import (
 from idl._public import show_as
 
 from ._destination import TemporaryTopic, Topic
+from ._message import expired
 from ._publisher import TopicPublisher
 from ._subscriber import TopicSubscriber, durable_name
 
@@ -161,6 +163,7 @@ class TopicSession:
         the README's JMS section)."""
         self._check_open()
         self._check_durable(topic, name)
+        self.connection._drop_expired(name)
         return self._add(
             TopicSubscriber(self, topic, name=name, selector=selector, no_local=no_local)
         )
@@ -202,6 +205,7 @@ class TopicSession:
         client_id = self.connection.client_id
         if not client_id:
             raise PreconditionNotMetError("unsubscribe needs the connection's client id")
+        self.connection._drop_expired(name)  # expired messages do not keep it in use
         with self._lock:
             if any(s.name == name for s, _ in self._pending):
                 raise PreconditionNotMetError(
@@ -261,6 +265,24 @@ class TopicSession:
             return
         with self._lock:
             self._pending.append((sub, element))
+
+    def _drop_expired(self, name: str) -> None:
+        """Acknowledge the expired messages this session holds of durable subscription
+        ``name``: an expired message is gone (JMS), so it keeps the subscription in use no
+        longer (a consumer closed with only expired messages pending closes now)."""
+        now = time.time_ns() // 1_000_000
+        with self._lock:
+            gone = [(s, e) for s, e in self._pending if s.name == name and expired(e.value, now)]
+            if not gone:
+                return
+            ids = {id(e) for _, e in gone}
+            self._pending = [(s, e) for s, e in self._pending if id(e) not in ids]
+            still = {id(s) for s, _ in self._pending}
+        subs = {id(s): s for s, _ in gone}
+        for sub in subs.values():
+            sub._durable.ack([e for s, e in gone if s is sub])
+            if id(sub) not in still:
+                sub._settled()
 
     def _holds(self, sub: TopicSubscriber[Any]) -> bool:
         with self._lock:
