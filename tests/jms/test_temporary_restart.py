@@ -138,3 +138,28 @@ def test_the_lease_still_ends_the_topic_after_a_store_restart(
     assert not _publish_refused(store, name)  # served again after the restart
     owner.kill()
     eventually(lambda: _publish_refused(store, name), TIMEOUT, "the store ending the topic")
+
+
+def test_an_older_file_gains_the_temporary_topic_tables(tmp_path: Path) -> None:
+    """Migration to version 11: a file of version 9 (no temporary-topic tables) opened by
+    a store gets ``temporary_topics`` and ``temporary_grants``, empty, and says 11."""
+    import sqlite3
+
+    from dcps.store._log import STORE_FILE, ChannelLog
+
+    ChannelLog.in_dir(tmp_path).close()
+    db = sqlite3.connect(tmp_path / STORE_FILE)
+    db.execute("DROP TABLE temporary_topics")
+    db.execute("DROP TABLE temporary_grants")
+    db.execute("UPDATE dcps_format SET value = '9' WHERE key = 'version'")
+    db.commit()
+    db.close()
+    ChannelLog.in_dir(tmp_path).close()
+    db = sqlite3.connect(tmp_path / STORE_FILE)
+    try:
+        version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
+        assert version == ("11",)
+        assert db.execute("SELECT count(*) FROM temporary_topics").fetchone() == (0,)
+        assert db.execute("SELECT count(*) FROM temporary_grants").fetchone() == (0,)
+    finally:
+        db.close()
