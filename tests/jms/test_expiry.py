@@ -21,6 +21,8 @@ from dcps import PreconditionNotMetError, UnsupportedError
 from dcps.channels import ChannelledTopic, ChannelPublisher
 from dcps.jms import AcknowledgeMode, Connection, TopicSubscriber
 from dcps.jms._envelope import envelope_of
+from tests.support.line_peer import LinePeer, killed_at_exit
+from tests.support.peers import PEERS_DIR
 from tests.support.peers.jms_types import Quote
 from tests.support.store_process import StoreProcess
 from tests.support.waiting import eventually
@@ -205,4 +207,52 @@ def test_a_topic_made_before_expiry_keeps_its_envelope(
     assert message is not None
     assert message.body.seq == 3
     assert message.expiration_ms == 0
+    assert sub.receive(1.0) is None
+
+
+def test_messages_a_killed_consumer_held_are_not_redelivered_once_expired(
+    store: StoreProcess, connections: list[Connection], topic_name: str
+) -> None:
+    """A client-acknowledgement consumer in another process receives 1-3 (5 s to live) and
+    4 (for ever) and is killed with SIGKILL holding them unacknowledged. Once 1-3 have
+    expired, the next consumer of the subscription gets only 4, redelivered."""
+    connection = _connect(store, connections, "feeder")
+    session = connection.create_topic_session()
+    topic = session.create_topic(topic_name, Quote)
+    with killed_at_exit() as peers:
+        peer = LinePeer(
+            [
+                str(PEERS_DIR / "jms_subscriber.py"),
+                str(store.domain_id),
+                store.namespace,
+                topic_name,
+                "client-x",
+                "held",
+                AcknowledgeMode.CLIENT.value,
+                "4",
+                "99",  # never acknowledges
+            ]
+        )
+        peers.append(peer)
+        peer.wait_line(lambda line: line == "ready", TIMEOUT)
+        pub = session.create_publisher(topic)
+        for s in (1, 2, 3):
+            pub.publish(Quote("a", 1.0, s), time_to_live=5)
+        expires = time.time_ns() // 1_000_000 + 5_000
+        pub.publish(Quote("a", 1.0, 4))
+        peer.wait_line(lambda line: line.startswith("got 4"), TIMEOUT)
+        peer.kill()
+    _past(expires)
+    again = _connect(store, connections, "client-x").create_topic_session()
+
+    def resubscribed() -> TopicSubscriber[Quote] | None:
+        try:
+            return again.create_durable_subscriber(topic, "held")
+        except PreconditionNotMetError:  # the killed consumer is active until its timeout
+            return None
+
+    sub = eventually(resubscribed, TIMEOUT, "the store letting the killed consumer go")
+    message = sub.receive(TIMEOUT)
+    assert message is not None
+    assert (message.body.seq, message.redelivered) == (4, True)
     assert sub.receive(1.0) is None
