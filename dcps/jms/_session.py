@@ -99,14 +99,12 @@ class TopicSession:
         self._pending: list[tuple[TopicSubscriber[Any], DurableElement[Any]]] = []
         self._held: list[tuple[ChannelPublisher[Any], Any, str, Future[str]]] = []
         self._closed = False
-        #: transactions are (query, epoch): this session's query and its next epoch. The
-        #: query ends with the fingerprint of the session's own key, which signs its commits
-        #: and aborts (checked by a store with a namespace key: ``_transactions.py``)
+        #: transactions are (query, epoch): this session's query and its next epoch. With a
+        #: namespace key the query ends with the fingerprint of the session's own key, which
+        #: signs its commits and aborts (the store checks them: ``_transactions.py``); the
+        #: key is made at the first commit (~85 ms), only then
         self._tx_key: QueryKey | None = None
         self._tx_query = f"jms/{uuid.uuid4().hex}"
-        if self.transacted:
-            self._tx_key = QueryKey(secrets.token_bytes(32), self._tx_query)
-            self._tx_query = owned_query(self._tx_query, self._tx_key)
         self._tx_epochs = itertools.count(1)
 
     @property
@@ -366,6 +364,9 @@ class TopicSession:
         for sub, element in pending:
             by_sub.setdefault(id(sub), (sub, []))[1].append(element)
         client = self.connection._store_client()
+        if self._tx_key is None and client.sealer.enabled:
+            self._tx_key = QueryKey(secrets.token_bytes(32), self._tx_query)
+            self._tx_query = owned_query(self._tx_query, self._tx_key)
         stages: tuple[tuple[str, str, int], ...] = ()
         try:
             stages, digests = self._stage(held, epoch)
@@ -376,8 +377,8 @@ class TopicSession:
             fut = client.request_async(request, TxCommitted.from_wire)
             client.wait_for(request.op, fut, None)
         except BaseException as exc:
-            abort = self._signed(TxAbortRequest(self._tx_query, epoch, tuple(stages)))
             with contextlib.suppress(DcpsError):
+                abort = self._signed(TxAbortRequest(self._tx_query, epoch, tuple(stages)))
                 client.wait_for(abort.op, client.request_async(abort, raise_for_status), None)
             for *_, out in held:
                 out.set_exception(exc if isinstance(exc, DcpsError) else DcpsError(str(exc)))
@@ -396,9 +397,8 @@ class TopicSession:
 
     def _signed(self, request: TxCommitRequest) -> TxCommitRequest:
         """``request`` with the session key's proof (when the connection has a namespace
-        key: a store without one checks none)."""
-        client = self.connection._store_client()
-        if self._tx_key is None or not client.sealer.enabled:
+        key)."""
+        if self._tx_key is None:  # (no namespace key: a store without one checks none)
             return request
         op, topics, signed = tx_signed(request.op, request.stages, request.digests)
         proof = self._tx_key.prove(op, topics, request.query, request.epoch, signed)
