@@ -115,7 +115,10 @@ class TemporaryTopics:
         """End the temporary topics whose lease ran out (once per store round)."""
         for topic, t in list(self._temporaries.items()):
             if now > t.deadline:
-                self._end_temporary(topic, "ended: its connection went away (lease expired)")
+                try:
+                    self._end_temporary(topic, "ended: its connection went away (lease expired)")
+                except Exception:  # (its row could not be deleted): the next round tries again
+                    _log.exception("temporary topic %r could not be ended", topic)
 
     def _temporary(self, client: str, r: TemporaryTopicRequest) -> None:
         """Serve a TEMPORARY_TOPIC request: only the client that claimed the topic may act."""
@@ -164,8 +167,8 @@ class TemporaryTopics:
 
     def _end_temporary(self, topic: str, why: str) -> None:
         """Forget temporary topic ``topic``: its consumers are closed, their durables deleted."""
+        self._forget_temporary(topic)  # first: a failed write (disk full) changes nothing
         self._temporaries.pop(topic, None)
-        self._forget_temporary(topic)
         _log.info("temporary topic %r %s", topic, why)
         for d in [d for d in self._durables.values() if d.topic == topic]:
             for name in list(d.subs):
