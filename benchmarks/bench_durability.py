@@ -180,10 +180,12 @@ def late_joiner(
 
 def live_throughput(
     dp: dcps.DomainParticipant, count: int, served: bool, listener: _Peer | None = None
-) -> float:
+) -> tuple[float, float]:
     """msgs/s of a TRANSIENT writer to a plain reader in this process (its topic
     ``served_*`` is kept by the service, ``plain_*`` is not; ``listener``: a plain
-    reader in that process reads it too)."""
+    reader in that process reads it too), and this process's CPU us per msg (writer
+    and reader: on a loaded machine steadier than the rate, which also counts the
+    time the other processes take the CPU away)."""
     prefix = "served" if served else "plain"
     os.environ["DCPS_DURABILITY_WRITER_WAIT"] = "5" if served else "0"
     topic = dcps.Topic(dp, f"{prefix}_{uuid.uuid4().hex[:8]}", Reading)
@@ -206,6 +208,7 @@ def live_throughput(
     # the service's reader matched the writer at its creation (DCPS_DURABILITY_WRITER_WAIT)
     writer.wait_for_readers(2 if served or listener is not None else 1)
     start = time.perf_counter()
+    cpu_start = time.process_time()
     got = 0
     for i in range(count):
         writer.write(Reading(i % 100, float(i), i))
@@ -217,9 +220,10 @@ def live_throughput(
             reader.wait_for_data(timedelta(seconds=10))
         got += len(taken)
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     writer.close()
     reader.close()
-    return count / elapsed
+    return count / elapsed, cpu / count * 1e6
 
 
 def main() -> None:
@@ -245,9 +249,9 @@ def main() -> None:
     live = 5_000 if args.quick else 30_000
     namespace = f"bench_dur_{uuid.uuid4().hex[:8]}"
     os.environ["DCPS_DURABILITY_NAMESPACE"] = namespace
-    plain: list[float] = []
-    served: list[float] = []
-    remote: list[float] = []
+    plain: list[tuple[float, float]] = []
+    served: list[tuple[float, float]] = []
+    remote: list[tuple[float, float]] = []
     late: list[tuple[float, float | None, float]] = []
     with dcps.DomainParticipant(args.domain) as dp:
         service = _Service(args.domain, namespace)
@@ -278,18 +282,27 @@ def main() -> None:
             f"target >= 200,000); reader process CPU {reader_cpu:.2f} s per 100 k{kept}"
         )
     if plain:
-        without, with_ = statistics.median(plain), statistics.median(served)
-        reference = statistics.median(remote)
+        without, with_ = (
+            statistics.median(r for r, _ in plain),
+            statistics.median(r for r, _ in served),
+        )
+        reference = statistics.median(r for r, _ in remote)
+        cpu = [statistics.median(c for _, c in case) for case in (plain, served, remote)]
         print(
             f"live TRANSIENT writer ({live} msgs, median of {len(plain)}): without service "
             f"{without:,.0f} msgs/s, with service {with_:,.0f} msgs/s, ratio "
             f"{with_ / without:.2f} (target >= 0.9); per run "
-            f"{', '.join(f'{s / p:.2f}' for s, p in zip(served, plain, strict=True))}"
+            f"{', '.join(f'{s[0] / p[0]:.2f}' for s, p in zip(served, plain, strict=True))}"
         )
         print(
             f"  reference, a plain reader in another process instead of the service: "
             f"{reference:,.0f} msgs/s, ratio {reference / without:.2f}; service vs that "
             f"reader {with_ / reference:.2f}"
+        )
+        print(
+            f"  writer process CPU per msg: without service {cpu[0]:.1f} us, with service "
+            f"{cpu[1]:.1f} us (ratio {cpu[0] / cpu[1]:.2f}), with the plain remote reader "
+            f"{cpu[2]:.1f} us (ratio {cpu[0] / cpu[2]:.2f})"
         )
 
 
