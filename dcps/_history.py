@@ -49,7 +49,6 @@ from dcps.wire._durability import (
     MAX_HISTORY_PAGE,
     HistoryFetchRequest,
     PageColumns,
-    SampleIdentity,
     decode_page,
     durability_partition,
     matched_services,
@@ -392,7 +391,11 @@ class DurableCache(KeyedCache[T]):
             self._batch_decode: BatchDecoder | None = decoder_of(data_type)
         except Exception:  # a type the batch codec does not know: one by one
             self._batch_decode = None
-        self._seen: set[SampleIdentity] = set()
+        # what was filed, by identity (SampleIdentity): per writer GUID, the source
+        # timestamp and payload CRC as one int, ``timestamp << 32 | crc`` (exact: the
+        # CRC takes 32 bits). Ints, not (writer, timestamp, crc) tuples: the collector
+        # never tracks an int, and a late joiner files 100 k of them
+        self._seen: dict[bytes, set[int]] = {}
         self._handle_keys: dict[int, Any] = {}  # Cyclone instance handle -> reader key
         self._newest: dict[Any, int] = {}  # reader key -> newest source timestamp filed
         # instances whose latest sample came from the service, with its writer: ALIVE only
@@ -413,10 +416,14 @@ class DurableCache(KeyedCache[T]):
             if data is None:
                 states.append((row[5], row[2]))
                 continue
-            identity = (guid_of(row[6]), row[4], payload_crc(data))
-            if identity in self._seen:
+            writer = guid_of(row[6])
+            mark = row[4] << 32 | payload_crc(data)
+            known = self._seen.get(writer)
+            if known is None:
+                known = self._seen[writer] = set()
+            elif mark in known:
                 continue
-            self._seen.add(identity)
+            known.add(mark)
             sample = decode(data)
             key = self._key_of(sample)
             self._handle_keys[row[5]] = key
@@ -458,20 +465,28 @@ class DurableCache(KeyedCache[T]):
         timestamp order) goes through without a Python loop per sample.
         """
         seen = self._seen
-        identities = page.identities()
-        if seen.isdisjoint(identities):  # the usual case, checked in C: every sample is new
-            before = len(seen)
-            seen.update(identities)
-            if len(seen) - before != len(identities):
+        marks = list(
+            map(operator.or_, map(operator.lshift, page.timestamps, repeat(32)), page.crcs)
+        )
+        one_writer = set(page.writers)  # the usual page: every sample from one writer
+        known = seen.setdefault(one_writer.pop(), set()) if len(one_writer) == 1 else None
+        if known is not None and known.isdisjoint(marks):  # the usual case, checked in C
+            before = len(known)
+            known.update(marks)
+            if len(known) - before != len(marks):
                 # a page repeating a sample (same identity, same sample): filed once
-                once = dict(zip(identities, range(len(page)), strict=True))
+                once = dict(zip(marks, range(len(page)), strict=True))
                 page = page.select(list(once.values()))
         else:
             fresh = []
-            for i, identity in enumerate(identities):
-                if identity not in seen:
-                    seen.add(identity)
-                    fresh.append(i)
+            for i, (writer, mark) in enumerate(zip(page.writers, marks, strict=True)):
+                known = seen.get(writer)
+                if known is None:
+                    known = seen[writer] = set()
+                elif mark in known:
+                    continue
+                known.add(mark)
+                fresh.append(i)
             if not fresh:
                 return False
             page = page.select(fresh)

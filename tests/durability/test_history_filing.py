@@ -125,3 +125,14 @@ def test_a_record_naming_a_writer_beyond_the_table_is_refused() -> None:
     blob[writer_index : writer_index + 4] = (5).to_bytes(4, "little")
     with pytest.raises(dcps.BadParameterError, match="writer beyond its table"):
         decode_columns(bytes(blob))
+
+
+def test_samples_of_several_writers_are_told_apart_by_writer() -> None:
+    """Same timestamp and bytes from two writers: two samples; each repeated: still two."""
+    cache = _cache()
+    one = _sample(1, 10, 1.0)
+    other = one._replace(writer=b"v" * 16)
+    assert _file(cache, [one, other, one])
+    assert not _file(cache, [other, one])
+    assert _file(cache, [other, _sample(2, 11, 2.0)._replace(writer=b"v" * 16)])
+    assert _taken(cache) == [(1, 1.0, 10), (1, 1.0, 10), (2, 2.0, 11)]
