@@ -345,6 +345,8 @@ def decode_columns(blob: bytes) -> PageColumns:
         at += _NAME.size
         names.append(_text(blob[at : at + size]))
         at += size
+    if at + n_writers * _GUID > end:
+        raise BadParameterError("a history page ends inside its writer table")
     guids = [blob[i : i + _GUID] for i in range(at, at + n_writers * _GUID, _GUID)]
     at += n_writers * _GUID
     key_table: list[bytes] = []

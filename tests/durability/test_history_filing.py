@@ -107,6 +107,8 @@ def test_a_payload_that_does_not_decode_fails_the_page_loudly() -> None:
         (lambda b: b[:10], "ends inside its header"),
         (lambda b: b[:-1], "ends inside a record's payload"),
         (lambda b: b + b"\x00", "ends inside a record's payload"),
+        # a page claiming 2**32 - 1 writers must not build a table that large
+        (lambda b: b[:12] + b"\xff\xff\xff\xff" + b[16:], "ends inside its writer table"),
     ],
 )
 def test_a_damaged_page_is_refused(damage: object, message: str) -> None:
