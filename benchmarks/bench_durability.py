@@ -10,7 +10,8 @@ own (this module with ``--serve``), on loopback.
    TRANSIENT KEEP_ALL reader is created and the time until it has taken every
    one is measured: stored samples/s delivered to a late joiner (target >=
    200 k/s; median of ``--late-runs``). The service process's CPU time per
-   kept sample is printed too (Linux: from ``/proc``).
+   kept sample is printed too (Linux: from ``/proc``), and this process's CPU
+   from the reader's creation to its last take, per 100 k samples.
 2. **Cost to a live writer.** Throughput of a TRANSIENT writer to a plain
    reader in this process, with and without the service process matched
    (alternating, same run; median msgs/s; target ratio >= 0.9). For
@@ -18,7 +19,15 @@ own (this module with ``--serve``), on loopback.
    KEEP_ALL reader in another process that never takes (this module with
    ``--listen``): what the transport to any remote subscriber costs the
    writer (each sample also goes out as a UDP datagram and must be
-   acknowledged), so the service's own share can be told apart.
+   acknowledged), so the service's own share can be told apart. The writer
+   process's CPU per message is printed for each case: on a loaded machine
+   the rates swing with the scheduler, the CPU much less.
+
+   Cyclone sends each write as its own datagram. Its write batching packs
+   them (``CYCLONEDDS_URI`` with ``<Internal><WriteBatch>true</WriteBatch>``,
+   deprecated in Cyclone 11 for a per-writer QoS the Python binding does not
+   expose), but sends a batch only when it is full or flushed: without a
+   flush policy a lone sample may never leave. dcps does not enable it.
 
 ``--only late`` or ``--only live`` runs one part.
 """
