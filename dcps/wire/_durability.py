@@ -276,10 +276,6 @@ class PageColumns:
         ends = list(accumulate(self.sizes, initial=start))
         return list(map(self.blob.__getitem__, map(slice, ends, ends[1:])))
 
-    def identities(self) -> list[SampleIdentity]:
-        """Each record's :data:`SampleIdentity` (the CRCs came with the page)."""
-        return list(zip(self.writers, self.timestamps, self.crcs, strict=True))
-
     def records(self) -> list[StoredSample]:
         """The records as :class:`StoredSample` values."""
         return list(
