@@ -258,7 +258,7 @@ class Sealer:
         if self.auth is None:
             return None
         request.auth = b""
-        body = _body(request)
+        body = bytes(request.serialize())  # what the tag covers (see _body)
         request.auth = self.auth.seal(
             request_kind(request.op), request.client, body, incarnation=incarnation, member=member
         )
@@ -323,7 +323,7 @@ class Sealer:
         if self.auth is None:
             return None
         reply.auth = b""
-        body = _body(reply)
+        body = bytes(reply.serialize())  # what the tag covers (see _body)
         reply.auth = self.auth.seal(KIND_REPLY, incarnation, body, incarnation=incarnation)
         return _wire(body, reply.auth)
 
@@ -428,7 +428,7 @@ class Sealer:
         if self.auth is None:
             return None
         push.auth = b""
-        body = _body(push)
+        body = bytes(push.serialize())  # what the tag covers (see _body)
         push.auth = self.auth.seal(kind, sender, body, incarnation=incarnation)
         return _wire(body, push.auth)
 
