@@ -7,11 +7,16 @@ keeps every element a durable has not acknowledged (and, as for groups, a
 topic without groups or durables discards what is published). The offsets
 acknowledged above the floor live in table ``durable_acks``, the durable's
 configuration in ``durables``, the last values of last-value durables in
-``durable_values`` (``docs/store-format.md``), and how often each element
-not acknowledged yet was delivered in ``durable_deliveries`` (written in the
-store round that delivered it, with the round's acknowledgements). Who holds
-which element and windows live in memory (``_durable_state.py``): after a
-store restart every unacknowledged element is delivered again, its
+``durable_values`` (``docs/store-format.md``). Redelivery counts survive a
+restart: per channel the highest offset ever delivered is kept in
+``durable_delivered`` (every unacknowledged element at or below it went out
+at least once), and the count of each element delivered twice or more in
+``durable_deliveries``; both are written in the store round that delivered,
+with the round's acknowledgements, and a redelivery is answered only once its
+count is on disk. A first delivery is answered at once and writes nothing of
+its own: a store killed within that round forgets only that it went out once.
+Who holds which element and windows live in memory (``_durable_state.py``):
+after a store restart every unacknowledged element is delivered again, its
 redelivery count counting the deliveries before the restart.
 
 Non-persistent durables write nothing but their floors (which retention
@@ -283,6 +288,12 @@ class DurableService:
                         (name,),
                     )
                 }
+                delivered = {
+                    int(c): int(o)
+                    for c, o in db.execute(
+                        'SELECT channel, "offset" FROM durable_delivered WHERE name = ?', (name,)
+                    )
+                }
                 values = {
                     t: (int(c), int(o), int(ts), bytes(data))
                     for t, c, o, ts, data in db.execute(
@@ -299,7 +310,7 @@ class DurableService:
                 filter_,
                 int(ttl_ms),
                 False,
-                DurableState(kind, floors, acked, deliveries),
+                DurableState(kind, floors, acked, deliveries, delivered),
                 values=values,
             )
             self._durables[name] = durable
@@ -317,19 +328,24 @@ class DurableService:
             db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_values WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_deliveries WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_delivered WHERE name = ?", (name,))
 
         self._log.write(f"deleting durable {name!r}", delete)
         self._log.destroy_group(topic, DURABLE_GROUP_PREFIX + name)
         _log.info("durable %r of topic %r deleted", name, topic)
 
     def _persist_acks(self, d: _Durable) -> None:
-        """Write what the durable's acknowledgements changed (floors always; acks if persistent)."""
+        """Write what the durable's acknowledgements changed (floors always; acks and delivery
+        counts if persistent)."""
         acks, floors = d.state.take_changes()
-        delivered = d.state.take_deliveries() if d.persistent else {}
-        if not acks and not floors and not delivered:
+        counted = d.state.take_counts()  # (taken always: a durable in memory keeps none)
+        if not d.persistent:
+            acks = set()
+        if not acks and not floors and not (d.persistent and counted):
             return
         tid = self._topic_id(d.topic)
         group = d.group
+        name = d.name
 
         def write(db: sqlite3.Connection) -> None:
             if floors:
@@ -338,35 +354,36 @@ class DurableService:
                     " WHERE topic_id = ? AND grp = ? AND channel = ?",
                     [(f, tid, group, c) for c, f in floors.items()],
                 )
-            if d.persistent:
-                if floors:
-                    db.executemany(
-                        'DELETE FROM durable_acks WHERE name = ? AND channel = ? AND "offset" <= ?',
-                        [(d.name, c, f) for c, f in floors.items()],
-                    )
-                if acks:
-                    db.executemany(
-                        "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
-                        [(d.name, c, o) for c, o in acks],
-                    )
-                    db.executemany(
-                        "DELETE FROM durable_deliveries"
-                        ' WHERE name = ? AND channel = ? AND "offset" = ?',
-                        [(d.name, c, o) for c, o in acks],
-                    )
-                if floors:
-                    db.executemany(
-                        "DELETE FROM durable_deliveries"
-                        ' WHERE name = ? AND channel = ? AND "offset" <= ?',
-                        [(d.name, c, f) for c, f in floors.items()],
-                    )
-                if delivered:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO durable_deliveries VALUES (?, ?, ?, ?)",
-                        [(d.name, c, o, n) for (c, o), n in delivered.items()],
-                    )
+            if not d.persistent:
+                return
+            if floors:
+                db.executemany(
+                    'DELETE FROM durable_acks WHERE name = ? AND channel = ? AND "offset" <= ?',
+                    [(name, c, f) for c, f in floors.items()],
+                )
+            if acks:
+                db.executemany(
+                    "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
+                    [(name, c, o) for c, o in acks],
+                )
+            if counted.cleared:
+                db.executemany(
+                    "DELETE FROM durable_deliveries"
+                    ' WHERE name = ? AND channel = ? AND "offset" = ?',
+                    [(name, c, o) for c, o in counted.cleared],
+                )
+            if counted.counts:
+                db.executemany(
+                    "INSERT OR REPLACE INTO durable_deliveries VALUES (?, ?, ?, ?)",
+                    [(name, c, o, n) for (c, o), n in counted.counts.items()],
+                )
+            if counted.delivered:
+                db.executemany(
+                    "INSERT OR REPLACE INTO durable_delivered VALUES (?, ?, ?)",
+                    [(name, c, o) for c, o in counted.delivered.items()],
+                )
 
-        self._log.write(f"acknowledging elements of durable {d.name!r}", write)
+        self._log.write(f"acknowledging elements of durable {name!r}", write)
 
     def _topic_id(self, topic: str) -> int:
         known = self._topic_ids.get(topic)
@@ -1035,15 +1052,19 @@ class DurableService:
         self._take_over(topic, name, "reset", force)
         self._persist_acks(d)
         self._dirty.discard(name)
+
         # The acknowledgements above the floors go first, then the floors move (one write per
         # channel): a crash or a failed move in between leaves old floors without those
         # acknowledgements, so elements are delivered again, never skipped. The other order
         # left a reset to an earlier offset redelivering the floor's elements but skipping the
         # out-of-order acknowledged ones after a restart.
-        self._log.write(
-            f"forgetting the acknowledgements of durable {name!r}",
-            lambda db: db.execute("DELETE FROM durable_acks WHERE name = ?", (name,)),
-        )
+        def forget(db: sqlite3.Connection) -> None:
+            # (the delivery counts too: the state built after the move starts them over)
+            db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_deliveries WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_delivered WHERE name = ?", (name,))
+
+        self._log.write(f"forgetting the acknowledgements of durable {name!r}", forget)
         try:
             move(d.group)
         finally:  # memory follows the file, whatever part of the move was written
