@@ -102,6 +102,7 @@ from idl._errors import (
     UnsupportedError,
 )
 
+from ._durable_reads import ReadAhead
 from ._durable_state import DurableState, Position
 from ._log import ChannelLog
 from ._transactions import on_tx_abort, on_tx_commit, recover_transactions
@@ -244,6 +245,7 @@ class DurableService:
         self._split = split
         self._clock = clock
         self._durables: dict[str, _Durable] = {}
+        self._reads = ReadAhead(log)
         self._parked: dict[tuple[str, str], _Parked] = {}  # (durable, subscriber) -> poll
         self._next_trim: dict[str, float] = {}
         self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
@@ -838,7 +840,8 @@ class DurableService:
             if not items and not sub.notice:
                 return None
             return self._last_values(d, sub, items)
-        got = d.state.deliver(sub.name, count, self._tails(d))
+        tails = self._tails(d)
+        got = d.state.deliver(sub.name, count, tails)
         if got and d.persistent:
             self._dirty.add(d.name)  # the delivery counts are written in this round's tick
             if any(times for _, times in got):
@@ -849,7 +852,7 @@ class DurableService:
                 self._redelivered.add(d.name)
         if not got and not sub.notice and not refused:
             return None
-        return self._delivery(d, sub, got, refused)
+        return self._delivery(d, sub, got, refused, tails)
 
     def _delivery(
         self,
@@ -857,7 +860,9 @@ class DurableService:
         sub: _Sub,
         got: list[tuple[Position, int]],
         refused: _Refused = (),
+        tails: dict[int, int] | None = None,
     ) -> DurableDelivery:
+        """The answer delivering ``got`` (``tails``: the log's, when the caller has them)."""
         channels: list[int] = []
         offsets: list[int] = []
         counts: list[int] = []
@@ -866,22 +871,17 @@ class DurableService:
         data: list[bytes] = []
         by_position = dict(got)
         for c, first, n in _runs(sorted(by_position)):
-            run = self._log.fetch_run(d.topic, c, first, n)
-            if run.first != first or run.count != n:
-                raise PreconditionNotMetError(
-                    f"durable {d.name!r}: elements {first}..{first + n - 1} of topic "
-                    f"{d.topic!r} channel {c} are no longer in the log"
-                )
-            payloads = run.payloads()
+            payloads, run_stamps = self._reads.read(d.name, d.topic, c, first, n)
             channels.extend([c] * n)
             offsets.extend(range(first, first + n))
             counts.extend([by_position[(c, o)] for o in range(first, first + n)])
-            stamps.extend(run.timestamps().tolist())
+            stamps.extend(run_stamps)
             sizes.extend(map(len, payloads))
             data.extend(payloads)
         notice, message = sub.notice, sub.message
         sub.notice, sub.message = Notice.NONE, ""
-        tails = self._tails(d)
+        if tails is None:
+            tails = self._tails(d)
         return DurableDelivery(
             tuple(channels),
             tuple(offsets),
@@ -941,6 +941,7 @@ class DurableService:
         for sub in list(d.subs):
             self._close_by_store(d, sub, f"durable {d.name!r} was deleted")
         del self._durables[d.name]
+        self._reads.forget(d.name)
         self._delete(d.name, d.topic)
 
     # -- administration (dcps durables ...; handlers in _admin_objects.py) -------------------
