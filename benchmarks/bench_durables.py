@@ -116,23 +116,60 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds per thread name of process ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    out: dict[str, float] = {}
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf(
+            "SC_CLK_TCK"
+        )
+    return out
+
+
 class CpuMeter:
     """CPU microseconds per element spent by the store and by this (the subscribers') process
     over one case: less sensitive to the machine's load than the rate."""
 
-    def __init__(self, store_pid: int) -> None:
+    def __init__(self, store_pid: int, *, threads: bool = False) -> None:
         self.store_pid = store_pid
         self.store_us: list[float] = []
         self.client_us: list[float] = []
         self._start = (0.0, 0.0)
+        #: with ``threads``: per process and thread name, CPU us per element of each run
+        self.threads: list[dict[str, float]] | None = [] if threads else None
+        self._threads: dict[str, float] = {}
+
+    def _by_thread(self) -> dict[str, float]:
+        return {
+            **{f"store {k}": v for k, v in thread_cpu(self.store_pid).items()},
+            **{f"subs {k}": v for k, v in thread_cpu(os.getpid()).items()},
+        }
 
     def start(self) -> None:
         self._start = (process_cpu(self.store_pid), time.process_time())
+        if self.threads is not None:
+            self._threads = self._by_thread()
 
     def stop(self, count: int) -> None:
         store, client = process_cpu(self.store_pid), time.process_time()
         self.store_us.append((store - self._start[0]) / count * 1e6)
         self.client_us.append((client - self._start[1]) / count * 1e6)
+        if self.threads is not None:
+            now = self._by_thread()
+            self.threads.append(
+                {k: (v - self._threads.get(k, 0.0)) / count * 1e6 for k, v in now.items()}
+            )
 
 
 def publish(topic: ChannelledTopic, count: int, kw: dict[str, object]) -> None:
@@ -286,6 +323,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="run each durable case this many times (median)"
     )
+    parser.add_argument(
+        "--threads", action="store_true", help="also show CPU per element by thread name"
+    )
     args = parser.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = sorted(set(cases) - set(CASES))
@@ -300,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
             for case in cases:
                 if case in _DURABLE_CASES:
                     label, kind, subs, batch = _DURABLE_CASES[case]
-                    cpu = CpuMeter(store.pid)
+                    cpu = CpuMeter(store.pid, threads=args.threads)
                     rates = [
                         bench_durable(kind, subs, args.count, kw, batch=batch, cpu=cpu)
                         for _ in range(max(1, args.repeat))
@@ -324,6 +364,9 @@ def main(argv: list[str] | None = None) -> None:
         store_us = f"{statistics.median(cpu.store_us):9.2f}" if cpu else f"{'':9}"
         client_us = f"{statistics.median(cpu.client_us):8.2f}" if cpu else f"{'':8}"
         print(f"{name:<50} {statistics.median(rates):>9,.0f} {store_us} {client_us}  {runs}")
+        for run in (cpu.threads or []) if cpu else []:
+            busy = sorted(((v, k) for k, v in run.items() if v >= 0.05), reverse=True)
+            print("    by thread (us/element): " + ", ".join(f"{k} {v:.2f}" for v, k in busy))
     print(
         "store us / subs us: CPU microseconds per element of the store process and of the "
         "subscribers' process (median over runs)"
