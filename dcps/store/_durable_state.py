@@ -285,18 +285,22 @@ class DurableState:
         """``name`` acknowledges ``positions``; a status per position."""
         out = []
         sub = self.subscribers.get(name)
+        holder = self._holder
+        held = set() if sub is None else sub.held
+        done = AckStatus.DONE
+        touched = set()
         for pos in positions:
-            why = self._status(name, pos)
-            if why is None and sub is None:
-                why = AckStatus.NOT_HELD
-            if why is not None:
-                out.append(why)
+            if sub is not None and holder.get(pos) == name:
+                del holder[pos]
+                held.discard(pos)
+                self._mark_acked(pos, raise_floor=False)
+                touched.add(pos[0])
+                out.append(done)
                 continue
-            assert sub is not None
-            del self._holder[pos]
-            sub.held.discard(pos)
-            self._mark_acked(pos)
-            out.append(AckStatus.DONE)
+            why = self._status(name, pos)
+            out.append(AckStatus.NOT_HELD if why is None else why)  # (None: not subscribed)
+        for c in touched:  # once per channel, after the batch
+            self._raise_floor(c)
         return out
 
     def ack_any(self, positions: Iterable[Position]) -> int:
@@ -336,14 +340,15 @@ class DurableState:
             self._waiting_set.add(pos)
             heapq.heappush(self._waiting, (pos[1], pos[0]))
 
-    def _mark_acked(self, pos: Position) -> None:
+    def _mark_acked(self, pos: Position, *, raise_floor: bool = True) -> None:
         c, o = pos
         if self._counts.pop(pos, None) is not None:
             self._cleared.add(pos)
         ch = self._channels[c]
         ch.acked.add(o)
         self._new_acks.add(pos)
-        self._raise_floor(c)
+        if raise_floor:
+            self._raise_floor(c)
 
     def _raise_floor(self, c: int) -> None:
         ch = self._channels[c]
