@@ -43,6 +43,34 @@ element there, plus ~2 us per element of acknowledgement state; the client
 spends ~8 us per element in ``receive`` + ``ack`` one at a time (locks,
 element objects), ~3 us in ``receive_many`` + ``ack(list)``. The shared case
 reaches the issue's 100 k/s only with ``receive_many``.
+
+Session 7 (redelivery counts kept with a delivered offset per channel instead
+of a row per delivery, elements read ahead of the deliveries, acks settled in
+bulk), against ``2922a02`` (before the counts were persisted: 118-127 k/s
+shared with ``receive_many`` on a quiet machine), interleaved old, new, old,
+new with ``--count 100000 --repeat 2``, load average 27-35 (so the rates are
+low and noisy; the CPU per element is the steadier figure):
+
+=======================================  ==================  ==================
+case (rate k/s; store / subs us/element)  2922a02             this code
+=======================================  ==================  ==================
+shared 4x64, receive_many                 45, 51; 9.2 / 8.5    57, 62; 6.5 / 8.0
+shared 4x64, receive + ack                29, 51; 9.8 / 12.7   39, 49; 6.8 / 12.2
+exclusive 64, receive_many                28, 36; 11.2 / 9.2   33, 44; 9.4 / 9.8
+exclusive 64, receive + ack               17, 31; 12.4 / 14.3  24, 29; 10.3 / 15.6
+serial 2x64, receive_many                 24, 39; 12.1 / 10.3  37, 35; 10.3 / 10.7
+serial 2x64, receive + ack                27, 25; 13.3 / 15.0  24, 25; 10.6 / 15.4
+=======================================  ==================  ==================
+
+At lower load (15-19) the shared ``receive_many`` case ran 62-74 k/s against
+51-60 k/s for ``2922a02`` in the same minutes (ratio 1.2-1.4), store 6.4-7.2
+us against 9.0-10.1 us per element. The subscribers' process (~8 us per
+element, all four subscribers under one GIL) is now the larger cost: with the
+store at ~6.5 us the two processes on two quiet cores bound the rate at
+~1 / 8 us = 125 k/s. In the exclusive and serial cases a store round serves
+one poll, so the round's write of the acknowledgements (a commit per 64
+elements, ~11 % of the store) and the reply's write to Cyclone (~30 %: ~6 KB
+in five 1344-byte fragments) dominate.
 """
 
 from __future__ import annotations
