@@ -54,7 +54,7 @@ low and noisy; the CPU per element is the steadier figure):
 =======================================  ==================  ==================
 case (rate k/s; store / subs us/element)  2922a02             this code
 =======================================  ==================  ==================
-shared 4x64, receive_many                 45, 51; 9.2 / 8.5    57, 62; 6.5 / 8.0
+shared 4x64, receive_many                 45, 51; 9.2 / 8.8    57, 62; 6.7 / 8.1
 shared 4x64, receive + ack                29, 51; 9.8 / 12.7   39, 49; 6.8 / 12.2
 exclusive 64, receive_many                28, 36; 11.2 / 9.2   33, 44; 9.4 / 9.8
 exclusive 64, receive + ack               17, 31; 12.4 / 14.3  24, 29; 10.3 / 15.6
