@@ -7,11 +7,16 @@ keeps every element a durable has not acknowledged (and, as for groups, a
 topic without groups or durables discards what is published). The offsets
 acknowledged above the floor live in table ``durable_acks``, the durable's
 configuration in ``durables``, the last values of last-value durables in
-``durable_values`` (``docs/store-format.md``), and how often each element
-not acknowledged yet was delivered in ``durable_deliveries`` (written in the
-store round that delivered it, with the round's acknowledgements). Who holds
-which element and windows live in memory (``_durable_state.py``): after a
-store restart every unacknowledged element is delivered again, its
+``durable_values`` (``docs/store-format.md``). Redelivery counts survive a
+restart: per channel the highest offset ever delivered is kept in
+``durable_delivered`` (every unacknowledged element at or below it went out
+at least once), and the count of each element delivered twice or more in
+``durable_deliveries``; both are written in the store round that delivered,
+with the round's acknowledgements, and a redelivery is answered only once its
+count is on disk. A first delivery is answered at once and writes nothing of
+its own: a store killed within that round forgets only that it went out once.
+Who holds which element and windows live in memory (``_durable_state.py``):
+after a store restart every unacknowledged element is delivered again, its
 redelivery count counting the deliveries before the restart.
 
 Non-persistent durables write nothing but their floors (which retention
@@ -95,8 +100,10 @@ from idl._errors import (
     UnsupportedError,
 )
 
+from ._durable_reads import ReadAhead
 from ._durable_state import DurableState, Position
 from ._log import ChannelLog
+from ._log_format import DELIVERED_TABLE
 from ._temporaries import TemporaryTopics
 from ._transactions import on_tx_abort, on_tx_commit, recover_transactions
 
@@ -226,6 +233,7 @@ class DurableService(TemporaryTopics):
         self._split = split
         self._clock = clock
         self._durables: dict[str, _Durable] = {}
+        self._reads = ReadAhead(log)
         self._parked: dict[tuple[str, str], _Parked] = {}  # (durable, subscriber) -> poll
         self._next_trim: dict[str, float] = {}
         self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
@@ -245,6 +253,8 @@ class DurableService(TemporaryTopics):
 
     def _load(self) -> None:
         """Load persistent durables; delete non-persistent ones (they do not outlive a store)."""
+        # (a file made by a version-11 store before format 10's table was merged lacks it)
+        self._log.write("keeping the durables' delivered offsets", _ensure_delivered_table)
         with self._log.read("loading the durables") as db:
             rows = db.execute(
                 "SELECT d.name, t.name, d.kind, d.persistent, d.filter, d.ttl_ms"
@@ -270,6 +280,12 @@ class DurableService(TemporaryTopics):
                         (name,),
                     )
                 }
+                delivered = {
+                    int(c): int(o)
+                    for c, o in db.execute(
+                        'SELECT channel, "offset" FROM durable_delivered WHERE name = ?', (name,)
+                    )
+                }
                 values = {
                     t: (int(c), int(o), int(ts), bytes(data))
                     for t, c, o, ts, data in db.execute(
@@ -286,7 +302,7 @@ class DurableService(TemporaryTopics):
                 filter_,
                 int(ttl_ms),
                 False,
-                DurableState(kind, floors, acked, deliveries),
+                DurableState(kind, floors, acked, deliveries, delivered),
                 values=values,
             )
             self._durables[name] = durable
@@ -304,19 +320,24 @@ class DurableService(TemporaryTopics):
             db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_values WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_deliveries WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_delivered WHERE name = ?", (name,))
 
         self._log.write(f"deleting durable {name!r}", delete)
         self._log.destroy_group(topic, DURABLE_GROUP_PREFIX + name)
         _log.info("durable %r of topic %r deleted", name, topic)
 
     def _persist_acks(self, d: _Durable) -> None:
-        """Write what the durable's acknowledgements changed (floors always; acks if persistent)."""
+        """Write what the durable's acknowledgements changed (floors always; acks and delivery
+        counts if persistent)."""
         acks, floors = d.state.take_changes()
-        delivered = d.state.take_deliveries() if d.persistent else {}
-        if not acks and not floors and not delivered:
+        counted = d.state.take_counts()  # (taken always: a durable in memory keeps none)
+        if not d.persistent:
+            acks = set()
+        if not acks and not floors and not (d.persistent and counted):
             return
         tid = self._topic_id(d.topic)
         group = d.group
+        name = d.name
 
         def write(db: sqlite3.Connection) -> None:
             if floors:
@@ -325,35 +346,36 @@ class DurableService(TemporaryTopics):
                     " WHERE topic_id = ? AND grp = ? AND channel = ?",
                     [(f, tid, group, c) for c, f in floors.items()],
                 )
-            if d.persistent:
-                if floors:
-                    db.executemany(
-                        'DELETE FROM durable_acks WHERE name = ? AND channel = ? AND "offset" <= ?',
-                        [(d.name, c, f) for c, f in floors.items()],
-                    )
-                if acks:
-                    db.executemany(
-                        "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
-                        [(d.name, c, o) for c, o in acks],
-                    )
-                    db.executemany(
-                        "DELETE FROM durable_deliveries"
-                        ' WHERE name = ? AND channel = ? AND "offset" = ?',
-                        [(d.name, c, o) for c, o in acks],
-                    )
-                if floors:
-                    db.executemany(
-                        "DELETE FROM durable_deliveries"
-                        ' WHERE name = ? AND channel = ? AND "offset" <= ?',
-                        [(d.name, c, f) for c, f in floors.items()],
-                    )
-                if delivered:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO durable_deliveries VALUES (?, ?, ?, ?)",
-                        [(d.name, c, o, n) for (c, o), n in delivered.items()],
-                    )
+            if not d.persistent:
+                return
+            if floors:
+                db.executemany(
+                    'DELETE FROM durable_acks WHERE name = ? AND channel = ? AND "offset" <= ?',
+                    [(name, c, f) for c, f in floors.items()],
+                )
+            if acks:
+                db.executemany(
+                    "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
+                    [(name, c, o) for c, o in acks],
+                )
+            if counted.cleared:
+                db.executemany(
+                    "DELETE FROM durable_deliveries"
+                    ' WHERE name = ? AND channel = ? AND "offset" = ?',
+                    [(name, c, o) for c, o in counted.cleared],
+                )
+            if counted.counts:
+                db.executemany(
+                    "INSERT OR REPLACE INTO durable_deliveries VALUES (?, ?, ?, ?)",
+                    [(name, c, o, n) for (c, o), n in counted.counts.items()],
+                )
+            if counted.delivered:
+                db.executemany(
+                    "INSERT OR REPLACE INTO durable_delivered VALUES (?, ?, ?)",
+                    [(name, c, o) for c, o in counted.delivered.items()],
+                )
 
-        self._log.write(f"acknowledging elements of durable {d.name!r}", write)
+        self._log.write(f"acknowledging elements of durable {name!r}", write)
 
     def _topic_id(self, topic: str) -> int:
         known = self._topic_ids.get(topic)
@@ -732,7 +754,8 @@ class DurableService(TemporaryTopics):
             if not items and not sub.notice:
                 return None
             return self._last_values(d, sub, items)
-        got = d.state.deliver(sub.name, count, self._tails(d))
+        tails = self._tails(d)
+        got = d.state.deliver(sub.name, count, tails)
         if got and d.persistent:
             self._dirty.add(d.name)  # the delivery counts are written in this round's tick
             if any(times for _, times in got):
@@ -743,7 +766,7 @@ class DurableService(TemporaryTopics):
                 self._redelivered.add(d.name)
         if not got and not sub.notice and not refused:
             return None
-        return self._delivery(d, sub, got, refused)
+        return self._delivery(d, sub, got, refused, tails)
 
     def _delivery(
         self,
@@ -751,7 +774,9 @@ class DurableService(TemporaryTopics):
         sub: _Sub,
         got: list[tuple[Position, int]],
         refused: _Refused = (),
+        tails: dict[int, int] | None = None,
     ) -> DurableDelivery:
+        """The answer delivering ``got`` (``tails``: the log's, when the caller has them)."""
         channels: list[int] = []
         offsets: list[int] = []
         counts: list[int] = []
@@ -760,22 +785,17 @@ class DurableService(TemporaryTopics):
         data: list[bytes] = []
         by_position = dict(got)
         for c, first, n in _runs(sorted(by_position)):
-            run = self._log.fetch_run(d.topic, c, first, n)
-            if run.first != first or run.count != n:
-                raise PreconditionNotMetError(
-                    f"durable {d.name!r}: elements {first}..{first + n - 1} of topic "
-                    f"{d.topic!r} channel {c} are no longer in the log"
-                )
-            payloads = run.payloads()
+            payloads, run_stamps = self._reads.read(d.name, d.topic, c, first, n)
             channels.extend([c] * n)
             offsets.extend(range(first, first + n))
             counts.extend([by_position[(c, o)] for o in range(first, first + n)])
-            stamps.extend(run.timestamps().tolist())
+            stamps.extend(run_stamps)
             sizes.extend(map(len, payloads))
             data.extend(payloads)
         notice, message = sub.notice, sub.message
         sub.notice, sub.message = Notice.NONE, ""
-        tails = self._tails(d)
+        if tails is None:
+            tails = self._tails(d)
         return DurableDelivery(
             tuple(channels),
             tuple(offsets),
@@ -835,6 +855,7 @@ class DurableService(TemporaryTopics):
         for sub in list(d.subs):
             self._close_by_store(d, sub, f"durable {d.name!r} was deleted")
         del self._durables[d.name]
+        self._reads.forget(d.name)
         self._delete(d.name, d.topic)
 
     # -- administration (dcps durables ...; handlers in _admin_objects.py) -------------------
@@ -946,15 +967,19 @@ class DurableService(TemporaryTopics):
         self._take_over(topic, name, "reset", force)
         self._persist_acks(d)
         self._dirty.discard(name)
+
         # The acknowledgements above the floors go first, then the floors move (one write per
         # channel): a crash or a failed move in between leaves old floors without those
         # acknowledgements, so elements are delivered again, never skipped. The other order
         # left a reset to an earlier offset redelivering the floor's elements but skipping the
         # out-of-order acknowledged ones after a restart.
-        self._log.write(
-            f"forgetting the acknowledgements of durable {name!r}",
-            lambda db: db.execute("DELETE FROM durable_acks WHERE name = ?", (name,)),
-        )
+        def forget(db: sqlite3.Connection) -> None:
+            # (the delivery counts too: the state built after the move starts them over)
+            db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_deliveries WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_delivered WHERE name = ?", (name,))
+
+        self._log.write(f"forgetting the acknowledgements of durable {name!r}", forget)
         try:
             move(d.group)
         finally:  # memory follows the file, whatever part of the move was written
@@ -1105,6 +1130,10 @@ class DurableService(TemporaryTopics):
                 self._reply(parked.call, self._delivery(d, sub, [], parked.refused))
             else:
                 self._parked[key] = parked  # back at the end: the next round starts elsewhere
+
+
+def _ensure_delivered_table(db: sqlite3.Connection) -> None:
+    db.execute(DELIVERED_TABLE)  # (IF NOT EXISTS)
 
 
 def _runs(positions: list[Position]) -> list[tuple[int, int, int]]:

@@ -25,6 +25,7 @@ from idl._errors import (
 
 __all__ = [
     "COMMITS_BY_CHANNEL",
+    "DELIVERED_TABLE",
     "FORMAT_MAGIC",
     "FORMAT_VERSION",
     "OLDEST_READABLE_VERSION",
@@ -43,7 +44,8 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 9 keeps delivery counts (durables' and queues' redelivery counts survive a
+#: Version 10 keeps per durable channel the highest offset delivered (a first delivery writes
+#: no count of its own); 9 keeps delivery counts (durables' and queues' redelivery counts survive a
 #: restart); 8 keeps large batch bodies in segment files and gives every element its own
 #: timestamp; 7 added the staging tables (two-phase commit); 6 key-value maps and
 #: queues; 5 the durability service's tables; 4 the durables'; 3
@@ -212,7 +214,13 @@ _TRANSACTION_TABLE = (
     "CREATE TABLE IF NOT EXISTS durable_transactions (query TEXT NOT NULL,"
     " epoch INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (query, epoch)) WITHOUT ROWID"
 )
-_DELIVERIES = (_DELIVERY_TABLE, _QUEUE_DELIVERIES, _TRANSACTION_TABLE)
+# Format version 10: per persistent durable and channel, the highest offset ever delivered
+# (an unacknowledged element at or below it without a durable_deliveries row went out once).
+DELIVERED_TABLE = (
+    "CREATE TABLE IF NOT EXISTS durable_delivered (name TEXT NOT NULL, channel INTEGER NOT NULL,"
+    ' "offset" INTEGER NOT NULL, PRIMARY KEY (name, channel)) WITHOUT ROWID'
+)
+_DELIVERIES = (_DELIVERY_TABLE, _QUEUE_DELIVERIES, _TRANSACTION_TABLE, DELIVERED_TABLE)
 # Format version 11: temporary topics (JMS) with their owner, lease and granted consumers
 # outlive a store restart (dcps/store/_temporaries.py).
 _TEMPORARIES = (
@@ -456,8 +464,9 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     tables of maps and queues; 6 -> 7 the (empty) staging tables; 7 -> 8 adds the segment
     columns and gives every element its own timestamp (:func:`_migrate_v4`); 8 -> 9 adds
     the delivery counts (``durable_deliveries``, ``queue_elements.deliveries``) and
-    ``durable_transactions``; 10 -> 11 the (empty) tables ``temporary_topics`` and
-    ``temporary_grants``. On failure the file keeps its old version.
+    ``durable_transactions``; 9 -> 10 the (empty) ``durable_delivered``; 10 -> 11 the
+    (empty) tables ``temporary_topics`` and ``temporary_grants``. On failure the file keeps
+    its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -493,6 +502,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             columns = {row[1] for row in db.execute("PRAGMA table_info(queue_elements)")}
             if "deliveries" not in columns:  # (a file may have been downgraded by hand)
                 db.execute(_QUEUE_DELIVERIES)
+        if version < 10:
+            db.execute(DELIVERED_TABLE)  # (IF NOT EXISTS: a file downgraded by hand)
         if version < 11:
             for statement in _TEMPORARIES:  # IF NOT EXISTS: idempotent
                 db.execute(statement)
