@@ -103,7 +103,6 @@ from idl._errors import (
 from ._durable_reads import ReadAhead
 from ._durable_state import DurableState, Position
 from ._log import ChannelLog
-from ._log_format import DELIVERED_TABLE
 from ._temporaries import TemporaryTopics
 from ._transactions import on_tx_abort, on_tx_commit, recover_transactions
 
@@ -253,8 +252,6 @@ class DurableService(TemporaryTopics):
 
     def _load(self) -> None:
         """Load persistent durables; delete non-persistent ones (they do not outlive a store)."""
-        # (a file made by a version-11 store before format 10's table was merged lacks it)
-        self._log.write("keeping the durables' delivered offsets", _ensure_delivered_table)
         with self._log.read("loading the durables") as db:
             rows = db.execute(
                 "SELECT d.name, t.name, d.kind, d.persistent, d.filter, d.ttl_ms"
@@ -1130,10 +1127,6 @@ class DurableService(TemporaryTopics):
                 self._reply(parked.call, self._delivery(d, sub, [], parked.refused))
             else:
                 self._parked[key] = parked  # back at the end: the next round starts elsewhere
-
-
-def _ensure_delivered_table(db: sqlite3.Connection) -> None:
-    db.execute(DELIVERED_TABLE)  # (IF NOT EXISTS)
 
 
 def _runs(positions: list[Position]) -> list[tuple[int, int, int]]:

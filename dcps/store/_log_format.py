@@ -25,7 +25,6 @@ from idl._errors import (
 
 __all__ = [
     "COMMITS_BY_CHANNEL",
-    "DELIVERED_TABLE",
     "FORMAT_MAGIC",
     "FORMAT_VERSION",
     "OLDEST_READABLE_VERSION",
@@ -216,11 +215,11 @@ _TRANSACTION_TABLE = (
 )
 # Format version 10: per persistent durable and channel, the highest offset ever delivered
 # (an unacknowledged element at or below it without a durable_deliveries row went out once).
-DELIVERED_TABLE = (
+_DELIVERED_TABLE = (
     "CREATE TABLE IF NOT EXISTS durable_delivered (name TEXT NOT NULL, channel INTEGER NOT NULL,"
     ' "offset" INTEGER NOT NULL, PRIMARY KEY (name, channel)) WITHOUT ROWID'
 )
-_DELIVERIES = (_DELIVERY_TABLE, _QUEUE_DELIVERIES, _TRANSACTION_TABLE, DELIVERED_TABLE)
+_DELIVERIES = (_DELIVERY_TABLE, _QUEUE_DELIVERIES, _TRANSACTION_TABLE, _DELIVERED_TABLE)
 # Format version 11: temporary topics (JMS) with their owner, lease and granted consumers
 # outlive a store restart (dcps/store/_temporaries.py).
 _TEMPORARIES = (
@@ -503,7 +502,7 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             if "deliveries" not in columns:  # (a file may have been downgraded by hand)
                 db.execute(_QUEUE_DELIVERIES)
         if version < 10:
-            db.execute(DELIVERED_TABLE)  # (IF NOT EXISTS: a file downgraded by hand)
+            db.execute(_DELIVERED_TABLE)  # (IF NOT EXISTS: a file downgraded by hand)
         if version < 11:
             for statement in _TEMPORARIES:  # IF NOT EXISTS: idempotent
                 db.execute(statement)
