@@ -11,8 +11,9 @@ store process during ``bench_sizes``' latency case).
 
 The log's own connection therefore has ``wal_autocheckpoint=0`` and a
 :class:`Checkpointer` runs ``PRAGMA wal_checkpoint(PASSIVE)`` on its own
-connection when commits happened since the last one, at most every
-``interval`` seconds. A passive checkpoint never blocks the writer (SQLite
+connection after every ``CHECKPOINT_COMMITS`` commits (a commit adds 3-5
+pages: about SQLite's own cadence of 1,000 pages), or ``CHECKPOINT_INTERVAL``
+seconds after a commit when fewer came. A passive checkpoint never blocks the writer (SQLite
 lets a writer append to the WAL while another connection copies it), and
 Python's ``sqlite3`` releases the GIL while it runs. Durability does not
 change: a commit is in the WAL (synced per ``synchronous``) before it is
@@ -26,28 +27,41 @@ import sqlite3
 import threading
 from pathlib import Path
 
-__all__ = ["CHECKPOINT_INTERVAL", "Checkpointer"]
+__all__ = ["CHECKPOINT_COMMITS", "CHECKPOINT_INTERVAL", "Checkpointer"]
 
 _log = logging.getLogger("dcps.store")
 
-#: Seconds between two checkpoints of a store file being written to.
-CHECKPOINT_INTERVAL = 0.25
+#: A checkpoint starts after this many commits ...
+CHECKPOINT_COMMITS = 200
+#: ... or this many seconds after the first commit not checkpointed yet.
+CHECKPOINT_INTERVAL = 1.0
 
 
 class Checkpointer:
     """Checkpoints one store file's WAL from a daemon thread (started on the first commit)."""
 
-    def __init__(self, path: Path, synchronous: str, interval: float = CHECKPOINT_INTERVAL):
+    def __init__(
+        self,
+        path: Path,
+        synchronous: str,
+        *,
+        commits: int = CHECKPOINT_COMMITS,
+        interval: float = CHECKPOINT_INTERVAL,
+    ) -> None:
         self._path = path
         self._synchronous = synchronous
+        self._commits = commits
         self._interval = interval
-        self._dirty = False
-        self._stop = threading.Event()
+        self._since = 0  # commits since the last checkpoint started
+        self._due = threading.Event()  # enough commits, or closing
+        self._closing = False
         self._thread: threading.Thread | None = None
 
     def committed(self) -> None:
-        """Note a commit (the log's thread, after each COMMIT): a checkpoint is due."""
-        self._dirty = True
+        """Note a commit (the log's thread, after each COMMIT)."""
+        self._since += 1
+        if self._since >= self._commits:
+            self._due.set()
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._run, name="dcps-store-checkpoint", daemon=True
@@ -56,7 +70,8 @@ class Checkpointer:
 
     def close(self) -> None:
         """Stop the thread (after a checkpoint in progress) and close its connection."""
-        self._stop.set()
+        self._closing = True
+        self._due.set()
         if self._thread is not None:
             self._thread.join()
 
@@ -68,10 +83,14 @@ class Checkpointer:
             return
         try:
             db.execute(f"PRAGMA synchronous={self._synchronous}")
-            while not self._stop.wait(self._interval):
-                if not self._dirty:
+            while True:
+                self._due.wait(self._interval)
+                self._due.clear()
+                if self._closing:
+                    return
+                if not self._since:
                     continue
-                self._dirty = False
+                self._since = 0  # commits counted meanwhile wait for the next one
                 try:
                     db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 except sqlite3.Error as exc:  # e.g. a full disk: the next one tries again
