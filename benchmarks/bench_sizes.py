@@ -910,17 +910,18 @@ def main() -> None:
                 f"{fmt(med.get('disk_kept', float('nan'))):>11}"
             )
     lat_runs = max((len(v) for v in latency.values()), default=0)
-    print(
-        f"\nlatency at 1,000 elements/s, 64 B (ms; median of {lat_runs} run(s))"
-        f"{'p50':>6}{'p99':>8}{'p99.9':>8}   each run's p50 / p99"
-    )
-    for name, per_run in [*latency.items(), *stage_lat.items()]:
-        each = ", ".join(f"{pct(v, 0.5):.2f}/{pct(v, 0.99):.2f}" for v in per_run)
+    if lat_runs:
         print(
-            f"  {name:<40}{statistics.median(pct(v, 0.5) for v in per_run):>6.2f}"
-            f"{statistics.median(pct(v, 0.99) for v in per_run):>8.2f}"
-            f"{statistics.median(pct(v, 0.999) for v in per_run):>8.2f}   {each}"
+            f"\nlatency at 1,000 elements/s, 64 B (ms; median of {lat_runs} run(s))"
+            f"{'p50':>6}{'p99':>8}{'p99.9':>8}   each run's p50 / p99"
         )
+        for name, per_run in [*latency.items(), *stage_lat.items()]:
+            each = ", ".join(f"{pct(v, 0.5):.2f}/{pct(v, 0.99):.2f}" for v in per_run)
+            print(
+                f"  {name:<40}{statistics.median(pct(v, 0.5) for v in per_run):>6.2f}"
+                f"{statistics.median(pct(v, 0.99) for v in per_run):>8.2f}"
+                f"{statistics.median(pct(v, 0.999) for v in per_run):>8.2f}   {each}"
+            )
     if args.json:
         Path(args.json).write_text(
             json.dumps(
