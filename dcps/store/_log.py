@@ -391,6 +391,10 @@ class ChannelLog:
                 f"{self.path}: the disk is full ({doing} refused: the store keeps its last "
                 "free space for commits and joins); publishing resumes once space is freed"
             )
+        with self._checkpoints.lock:  # a WAL restart waits for the transaction (_log_checkpoint)
+            return self._write_locked(doing, body, small)
+
+    def _write_locked(self, doing: str, body: Callable[[], _T], small: bool) -> _T:
         db = self._conn
         for attempt in (1, 2):
             try:

@@ -18,6 +18,19 @@ lets a writer append to the WAL while another connection copies it), and
 Python's ``sqlite3`` releases the GIL while it runs. Durability does not
 change: a commit is in the WAL (synced per ``synchronous``) before it is
 confirmed, whatever the checkpoint does.
+
+SQLite starts the WAL over (reuses the file from its beginning) only when a
+write transaction begins after a checkpoint that copied every frame; a writer
+that keeps appending while another connection checkpoints never sees that, and
+the WAL grows without end (measured: 351 MB after 20,000 single-row commits,
+against 4.1 MB with the automatic checkpoint). So once the WAL holds
+``RESTART_FRAMES`` frames, the checkpoint thread takes :attr:`Checkpointer.lock`,
+which the log holds around each write transaction, and checkpoints the few
+frames appended since its last pass: the next transaction starts the WAL over.
+The log's thread waits for that short pass (a copy of a few pages and the
+syncs) once per ``RESTART_FRAMES`` frames (16 MiB of WAL at 4 KiB pages, every
+~1 s at 1,000 single-element commits a second), instead of a full checkpoint
+every 1,000 pages.
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-__all__ = ["CHECKPOINT_COMMITS", "CHECKPOINT_INTERVAL", "Checkpointer"]
+__all__ = ["CHECKPOINT_COMMITS", "CHECKPOINT_INTERVAL", "RESTART_FRAMES", "Checkpointer"]
 
 _log = logging.getLogger("dcps.store")
 
@@ -35,6 +48,8 @@ _log = logging.getLogger("dcps.store")
 CHECKPOINT_COMMITS = 200
 #: ... or this many seconds after the first commit not checkpointed yet.
 CHECKPOINT_INTERVAL = 1.0
+#: A WAL of this many frames is started over (the log's writes wait for a short pass).
+RESTART_FRAMES = 4096
 
 
 class Checkpointer:
@@ -47,7 +62,11 @@ class Checkpointer:
         *,
         commits: int = CHECKPOINT_COMMITS,
         interval: float = CHECKPOINT_INTERVAL,
+        restart_frames: int = RESTART_FRAMES,
     ) -> None:
+        #: Held by the log around each write transaction (see the module).
+        self.lock = threading.Lock()
+        self._restart_frames = restart_frames
         self._path = path
         self._synchronous = synchronous
         self._commits = commits
@@ -92,7 +111,10 @@ class Checkpointer:
                     continue
                 self._since = 0  # commits counted meanwhile wait for the next one
                 try:
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if frames >= self._restart_frames:
+                        with self.lock:  # no write in between: the next one restarts the WAL
+                            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 except sqlite3.Error as exc:  # e.g. a full disk: the next one tries again
                     _log.debug("dcps store: %s: checkpoint failed: %s", self._path, exc)
         finally:

@@ -33,6 +33,20 @@ class TestCheckpoints:
             )
             assert log.fetch("t", 0, 0, 1000)[-1].offset == 149
 
+    def test_the_wal_stays_bounded_under_continuous_appends(self, tmp_path: Path) -> None:
+        """8,000 single-row commits in a row (~28,000 WAL pages, ~115 MB if the WAL never
+        started over) leave a WAL of well under 64 MB: the checkpoint thread lets the
+        log's next transaction start it over (without that pass it grew to 351 MB in
+        20,000 commits); every element is still there, in order."""
+        path = tmp_path / "store.db"
+        with ChannelLog(path, sync=SyncMode.NORMAL) as log:
+            log.ensure_topic("t", 1)
+            for i in range(8000):
+                log.append("t", 0, [i.to_bytes(8, "little")])
+            assert Path(f"{path}-wal").stat().st_size < 64 << 20
+            stored = log.fetch("t", 0, 0, 10_000)
+            assert [int.from_bytes(e.data, "little") for e in stored] == list(range(8000))
+
     def test_closing_leaves_no_wal_behind(self, tmp_path: Path) -> None:
         """Closing the log (checkpoint thread first) folds the WAL into the file and
         removes it; the file reopens with every element."""
