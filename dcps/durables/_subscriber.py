@@ -734,7 +734,9 @@ class DurableSubscriber(Generic[T]):
             self._poll()
             return True
         text = str(exc)
-        if "not a subscriber" in text or any(m in text for m in RESUBSCRIBE_MARKERS):
+        # an anonymous durable is not persistent: a restarted store has none ("no durable")
+        gone = self.anonymous and text.startswith("no durable")
+        if gone or "not a subscriber" in text or any(m in text for m in RESUBSCRIBE_MARKERS):
             # the store restarted, or we timed out: what we held comes again
             self._forget_held()
             with self._lock:

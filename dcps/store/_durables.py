@@ -81,7 +81,6 @@ from dcps.wire._durables import (
     DurableUnsubscribeRequest,
     Notice,
     StartMode,
-    TemporaryAction,
     TemporaryTopicRequest,
     TxAbortRequest,
     TxCommitRequest,
@@ -91,7 +90,6 @@ from dcps.wire._sealing import Sealer
 from idl._errors import (
     BadParameterError,
     InconsistentPolicyError,
-    InvalidDestinationError,
     OutOfResourcesError,
     PreconditionNotMetError,
     UnsupportedError,
@@ -99,6 +97,7 @@ from idl._errors import (
 
 from ._durable_state import DurableState, Position
 from ._log import ChannelLog
+from ._temporaries import TemporaryTopics
 from ._transactions import on_tx_abort, on_tx_commit, recover_transactions
 
 __all__ = [
@@ -118,9 +117,6 @@ _LAST_VALUE_QUEUE = 1024
 _CLOSED_KEPT = 1024
 #: How often consumed elements are released from the log (the floors move at every ack).
 _TRIM_INTERVAL = 0.05
-#: Temporary topics a store serves at once, and consumers granted per temporary topic.
-_MAX_TEMPORARIES = 65536
-_MAX_GRANTS = 4096
 
 
 #: Requests proven with the subscriber's secret (DURABLE_SUBSCRIBE: when it is live).
@@ -187,15 +183,6 @@ class _Durable:
         return DURABLE_GROUP_PREFIX + self.name
 
 
-@attrs.define
-class _Temporary:
-    """A temporary topic: the client that owns it, its lease, the consumers it granted."""
-
-    owner: str
-    deadline: float
-    grants: set[str] = attrs.Factory(set)
-
-
 #: Refused acknowledgements: (channel, offset, why).
 _Refused = tuple[tuple[int, int, AckStatus], ...]
 
@@ -208,7 +195,7 @@ class _Parked:
     refused: _Refused = ()
 
 
-class DurableService:
+class DurableService(TemporaryTopics):
     """The durables of one store (service thread only).
 
     ``reply(call, answer)`` and ``fail(call, exc)`` answer a request (a
@@ -242,7 +229,7 @@ class DurableService:
         self._parked: dict[tuple[str, str], _Parked] = {}  # (durable, subscriber) -> poll
         self._next_trim: dict[str, float] = {}
         self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
-        self._temporaries: dict[str, _Temporary] = {}  # in memory: they end with the store
+        self._init_temporaries()
         #: (query, epoch) -> (first enlisted at, [(durable, subscriber, positions)])
         self._enlisted: dict[tuple[str, int], tuple[float, list[tuple[str, str, list[Position]]]]]
         self._enlisted = {}
@@ -487,82 +474,6 @@ class DurableService:
         if acks:
             self._serve_parked()  # windows freed
         return done
-
-    # -- temporary topics -------------------------------------------------------------------
-
-    def _temporary(self, client: str, r: TemporaryTopicRequest) -> None:
-        """Serve a TEMPORARY_TOPIC request: only the client that claimed the topic may act."""
-        t = self._temporaries.get(r.topic)
-        now = self._clock()
-        if r.action is TemporaryAction.CLAIM and t is None:
-            if len(self._temporaries) >= _MAX_TEMPORARIES:
-                raise OutOfResourcesError(
-                    f"the store serves {_MAX_TEMPORARIES} temporary topics: no more"
-                )
-            self._temporaries[r.topic] = _Temporary(client, now + r.lease_ms / 1000)
-            _log.info("temporary topic %r claimed by client %s", r.topic, client)
-            return
-        if t is None:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r} does not exist (deleted, or its connection "
-                "closed or went away)"
-            )
-        if t.owner != client:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r} belongs to another connection"
-            )
-        if r.action is TemporaryAction.CLAIM:
-            t.deadline = now + r.lease_ms / 1000
-        elif r.action is TemporaryAction.GRANT:
-            if len(t.grants) >= _MAX_GRANTS and r.subscriber not in t.grants:
-                raise OutOfResourcesError(
-                    f"temporary topic {r.topic!r} has {_MAX_GRANTS} consumers granted: no more"
-                )
-            t.grants.add(r.subscriber)
-        else:
-            consumers = sum(len(d.subs) for d in self._durables.values() if d.topic == r.topic)
-            if r.action is TemporaryAction.DELETE and consumers:
-                raise PreconditionNotMetError(
-                    f"temporary topic {r.topic!r} has {consumers} active consumer(s): close "
-                    "them before deleting it"
-                )
-            self._end_temporary(r.topic, "was deleted by its connection")
-
-    def _end_temporary(self, topic: str, why: str) -> None:
-        """Forget temporary topic ``topic``: its consumers are closed, their durables deleted."""
-        self._temporaries.pop(topic, None)
-        _log.info("temporary topic %r %s", topic, why)
-        for d in [d for d in self._durables.values() if d.topic == topic]:
-            for name in list(d.subs):
-                self._close_by_store(d, name, f"temporary topic {topic!r} {why}")
-            self._destroy(d)
-
-    def _check_temporary_consumer(self, r: DurableSubscribeRequest) -> None:
-        """Only a subscriber its owning connection granted consumes a temporary topic."""
-        t = self._temporaries.get(r.topic)
-        if t is None:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r} does not exist (deleted, or its connection "
-                "closed or went away)"
-            )
-        if r.subscriber not in t.grants:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r} belongs to another connection: only the "
-                "connection that created it may consume from it"
-            )
-        if r.persistent or not r.anonymous:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r}: a temporary topic has no durable subscriptions"
-            )
-
-    def check_publish(self, topic: str) -> None:
-        """Refuse a publish to a temporary topic that does not exist (any client may publish
-        to a live one, as JMS lets anyone send to a temporary topic it was given)."""
-        if topic.startswith(TEMPORARY_TOPIC_PREFIX) and topic not in self._temporaries:
-            raise InvalidDestinationError(
-                f"temporary topic {topic!r} does not exist (deleted, or its connection "
-                "closed or went away)"
-            )
 
     def _subscribe(self, client: str, r: DurableSubscribeRequest) -> DurableSubscribed:
         if r.topic.startswith(TEMPORARY_TOPIC_PREFIX):
@@ -1127,9 +1038,7 @@ class DurableService:
         for key, (since, _) in list(self._enlisted.items()):
             if now - since > _ENLISTED_KEPT:
                 del self._enlisted[key]
-        for topic, t in list(self._temporaries.items()):
-            if now > t.deadline:
-                self._end_temporary(topic, "ended: its connection went away (lease expired)")
+        self._tick_temporaries(now)
         for d in list(self._durables.values()):
             for sub in list(d.subs.values()):
                 if now - sub.last_seen > sub.timeout and (d.name, sub.name) not in self._parked:
