@@ -10,7 +10,8 @@ own (this module with ``--serve``), on loopback.
    TRANSIENT KEEP_ALL reader is created and the time until it has taken every
    one is measured: stored samples/s delivered to a late joiner (target >=
    200 k/s; median of ``--late-runs``). The service process's CPU time per
-   kept sample is printed too (Linux: from ``/proc``).
+   kept sample is printed too (Linux: from ``/proc``), and this process's CPU
+   from the reader's creation to its last take, per 100 k samples.
 2. **Cost to a live writer.** Throughput of a TRANSIENT writer to a plain
    reader in this process, with and without the service process matched
    (alternating, same run; median msgs/s; target ratio >= 0.9). For
@@ -18,7 +19,15 @@ own (this module with ``--serve``), on loopback.
    KEEP_ALL reader in another process that never takes (this module with
    ``--listen``): what the transport to any remote subscriber costs the
    writer (each sample also goes out as a UDP datagram and must be
-   acknowledged), so the service's own share can be told apart.
+   acknowledged), so the service's own share can be told apart. The writer
+   process's CPU per message is printed for each case: on a loaded machine
+   the rates swing with the scheduler, the CPU much less.
+
+   Cyclone sends each write as its own datagram. Its write batching packs
+   them (``CYCLONEDDS_URI`` with ``<Internal><WriteBatch>true</WriteBatch>``,
+   deprecated in Cyclone 11 for a per-writer QoS the Python binding does not
+   expose), but sends a batch only when it is full or flushed: without a
+   flush policy a lone sample may never leave. dcps does not enable it.
 
 ``--only late`` or ``--only live`` runs one part.
 """
@@ -123,9 +132,11 @@ class _Service(_Peer):
 
 def late_joiner(
     dp: dcps.DomainParticipant, service: _Service, count: int
-) -> tuple[float, float | None]:
-    """Stored samples per second a new TRANSIENT reader receives, and the service's CPU
-    seconds per sample it kept (None if unknown)."""
+) -> tuple[float, float | None, float]:
+    """Stored samples per second a new TRANSIENT reader receives, the service's CPU
+    seconds per sample it kept (None if unknown), and this process's CPU seconds from
+    the reader's creation until it took everything (every thread: Cyclone's receive
+    threads too; on a loaded machine a steadier figure than the rate)."""
     name = f"durable_{uuid.uuid4().hex[:8]}"
     topic = dcps.Topic(dp, name, Reading)
     # the writer waits for the service's reader: what it writes before that is not kept
@@ -157,6 +168,7 @@ def late_joiner(
     cpu = None if cpu_before is None or cpu_after is None else (cpu_after - cpu_before) / count
     writer.close()
     start = time.perf_counter()
+    cpu_start = time.process_time()
     reader = dcps.DataReader(
         dp, topic, qos=q.DataReaderQos(q.Durability.TRANSIENT, q.History.KEEP_ALL)
     )
@@ -170,16 +182,19 @@ def late_joiner(
             reader.wait_for_data(timedelta(seconds=10))
         got += len(taken)
     elapsed = time.perf_counter() - start
+    reader_cpu = time.process_time() - cpu_start
     reader.close()
-    return count / elapsed, cpu
+    return count / elapsed, cpu, reader_cpu
 
 
 def live_throughput(
     dp: dcps.DomainParticipant, count: int, served: bool, listener: _Peer | None = None
-) -> float:
+) -> tuple[float, float]:
     """msgs/s of a TRANSIENT writer to a plain reader in this process (its topic
     ``served_*`` is kept by the service, ``plain_*`` is not; ``listener``: a plain
-    reader in that process reads it too)."""
+    reader in that process reads it too), and this process's CPU us per msg (writer
+    and reader: on a loaded machine steadier than the rate, which also counts the
+    time the other processes take the CPU away)."""
     prefix = "served" if served else "plain"
     os.environ["DCPS_DURABILITY_WRITER_WAIT"] = "5" if served else "0"
     topic = dcps.Topic(dp, f"{prefix}_{uuid.uuid4().hex[:8]}", Reading)
@@ -188,7 +203,13 @@ def live_throughput(
     writer = dcps.DataWriter(
         dp,
         topic,
-        qos=q.DataWriterQos(q.Durability.TRANSIENT, q.Reliability.RELIABLE, q.History.KEEP_ALL),
+        qos=q.DataWriterQos(
+            q.Durability.TRANSIENT,
+            # under load a remote reader may not acknowledge within the default 100 ms,
+            # and a full history cache then fails the write: it waits instead (as above)
+            q.Reliability.reliable(timedelta(seconds=30)),
+            q.History.KEEP_ALL,
+        ),
     )
     reader = dcps.DataReader(
         dp, topic, qos=q.DataReaderQos(q.Reliability.RELIABLE, q.History.KEEP_ALL)
@@ -196,6 +217,7 @@ def live_throughput(
     # the service's reader matched the writer at its creation (DCPS_DURABILITY_WRITER_WAIT)
     writer.wait_for_readers(2 if served or listener is not None else 1)
     start = time.perf_counter()
+    cpu_start = time.process_time()
     got = 0
     for i in range(count):
         writer.write(Reading(i % 100, float(i), i))
@@ -207,9 +229,10 @@ def live_throughput(
             reader.wait_for_data(timedelta(seconds=10))
         got += len(taken)
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     writer.close()
     reader.close()
-    return count / elapsed
+    return count / elapsed, cpu / count * 1e6
 
 
 def main() -> None:
@@ -235,10 +258,10 @@ def main() -> None:
     live = 5_000 if args.quick else 30_000
     namespace = f"bench_dur_{uuid.uuid4().hex[:8]}"
     os.environ["DCPS_DURABILITY_NAMESPACE"] = namespace
-    plain: list[float] = []
-    served: list[float] = []
-    remote: list[float] = []
-    late: list[tuple[float, float | None]] = []
+    plain: list[tuple[float, float]] = []
+    served: list[tuple[float, float]] = []
+    remote: list[tuple[float, float]] = []
+    late: list[tuple[float, float | None, float]] = []
     with dcps.DomainParticipant(args.domain) as dp:
         service = _Service(args.domain, namespace)
         listener = _Peer("--listen", str(args.domain)) if args.only != "late" else None
@@ -256,29 +279,39 @@ def main() -> None:
             if listener is not None:
                 listener.close()
     if late:
-        rates = sorted(rate for rate, _ in late)
-        cpus = [cpu for _, cpu in late if cpu is not None]
+        rates = sorted(rate for rate, _, _ in late)
+        cpus = [cpu for _, cpu, _ in late if cpu is not None]
+        reader_cpu = statistics.median(r for _, _, r in late) * 100_000 / count
         kept = (
             f"; service CPU {statistics.median(cpus) * 1e6:.1f} us per kept sample" if cpus else ""
         )
         print(
             f"late joiner: {count} stored samples at {statistics.median(rates):,.0f} samples/s "
             f"median of {len(rates)} (runs: {', '.join(f'{r:,.0f}' for r in rates)}; "
-            f"target >= 200,000){kept}"
+            f"target >= 200,000); reader process CPU {reader_cpu:.2f} s per 100 k{kept}"
         )
     if plain:
-        without, with_ = statistics.median(plain), statistics.median(served)
-        reference = statistics.median(remote)
+        without, with_ = (
+            statistics.median(r for r, _ in plain),
+            statistics.median(r for r, _ in served),
+        )
+        reference = statistics.median(r for r, _ in remote)
+        cpu = [statistics.median(c for _, c in case) for case in (plain, served, remote)]
         print(
             f"live TRANSIENT writer ({live} msgs, median of {len(plain)}): without service "
             f"{without:,.0f} msgs/s, with service {with_:,.0f} msgs/s, ratio "
             f"{with_ / without:.2f} (target >= 0.9); per run "
-            f"{', '.join(f'{s / p:.2f}' for s, p in zip(served, plain, strict=True))}"
+            f"{', '.join(f'{s[0] / p[0]:.2f}' for s, p in zip(served, plain, strict=True))}"
         )
         print(
             f"  reference, a plain reader in another process instead of the service: "
             f"{reference:,.0f} msgs/s, ratio {reference / without:.2f}; service vs that "
             f"reader {with_ / reference:.2f}"
+        )
+        print(
+            f"  writer process CPU per msg: without service {cpu[0]:.1f} us, with service "
+            f"{cpu[1]:.1f} us (ratio {cpu[0] / cpu[1]:.2f}), with the plain remote reader "
+            f"{cpu[2]:.1f} us (ratio {cpu[0] / cpu[2]:.2f})"
         )
 
 

@@ -13,11 +13,22 @@ loopback; the store runs in its own process (``python -m dcps.store``, sync NORM
   keep-all) with a writer in this process; rate from the first write until the
   last match is taken.
 
-Each case checks that exactly the matching messages arrived, once each.
+Each case checks that exactly the matching messages arrived, once each. For JMS it
+also reports the CPU the store process and this process spent draining, per message:
+their sum close to the drain's wall time means the two take turns (one poll in flight),
+so neither the client's filter nor the store alone sets the rate.
 
 Measured on the 2-core development machine under a load average of 8-11
 (100 000 messages, three runs): JMS 29-45 k filtered/s, content-filtered DDS
 reader 49-79 k/s; below the issue's 200 k/s target (see benchmarks/README.md).
+Again at a load of 10-15 (50 000 messages, four runs): JMS 15-50 k/s, DDS reader
+22-67 k/s; draining cost 6.5-8 µs of subscriber CPU and 5-7.4 µs of store CPU per
+message. The two take turns, so on idle cores the rate would be about 70 k/s, and
+about 135-200 k/s if polls overlapped (two in flight) and with the selector run in
+the store (only matches sent): changes to the durables' client and store, not this
+layer. A trial with two polls in flight (``dcps/durables/_subscriber.py``: ``_in_flight
+< 2`` instead of ``not _in_flight``, not committed) measured 39.2 -> 46.4 k and
+34.0 -> 46.2 k/s back to back at load 16-19, order kept.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ import tempfile
 import time
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import dcps
 import idl
@@ -67,8 +79,17 @@ def ticks(count: int) -> list[Tick]:
     return [Tick(seq=i, bucket=i % 10, payload=payload) for i in range(count)]
 
 
-def bench_jms(count: int, kw: dict[str, object]) -> tuple[float, float]:
-    """(messages filtered per second, matches received per second)."""
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_jms(
+    count: int, kw: dict[str, object], store_pid: int | None = None
+) -> tuple[float, float, float, float]:
+    """(messages filtered per second, matches received per second, this process's and the
+    store's CPU µs per message while draining)."""
     name = f"jms_{uuid.uuid4().hex[:8]}"
     with Connection("bench", channel_count=1, consumer_timeout=timedelta(seconds=30), **kw) as c:  # type: ignore[arg-type]
         session = c.create_topic_session(AcknowledgeMode.DUPS_OK)
@@ -82,6 +103,8 @@ def bench_jms(count: int, kw: dict[str, object]) -> tuple[float, float]:
             f.result(120)
         expected = [i for i in range(count) if i % 10 == 3]
         c.start()
+        store_cpu = process_cpu(store_pid) if store_pid else 0.0
+        cpu = time.process_time()
         start = time.perf_counter()  # the subscriber fetches from its first poll on
         sub = session.create_durable_subscriber(topic, "bench", SELECTOR)
         got: list[int] = []
@@ -91,9 +114,11 @@ def bench_jms(count: int, kw: dict[str, object]) -> tuple[float, float]:
                 break
             got.append(m.body.seq)
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        store_cpu = (process_cpu(store_pid) - store_cpu) if store_pid else float("nan")
     if got != expected:
         raise RuntimeError(f"JMS: received {len(got)} of {len(expected)} (or out of order)")
-    return count / elapsed, len(expected) / elapsed
+    return count / elapsed, len(expected) / elapsed, cpu / count * 1e6, store_cpu / count * 1e6
 
 
 def bench_dds(count: int, domain: int) -> tuple[float, float]:
@@ -139,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as data:
         store = start_store(data, args.domain, namespace)
         try:
-            jms = bench_jms(args.count, kw)
+            pid = store.pid if Path(f"/proc/{store.pid}/stat").exists() else None
+            jms = bench_jms(args.count, kw, pid)
         finally:
             store.terminate()
             store.wait(30)
@@ -148,6 +174,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'case':<44}{'filtered/s':>12}{'matches/s':>12}")
     print(f"{'JMS durable subscriber (store, dups-ok)':<44}{jms[0]:>12,.0f}{jms[1]:>12,.0f}")
     print(f"{'dcps content-filtered DDS reader':<44}{dds[0]:>12,.0f}{dds[1]:>12,.0f}")
+    print(
+        f"JMS drain CPU per message: subscriber process {jms[2]:.1f} µs, "
+        f"store process {jms[3]:.1f} µs (wall {1e6 / jms[0]:.1f} µs)"
+    )
 
 
 if __name__ == "__main__":

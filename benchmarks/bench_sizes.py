@@ -61,7 +61,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -613,9 +613,19 @@ def plain_latency(impl: str, domain: int, rate: int, seconds: float) -> list[flo
 
 
 def store_latency(
-    publisher: Peer, domain: int, namespace: str, rate: int, seconds: float, linger: float | None
+    publisher: Peer,
+    domain: int,
+    namespace: str,
+    rate: int,
+    seconds: float,
+    linger: float | None,
+    stages: tuple[list[float], list[float]] | None = None,
 ) -> list[float]:
-    """Publish->receive latencies (ms) of 64 B at ``rate``/s through the store (publisher peer)."""
+    """Publish->receive latencies (ms) of 64 B at ``rate``/s through the store (publisher peer).
+
+    ``stages`` gets each element's publish->accept and accept->receive times
+    (ms; the store's accept timestamp, whole microseconds, on the same clock).
+    """
     from benchmarks.bench_channels import next_batch
     from dcps.channels import ChannelledTopic, ChannelSubscriber
 
@@ -634,12 +644,18 @@ def store_latency(
     publisher.expect("connected")
     lat: list[float] = []
     stop = threading.Event()
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
 
     def consume() -> None:
         while not stop.is_set() and len(lat) < count:
             got = next_batch(sub, 256, stop)
             now = time.time_ns()
             lat.extend((now - e.value.stamp) / 1e6 for e in got)
+            if stages is not None:  # publish -> the store's accept time -> received
+                for e in got:
+                    accepted = (e.timestamp - epoch) // timedelta(microseconds=1) * 1000
+                    stages[0].append((accepted - e.value.stamp) / 1e6)
+                    stages[1].append((now - accepted) / 1e6)
 
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
@@ -757,11 +773,17 @@ def main() -> None:
     parser.add_argument("--json", help="write every run's figures to this file")
     parser.add_argument("--no-ddsperf", action="store_true", help="skip Debian's ddsperf")
     parser.add_argument(
+        "--no-plain-dcps",
+        action="store_true",
+        help="skip the plain dcps path (the raw binding stays: the store's reference)",
+    )
+    parser.add_argument(
         "--plain-only", action="store_true", help="plain topics only (e.g. to try Cyclone settings)"
     )
     parser.add_argument(
         "--latency-only", action="store_true", help="only the latency cases (--runs times)"
     )
+    parser.add_argument("--no-latency", action="store_true", help="skip the latency cases")
     parser.add_argument("--profile", metavar="DIR", help="py-spy the store path instead (see doc)")
     parser.add_argument("--peer", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -796,7 +818,8 @@ def main() -> None:
     publisher = Peer("publisher", str(domain), namespace)
     results: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     try:
-        for impl in ("raw", "dcps"):
+        impls = ("raw",) if args.no_plain_dcps else ("raw", "dcps")
+        for impl in impls:
             reader = Peer(impl, "reader", str(domain), prefix, csv)
             writer = Peer(impl, "writer", str(domain), prefix, csv)
             for p in (reader, writer):
@@ -806,7 +829,7 @@ def main() -> None:
             peers[impl] = (writer, reader)
         disk = [disk_write_speed(store.data, 16 if args.quick else 64)]
         # warm-up, not measured: first-use costs (codec generation, imports, SQLite pages)
-        for impl in ("raw", "dcps"):
+        for impl in impls:
             plain_case(*peers[impl], 64, 500)
         if not args.plain_only:
             store_case(store, publisher, domain, namespace, 64, 2000, confirmed=True, members=0)
@@ -815,8 +838,7 @@ def main() -> None:
                 key = label(size)
                 plain = max(20, int(PLAIN_COUNTS[size] * scale))
                 through = max(20, int(STORE_COUNTS[size] * scale))
-                order = ("raw", "dcps") if run % 2 == 0 else ("dcps", "raw")
-                for impl in order:
+                for impl in impls if run % 2 == 0 else impls[::-1]:
                     results[key][impl].append(plain_case(*peers[impl], size, plain))
                 if not args.no_ddsperf:
                     results[key]["ddsperf"].append(
@@ -840,17 +862,20 @@ def main() -> None:
             disk.append(disk_write_speed(store.data, 16 if args.quick else 64))
         lat_secs = 1.0 if args.quick else 5.0
         latency: dict[str, list[list[float]]] = defaultdict(list)
+        stage_lat: dict[str, list[list[float]]] = defaultdict(list)
         for _ in range(runs if args.latency_only else 1):
-            if args.plain_only:
+            if args.plain_only or args.no_latency:
                 break
             latency["raw"].append(plain_latency("raw", domain, 1000, lat_secs))
-            latency["dcps plain"].append(plain_latency("dcps", domain, 1000, lat_secs))
-            latency["store, defaults"].append(
-                store_latency(publisher, domain, namespace, 1000, lat_secs, None)
-            )
-            latency["store, linger=0"].append(
-                store_latency(publisher, domain, namespace, 1000, lat_secs, 0.0)
-            )
+            if "dcps" in impls:
+                latency["dcps plain"].append(plain_latency("dcps", domain, 1000, lat_secs))
+            for name, linger in (("store, defaults", None), ("store, linger=0", 0.0)):
+                split: tuple[list[float], list[float]] = ([], [])
+                latency[name].append(
+                    store_latency(publisher, domain, namespace, 1000, lat_secs, linger, split)
+                )
+                stage_lat[f"{name}: publish->accept"].append(split[0])
+                stage_lat[f"{name}: accept->receive"].append(split[1])
     finally:
         publisher.close()
         for pair in peers.values():
@@ -885,17 +910,18 @@ def main() -> None:
                 f"{fmt(med.get('disk_kept', float('nan'))):>11}"
             )
     lat_runs = max((len(v) for v in latency.values()), default=0)
-    print(
-        f"\nlatency at 1,000 elements/s, 64 B (ms; median of {lat_runs} run(s))"
-        f"{'p50':>6}{'p99':>8}{'p99.9':>8}   each run's p50 / p99"
-    )
-    for name, per_run in latency.items():
-        each = ", ".join(f"{pct(v, 0.5):.2f}/{pct(v, 0.99):.2f}" for v in per_run)
+    if lat_runs:
         print(
-            f"  {name:<40}{statistics.median(pct(v, 0.5) for v in per_run):>6.2f}"
-            f"{statistics.median(pct(v, 0.99) for v in per_run):>8.2f}"
-            f"{statistics.median(pct(v, 0.999) for v in per_run):>8.2f}   {each}"
+            f"\nlatency at 1,000 elements/s, 64 B (ms; median of {lat_runs} run(s))"
+            f"{'p50':>6}{'p99':>8}{'p99.9':>8}   each run's p50 / p99"
         )
+        for name, per_run in [*latency.items(), *stage_lat.items()]:
+            each = ", ".join(f"{pct(v, 0.5):.2f}/{pct(v, 0.99):.2f}" for v in per_run)
+            print(
+                f"  {name:<40}{statistics.median(pct(v, 0.5) for v in per_run):>6.2f}"
+                f"{statistics.median(pct(v, 0.99) for v in per_run):>8.2f}"
+                f"{statistics.median(pct(v, 0.999) for v in per_run):>8.2f}   {each}"
+            )
     if args.json:
         Path(args.json).write_text(
             json.dumps(
@@ -909,6 +935,10 @@ def main() -> None:
                             for v in per_run
                         ]
                         for k, per_run in latency.items()
+                    },
+                    "latency_stages_ms": {
+                        k: [{"p50": pct(v, 0.5), "p99": pct(v, 0.99)} for v in per_run]
+                        for k, per_run in stage_lat.items()
                     },
                     "loadavg": os.getloadavg(),
                 },

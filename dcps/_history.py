@@ -32,6 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, TypeVar
 
 from cyclonedds.core import GuardCondition, Listener, Policy, ReadCondition, WaitSet
@@ -43,12 +44,12 @@ from dcps._gc import paused_gc
 from dcps._sample import InstanceState
 from dcps._subscription_keys import KeyedCache
 from dcps.wire._durability import (
+    FLAG_DISPOSED,
     FLAG_DISPOSES,
     MAX_HISTORY_PAGE,
     HistoryFetchRequest,
-    HistoryPage,
-    SampleIdentity,
-    StoredSample,
+    PageColumns,
+    decode_page,
     durability_partition,
     matched_services,
     payload_crc,
@@ -57,6 +58,7 @@ from dcps.wire._messages import Reply, Request
 from dcps.wire._names import ANY_STATE, REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
 from dcps.wire._sealing import Sealer
 from dcps.wire._transport import Endpoint
+from idl._batch_codec import BatchDecoder, PartialBatch, decoder_of
 
 T = TypeVar("T")
 
@@ -259,7 +261,7 @@ class HistoryFetch:
         network: Any,
         topic: str,
         partitions: tuple[str, ...],
-        file: Callable[[list[StoredSample], bool], None],
+        file: Callable[[PageColumns, bool], None],
         on_done: Callable[[], None],
     ) -> None:
         self.topic = topic
@@ -305,23 +307,23 @@ class HistoryFetch:
             return
         rid = int(reply.request_id)
         self._client.forget(rid)  # each request addresses one service: one answer
-        with paused_gc():  # a page builds one record per stored sample
-            page = HistoryPage.from_wire(reply)
+        with paused_gc():  # a page builds a few lists of one item per stored sample
+            columns, cursor, more, service = decode_page(reply)
         with self._lock:
             self._rids.discard(rid)
-            self._cursors[page.service] = max(page.cursor, self._cursors.get(page.service, 0))
+            self._cursors[service] = max(cursor, self._cursors.get(service, 0))
         late = self.done.is_set()
         if not late and not self.served:  # a service answers: wait for its pages
             self._restart_timer(_PAGE_WAIT)
-        if page.more:  # asked before filing: the service pages while this one is filed
-            self._ask(page.service, page.cursor)
-        if page.samples:
+        if more:  # asked before filing: the service pages while this one is filed
+            self._ask(service, cursor)
+        if len(columns):
             with paused_gc():  # filing builds a value and an entry per sample
-                self._file(list(page.samples), late)
-        if page.more:
+                self._file(columns, late)
+        if more:
             return
         with self._lock:
-            self._pending.discard(page.service)
+            self._pending.discard(service)
             everyone = not self._pending
         if not self.served:
             self.served = True
@@ -371,11 +373,6 @@ class HistoryFetch:
         self.done.set()
 
 
-_timestamp = operator.attrgetter("timestamp")
-_writer = operator.attrgetter("writer")
-_payload = operator.attrgetter("payload")
-
-
 def _key_getter(data_type: type, reader_qos: q.DataReaderQos) -> Callable[[Any], Any]:
     keys = reader_qos[q.SubscriptionKeys]
     paths = tuple(keys.key_list) if keys.use_key_list else tuple(idl.key_fields(data_type))
@@ -390,7 +387,15 @@ class DurableCache(KeyedCache[T]):
 
     def __init__(self, data_type: type[T], reader_qos: q.DataReaderQos) -> None:
         super().__init__(data_type, reader_qos, key_of=_key_getter(data_type, reader_qos))
-        self._seen: set[SampleIdentity] = set()
+        try:
+            self._batch_decode: BatchDecoder | None = decoder_of(data_type)
+        except Exception:  # a type the batch codec does not know: one by one
+            self._batch_decode = None
+        # what was filed, by identity (SampleIdentity): per writer GUID, the source
+        # timestamp and payload CRC as one int, ``timestamp << 32 | crc`` (exact: the
+        # CRC takes 32 bits). Ints, not (writer, timestamp, crc) tuples: the collector
+        # never tracks an int, and a late joiner files 100 k of them
+        self._seen: dict[bytes, set[int]] = {}
         self._handle_keys: dict[int, Any] = {}  # Cyclone instance handle -> reader key
         self._newest: dict[Any, int] = {}  # reader key -> newest source timestamp filed
         # instances whose latest sample came from the service, with its writer: ALIVE only
@@ -411,10 +416,14 @@ class DurableCache(KeyedCache[T]):
             if data is None:
                 states.append((row[5], row[2]))
                 continue
-            identity = (guid_of(row[6]), row[4], payload_crc(data))
-            if identity in self._seen:
+            writer = guid_of(row[6])
+            mark = row[4] << 32 | payload_crc(data)
+            known = self._seen.get(writer)
+            if known is None:
+                known = self._seen[writer] = set()
+            elif mark in known:
                 continue
-            self._seen.add(identity)
+            known.add(mark)
             sample = decode(data)
             key = self._key_of(sample)
             self._handle_keys[row[5]] = key
@@ -439,74 +448,107 @@ class DurableCache(KeyedCache[T]):
 
     def file_history(
         self,
-        samples: list[StoredSample],
+        page: PageColumns,
         decode: Callable[[bytes], T],
         live_writers: set[bytes],
         *,
         late: bool = False,
     ) -> bool:
-        """File stored samples (each once); set their instances' states. True if any was new.
+        """File a page of stored samples (each once); set their instances' states. True if
+        any was new.
 
         ``late``: the history arrives after live samples were filed (a service
         matched late, or again after a cut link healed): a stored sample older
         than the newest one filed for its instance is dropped, as a reader
         ordered by source timestamp drops it, so it cannot replace newer data.
+        A late joiner files 100 k's: the usual page (every sample new, in
+        timestamp order) goes through without a Python loop per sample.
         """
         seen = self._seen
-        identities = list(
-            zip(
-                map(_writer, samples),
-                map(_timestamp, samples),
-                map(payload_crc, map(_payload, samples)),
-                strict=True,
-            )
+        marks = list(
+            map(operator.or_, map(operator.lshift, page.timestamps, repeat(32)), page.crcs)
         )
-        if seen.isdisjoint(identities):  # the usual case, checked in C: every sample is new
-            before = len(seen)
-            seen.update(identities)
-            if len(seen) - before == len(identities):
-                fresh = list(samples)
-            else:  # a page repeating a sample (same identity, same sample): filed once
-                fresh = list(dict(zip(identities, samples, strict=True)).values())
+        one_writer = set(page.writers)  # the usual page: every sample from one writer
+        known = seen.setdefault(one_writer.pop(), set()) if len(one_writer) == 1 else None
+        if known is not None and known.isdisjoint(marks):  # the usual case, checked in C
+            before = len(known)
+            known.update(marks)
+            if len(known) - before != len(marks):
+                # a page repeating a sample (same identity, same sample): filed once
+                once = dict(zip(marks, range(len(page)), strict=True))
+                page = page.select(list(once.values()))
         else:
             fresh = []
-            for s, identity in zip(samples, identities, strict=True):
-                if identity not in seen:
-                    seen.add(identity)
-                    fresh.append(s)
-        if not fresh:
-            return False
-        fresh.sort(key=_timestamp)  # pages come in the service's arrival order
-        values = list(map(decode, map(_payload, fresh)))
+            for i, (writer, mark) in enumerate(zip(page.writers, marks, strict=True)):
+                known = seen.get(writer)
+                if known is None:
+                    known = seen[writer] = set()
+                elif mark in known:
+                    continue
+                known.add(mark)
+                fresh.append(i)
+            if not fresh:
+                return False
+            page = page.select(fresh)
+        stamps = page.timestamps
+        if not all(map(operator.le, stamps, stamps[1:])):  # checked in C
+            # pages come in the service's arrival order
+            page = page.select(sorted(range(len(stamps)), key=stamps.__getitem__))
+            stamps = page.timestamps
+        values = self._decode_page(page, decode)
+        if values is None:
+            values = list(map(decode, page.payloads))
         keys = list(map(self._key_of, values))
+        flags, writers = page.flags, page.writers
         newest, floor = self._newest, -(2**63)
-        batch = []
-        batch_keys = []
-        last: dict[Any, StoredSample] = {}
-        for data, key, s in zip(values, keys, fresh, strict=True):  # a late joiner files 100 k's
-            ts = s.timestamp
-            if ts >= newest.get(key, floor):
-                newest[key] = ts
-            elif late:
-                continue
-            batch.append((data, ts, 0, bool(s.flags & FLAG_DISPOSES)))
-            batch_keys.append(key)
-            last[key] = s
-        if not batch:
-            return False
+        if late:
+            batch = []
+            batch_keys = []
+            last: dict[Any, int] = {}
+            for i, (data, key, ts) in enumerate(zip(values, keys, stamps, strict=True)):
+                if ts >= newest.get(key, floor):
+                    newest[key] = ts
+                else:
+                    continue
+                batch.append((data, ts, 0, bool(flags[i] & FLAG_DISPOSES)))
+                batch_keys.append(key)
+                last[key] = i
+            if not batch:
+                return False
+        else:  # a late joiner's 100 k samples: no Python loop per sample
+            last = dict(zip(keys, range(len(keys)), strict=True))  # sorted: the last is the newest
+            for key, i in last.items():
+                if stamps[i] > newest.get(key, floor):
+                    newest[key] = stamps[i]
+            disposes = map(bool, map(operator.and_, flags, repeat(FLAG_DISPOSES)))
+            batch = list(zip(values, stamps, repeat(0), disposes))
+            batch_keys = keys
         self.add_batch(batch, batch_keys)
         with self.lock:
-            for key, s in last.items():
+            for key, i in last.items():
                 instance = self._instances.get(key)
                 if instance is None:
                     continue
-                if s.disposed:
+                if flags[i] & FLAG_DISPOSED:
                     instance.state = InstanceState.NOT_ALIVE_DISPOSED
-                elif s.writer not in live_writers and instance.state is InstanceState.ALIVE:
+                elif writers[i] not in live_writers and instance.state is InstanceState.ALIVE:
                     instance.state = InstanceState.NOT_ALIVE_NO_WRITERS
                 elif instance.state is InstanceState.ALIVE:
-                    self.history_writers[key] = s.writer
+                    self.history_writers[key] = writers[i]
         return True
+
+    def _decode_page(self, page: PageColumns, decode: Callable[[bytes], T]) -> list[T] | None:
+        """The page's samples decoded in one call (a numpy view over the payloads for
+        fixed-size types, idl/_batch_codec.py), or None to decode one by one (a
+        payload that does not decode then raises, as before)."""
+        batch = self._batch_decode
+        if batch is None:
+            return None
+        start, end = page.payload_region
+        values = batch(page.blob[start:end], page.sizes)
+        if isinstance(values, PartialBatch):
+            return None
+        return values
 
     def writers_gone(self, live_writers: set[bytes]) -> bool:
         """Instances known only from history whose writer is no longer matched lose their

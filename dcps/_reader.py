@@ -48,7 +48,7 @@ from dcps._timeout import Timeout, timeout_ns, timeout_seconds
 from dcps._topic import ContentFilteredTopic, Topic
 from dcps._wait import wait_until
 from dcps._watched import WatchedReader
-from dcps.wire._durability import StoredSample
+from dcps.wire._durability import PageColumns
 from idl._errors import AlreadyClosedError, BadParameterError, DcpsTimeoutError
 from idl._public import show_as
 from idl._struct import decoder
@@ -246,7 +246,7 @@ class DataReader(WatchedReader, Generic[T]):
         """The GUIDs of the writers matched now."""
         return {self._guid(h) for h in matched_publications(self._ref)}
 
-    def _file_history(self, samples: list[StoredSample], late: bool) -> None:
+    def _file_history(self, page: PageColumns, late: bool) -> None:
         """File a page of stored history (the history client's thread); ``late``: after
         live data flowed (see ``DurableCache.file_history``)."""
         keyed = self._keyed
@@ -256,7 +256,7 @@ class DataReader(WatchedReader, Generic[T]):
                 return
             live = self._live_writers()
         with keyed.lock:
-            added = keyed.file_history(samples, self._decode, live, late=late)
+            added = keyed.file_history(page, self._decode, live, late=late)
             if added:
                 self._data_available = True
                 self._refresh_conditions()

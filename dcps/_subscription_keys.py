@@ -39,6 +39,7 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
@@ -372,7 +373,35 @@ class KeyedCache(Generic[T]):
         now = instance.disposed_generation_count + instance.no_writers_generation_count
         rank = len(chosen)
         read, not_read = SampleState.READ, SampleState.NOT_READ
-        append, new = out.append, tuple.__new__  # Sample and SampleInfo are tuples
+        new = tuple.__new__  # Sample and SampleInfo are tuples
+        first = chosen[0]
+        if first[3] == last[3] and first[5] == last[5]:
+            # The usual case (a late joiner takes 100 k's): one generation. Generations
+            # never decrease along an instance's entries, so equal ends mean all are
+            # equal, and every field but the state, timestamp, writer and rank is the
+            # same: the infos are built by map/zip in C, not a Python loop per sample.
+            disposed, no_writers = first[3], first[5]
+            infos = map(
+                new,
+                repeat(SampleInfo),
+                zip(
+                    map({True: read, False: not_read}.__getitem__, map(_READ_FLAG, chosen)),
+                    repeat(view),
+                    repeat(state),
+                    repeat(True),
+                    map(_TIMESTAMP, chosen),
+                    repeat(handle),
+                    map(_PUBLICATION, chosen),
+                    repeat(disposed),
+                    repeat(no_writers),
+                    range(rank - 1, -1, -1),
+                    repeat(0),
+                    repeat(now - disposed - no_writers),
+                ),
+            )
+            out.extend(map(new, repeat(Sample), zip(map(_DATA, chosen), infos, strict=True)))
+            return
+        append = out.append
         # unpacked rather than read through the properties: a take runs this per sample
         for data, timestamp, publication, disposed, was_read, no_writers in chosen:
             rank -= 1
@@ -446,6 +475,11 @@ def _timestamp(arrival: Arrival[Any]) -> int:
 
 
 _data = operator.itemgetter(0)
+#: The fields of an ``_Entry``, read in C.
+_DATA = operator.itemgetter(0)
+_TIMESTAMP = operator.itemgetter(1)
+_PUBLICATION = operator.itemgetter(2)
+_READ_FLAG = operator.itemgetter(4)
 
 
 def _limit(value: int) -> int | None:

@@ -171,6 +171,7 @@ class ChannelPublisher(Generic[T]):
         self._flusher: threading.Thread | None = None
         self._state = ClientState.OPEN
         self._wake = threading.Event()
+        self._starved = False  # the linger thread waits for a free in-flight slot
         self._linger_thread = threading.Thread(
             target=self._linger_loop, name="dcps-publisher-linger", daemon=True
         )
@@ -377,6 +378,9 @@ class ChannelPublisher(Generic[T]):
             idle = not self._in_flight
         if idle and self._pending and not self._send_on_idle():
             self._wake.set()  # the link is idle: queued batches need not wait out linger
+        elif self._starved:  # the linger thread waits for a slot: one was freed
+            self._starved = False
+            self._wake.set()
 
     def _send_on_idle(self) -> bool:
         """Send the queued batches from the confirming thread, the link having gone idle.
@@ -417,7 +421,12 @@ class ChannelPublisher(Generic[T]):
                 self._wake.wait(delay)
                 continue
             if not self._send_stale(force=idle):
-                time.sleep(min(self._linger, 0.001) or 0.0005)  # every slot is busy
+                # every slot of a due batch's store is busy: the next confirmation wakes
+                # this thread (_confirmed), else it looks again after linger; no 1 ms
+                # polling, which took the lock from publish() and the GIL from the others
+                self._starved = True
+                self._wake.wait(self._linger or 0.001)
+                self._starved = False
 
     def _send_stale(self, *, force: bool, deadline: float | None = None) -> bool:
         """Send due (or, forced, all) batches; False if a due batch found no free slot."""

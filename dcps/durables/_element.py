@@ -27,7 +27,9 @@ class DurableElement(Generic[T]):
 
     ``redelivery_count`` is 0 the first time an element is delivered and
     grows each time it comes again (rolled back, or its subscriber died
-    before acknowledging it); it starts over after a store restart.
+    before acknowledging it). A persistent durable's counts survive a store
+    restart (a store killed in the round of a first delivery may forget that
+    one delivery); a non-persistent durable goes with its store.
     :meth:`ack` and :meth:`rollback` go through the subscriber that received
     it. Elements compare by position and redelivery count.
 

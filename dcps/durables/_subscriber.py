@@ -17,6 +17,8 @@ never waits for a round trip.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 import threading
 import time
 import uuid
@@ -78,6 +80,8 @@ _POLL_WAIT_MS = 1000
 _KEEPALIVE = _POLL_WAIT_MS / 1000
 #: Most elements a subscriber keeps received but not taken (an unlimited window).
 _MAX_BUFFERED = 4096
+#: An element held or settled here: (topic, channel, offset).
+PositionKey = tuple[str, int, int]
 #: Anonymous durables are named so (the store deletes them when their subscriber closes).
 ANONYMOUS_DURABLE_PREFIX = "~anonymous-durable/"
 
@@ -212,8 +216,8 @@ class DurableSubscriber(Generic[T]):
         self._decode = decoder_of(topic.type)
         self._lock = threading.Condition()
         self._buffer: deque[DurableElement[T]] = deque()
-        self._held: dict[tuple[str, int, int], DurableElement[T]] = {}
-        self._settled: set[tuple[str, int, int]] = set()  # acked here, for "acked twice"
+        self._held: dict[PositionKey, DurableElement[T]] = {}
+        self._settled: set[PositionKey] = set()  # acked here, for "acked twice"
         self._to_auto_ack: list[DurableElement[T]] = []
         self._pending_acks: list[tuple[int, int]] = []
         #: Asynchronous acks sent at once (with a poll) when this many wait (a window).
@@ -415,6 +419,30 @@ class DurableSubscriber(Generic[T]):
     def _take_held_locked(self, elements: Sequence[DurableElement[Any]]) -> list[tuple[int, int]]:
         """Settle ``elements`` here, all or none (lock held); their positions."""
         held = self._held
+        keys = self._held_keys(elements)
+        if keys is None:  # the checks, one element at a time, to name what is wrong
+            keys = self._checked_keys(elements)
+        settled = self._settled
+        for key in keys:
+            del held[key]
+        settled.update(keys)
+        while len(settled) > 65536:
+            settled.pop()
+        return [(c, o) for _, c, o in keys]
+
+    def _held_keys(self, elements: Sequence[DurableElement[Any]]) -> list[PositionKey] | None:
+        """The keys of ``elements`` when each is the very element held here, once (the
+        common case, checked in bulk); None otherwise."""
+        try:
+            keys = [(e.topic, e.channel, e.offset) for e in elements]
+        except AttributeError:  # not an element
+            return None
+        if not all(map(operator.is_, map(self._held.get, keys), elements)):
+            return None
+        return keys if len(set(keys)) == len(keys) else None
+
+    def _checked_keys(self, elements: Sequence[DurableElement[Any]]) -> list[PositionKey]:
+        held = self._held
         keys = []
         for e in elements:
             key = (e.topic, e.channel, e.offset) if isinstance(e, DurableElement) else None
@@ -423,13 +451,7 @@ class DurableSubscriber(Generic[T]):
             keys.append(key)
         if len(set(keys)) != len(keys):
             raise PreconditionNotMetError("the same element is named twice")
-        settled = self._settled
-        for key in keys:
-            del held[key]
-            settled.add(key)
-        while len(settled) > 65536:
-            settled.pop()
-        return [(c, o) for _, c, o in keys]
+        return keys
 
     def _take_held(self, elements: Sequence[DurableElement[Any]]) -> list[tuple[int, int]]:
         with self._lock:
@@ -684,7 +706,11 @@ class DurableSubscriber(Generic[T]):
             # elements the durable's filter does not keep: acknowledged unseen, with the next poll
             self._pending_acks.extend(unseen)
             if self.kind.acknowledged:
-                self._held.update(((topic, e.channel, e.offset), e) for e in elements)
+                if unseen:
+                    self._held.update(((topic, e.channel, e.offset), e) for e in elements)
+                else:  # (every element kept: the keys come from the delivery's columns)
+                    keys = zip(itertools.repeat(topic), d.channels, d.offsets)
+                    self._held.update(zip(keys, elements, strict=True))
             if self._on_element is None:
                 self._buffer.extend(elements)
                 self._lock.notify_all()
@@ -734,7 +760,9 @@ class DurableSubscriber(Generic[T]):
             self._poll()
             return True
         text = str(exc)
-        if "not a subscriber" in text or any(m in text for m in RESUBSCRIBE_MARKERS):
+        # an anonymous durable is not persistent: a restarted store has none ("no durable")
+        gone = self.anonymous and text.startswith("no durable")
+        if gone or "not a subscriber" in text or any(m in text for m in RESUBSCRIBE_MARKERS):
             # the store restarted, or we timed out: what we held comes again
             self._forget_held()
             with self._lock:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from dcps._timeout import Timeout, timeout_seconds
 from dcps.channels._client import StoreClient
+from dcps.channels._connect import connect_topic
+from dcps.channels._topic import ChannelledTopic
 from dcps.wire._durables import TEMPORARY_TOPIC_PREFIX, TemporaryAction, TemporaryTopicRequest
 from dcps.wire._names import check_name
 from dcps.wire._replies import raise_for_status
@@ -26,6 +28,7 @@ from idl._errors import (
 from idl._public import show_as
 
 from ._destination import TemporaryTopic, Topic
+from ._envelope import envelope_of
 from ._session import AcknowledgeMode, TopicSession
 
 if TYPE_CHECKING:
@@ -95,6 +98,7 @@ class Connection:
         self._deleted: set[str] = set()
         self._consumers: dict[str, int] = {}
         self._temp_numbers = itertools.count(1)
+        self._physicals: dict[str, ChannelledTopic] = {}
         self._endpoint: Endpoint | None = None
         self._client: StoreClient | None = None
         #: the store's lease of each temporary topic (renewed a third of the way through)
@@ -218,6 +222,13 @@ class Connection:
         if endpoint is not None:
             endpoint.close()
 
+    def _drop_expired(self, name: str) -> None:
+        """Every session lets go of the expired messages it holds of durable ``name``."""
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            session._drop_expired(name)
+
     def _session_closed(self, session: TopicSession) -> None:
         with self._lock:
             if session in self._sessions:
@@ -228,6 +239,36 @@ class Connection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- physical topics -----------------------------------------------------------------
+
+    def _physical(self, topic: Topic) -> ChannelledTopic:
+        """The channelled topic of ``topic``, with the envelope version the store holds it
+        in (asked once per topic: ``_envelope.py``). A new topic is created with the
+        current envelope (version 2, with expiration); an existing one keeps its own."""
+        with self._lock:
+            known = self._physicals.get(topic.name)
+        body = topic.message_type
+        if known is not None and known.type in (envelope_of(body), envelope_of(body, 1)):
+            return known
+        client = self._store_client()
+        physical = ChannelledTopic(topic.name, envelope_of(topic.message_type), self.channel_count)
+        try:
+            connect_topic(client, physical)
+        except PreconditionNotMetError as exc:
+            if "keeps the type it was created with" not in str(exc):
+                raise
+            legacy = ChannelledTopic(
+                topic.name, envelope_of(topic.message_type, version=1), self.channel_count
+            )
+            try:  # a topic made before expiry existed: its messages carry the old envelope
+                connect_topic(client, legacy)
+            except PreconditionNotMetError:
+                raise exc from None
+            physical = legacy
+        with self._lock:
+            self._physicals[topic.name] = physical
+        return physical
 
     # -- temporary topics --------------------------------------------------------------
 

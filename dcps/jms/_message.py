@@ -50,6 +50,9 @@ class Message(Generic[T]):
     position: Position = attrs.field(factory=lambda: Position(0, 0))
     """Its position in the physical topic (channel, offset)."""
     session: TopicSession | None = attrs.field(default=None, repr=False)
+    expiration_ms: int = 0
+    """``JMSExpiration``: when it expires (ms since the Unix epoch, the publisher's clock:
+    its timestamp plus its time to live); 0 when it never does."""
 
     @property
     def redelivered(self) -> bool:
@@ -60,6 +63,11 @@ class Message(Generic[T]):
     def timestamp(self) -> datetime:
         """``JMSTimestamp`` as a UTC datetime."""
         return _EPOCH + timedelta(milliseconds=self.timestamp_ms)
+
+    @property
+    def expiration(self) -> datetime | None:
+        """``JMSExpiration`` as a UTC datetime, None when it never expires."""
+        return _EPOCH + timedelta(milliseconds=self.expiration_ms) if self.expiration_ms else None
 
     def acknowledge(self) -> None:
         """Acknowledge every message consumed by this message's session so far (JMS's
@@ -97,7 +105,15 @@ def from_envelope(
         count + 1,
         position,
         session,
+        getattr(envelope, "expiration", 0),
     )
+
+
+def expired(envelope: Any, now_ms: int) -> bool:
+    """Whether the message ``envelope`` carries has expired at ``now_ms`` (ms since the
+    Unix epoch; never for an envelope without expiration)."""
+    expiration: int = getattr(envelope, "expiration", 0)
+    return 0 < expiration <= now_ms
 
 
 show_as("dcps.jms", Message)

@@ -7,15 +7,21 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from dcps._timeout import Timeout, timeout_seconds
 from dcps.channels._publisher import ChannelPublisher
-from dcps.channels._topic import ChannelledTopic
-from idl._errors import AlreadyClosedError, BadParameterError, InvalidDestinationError
+from idl._errors import (
+    AlreadyClosedError,
+    BadParameterError,
+    InvalidDestinationError,
+    UnsupportedError,
+)
 from idl._public import show_as
 
 from ._destination import TemporaryTopic, Topic
-from ._envelope import envelope_of
+from ._envelope import expiring
 
 if TYPE_CHECKING:
     from ._session import TopicSession
@@ -23,6 +29,27 @@ if TYPE_CHECKING:
 __all__ = ["TopicPublisher"]
 
 T = TypeVar("T")
+
+
+class _Default:
+    """The publisher's own time to live (``publish``'s default)."""
+
+
+_DEFAULT = _Default()
+
+
+def _ttl(value: Timeout | None) -> timedelta | None:
+    """A time to live as a positive timedelta, or None for never (None or 0)."""
+    seconds = timeout_seconds(value, "time_to_live")
+    if seconds is None or seconds == 0:
+        return None
+    if seconds < 0:
+        raise BadParameterError(f"a time to live is >= 0, not {value!r}")
+    return timedelta(seconds=seconds)
+
+
+def _ms(ttl: timedelta) -> int:
+    return max(1, round(ttl.total_seconds() * 1000))
 
 
 class TopicPublisher(Generic[T]):
@@ -46,6 +73,7 @@ class TopicPublisher(Generic[T]):
         self._channels: dict[str, ChannelPublisher[Any]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._time_to_live: timedelta | None = None
         if topic is not None:
             session.connection._check_usable(topic)
 
@@ -54,22 +82,41 @@ class TopicPublisher(Generic[T]):
             if self._closed:
                 raise AlreadyClosedError("the publisher is closed")
             pub = self._channels.get(topic.name)
+        if pub is not None:
+            return pub
+        connection = self.session.connection
+        physical = connection._physical(topic)  # (a store round trip, once per topic)
+        with self._lock:
+            if self._closed:
+                raise AlreadyClosedError("the publisher is closed")
+            pub = self._channels.get(topic.name)
             if pub is None:
-                connection = self.session.connection
-                physical = ChannelledTopic(
-                    topic.name, envelope_of(topic.message_type), connection.channel_count
-                )
                 pub = ChannelPublisher(physical, **connection._publisher_options())
                 self._channels[topic.name] = pub
             return pub
 
+    @property
+    def time_to_live(self) -> timedelta | None:
+        """How long its messages live by default (JMS ``getTimeToLive``; None: for ever)."""
+        return self._time_to_live
+
+    @time_to_live.setter
+    def time_to_live(self, value: Timeout | None) -> None:
+        self._time_to_live = _ttl(value)
+
+    def set_time_to_live(self, value: Timeout | None) -> None:
+        """Set :attr:`time_to_live` (JMS ``setTimeToLive``; None or 0: messages never expire)."""
+        self.time_to_live = value
+
     def _envelope(
         self,
         topic: Topic,
+        pub: ChannelPublisher[Any],
         body: Any,
         priority: int,
         correlation_id: str | None,
         jms_type: str | None,
+        ttl: timedelta | None,
     ) -> tuple[str, Any]:
         if not isinstance(body, topic.message_type):
             raise BadParameterError(
@@ -78,17 +125,29 @@ class TopicPublisher(Generic[T]):
             )
         if not (isinstance(priority, int) and 0 <= priority <= 9):
             raise BadParameterError(f"a JMS priority is 0..9, not {priority!r}")
+        envelope_type = pub.topic.type
+        fields: dict[str, Any] = {}
+        now_ms = time.time_ns() // 1_000_000
+        if expiring(envelope_type):
+            fields["expiration"] = 0 if ttl is None else now_ms + _ms(ttl)
+        elif ttl is not None:
+            raise UnsupportedError(
+                f"topic {topic.name!r} was created with the JMS envelope of dcps before "
+                "message expiry (version 1, no JMSExpiration): its messages cannot expire; "
+                "publish without a time to live, or to a topic created now"
+            )
         message_id = f"ID:{self.publisher_id}-{next(self._seq)}"
         connection = self.session.connection
-        envelope = envelope_of(topic.message_type)(
+        envelope = envelope_type(
             body=body,
             message_id=message_id,
-            timestamp=time.time_ns() // 1_000_000,
+            timestamp=now_ms,
             priority=priority,
             correlation_id=correlation_id or "",
             jms_type=jms_type or "",
             client_id=connection.client_id or "",
             connection_id=connection.connection_id,
+            **fields,
         )
         return message_id, envelope
 
@@ -114,11 +173,15 @@ class TopicPublisher(Generic[T]):
         priority: int,
         correlation_id: str | None,
         jms_type: str | None,
+        time_to_live: Timeout | _Default | None,
     ) -> tuple[str, Future[str], ChannelPublisher[Any]]:
         self.session._check_open()
         target = self._target(topic)
-        message_id, envelope = self._envelope(target, body, priority, correlation_id, jms_type)
+        ttl = self._time_to_live if isinstance(time_to_live, _Default) else _ttl(time_to_live)
         pub = self._channel_publisher(target)
+        message_id, envelope = self._envelope(
+            target, pub, body, priority, correlation_id, jms_type, ttl
+        )
         out: Future[str] = Future()
         if self.session.transacted:
             self.session._hold(pub, envelope, message_id, out)
@@ -143,13 +206,15 @@ class TopicPublisher(Generic[T]):
         priority: int = 4,
         correlation_id: str | None = None,
         jms_type: str | None = None,
+        time_to_live: Timeout | _Default | None = _DEFAULT,
     ) -> Future[str]:
         """Publish ``body``; the future completes with its message id once the store has it.
 
         In a transacted session the message is held until
         :meth:`TopicSession.commit` (and the future completes then).
+        ``time_to_live`` as in :meth:`publish`.
         """
-        return self._send(body, topic, priority, correlation_id, jms_type)[1]
+        return self._send(body, topic, priority, correlation_id, jms_type, time_to_live)[1]
 
     def publish(
         self,
@@ -159,12 +224,21 @@ class TopicPublisher(Generic[T]):
         priority: int = 4,
         correlation_id: str | None = None,
         jms_type: str | None = None,
+        time_to_live: Timeout | _Default | None = _DEFAULT,
         timeout: float = 10.0,
     ) -> str:
         """Publish ``body`` (to ``topic`` for an unidentified publisher) and return its message
         id once the store has it (persistent delivery; in a transacted session, at once: the
-        message is sent at :meth:`TopicSession.commit`)."""
-        message_id, fut, pub = self._send(body, topic, priority, correlation_id, jms_type)
+        message is sent at :meth:`TopicSession.commit`).
+
+        ``time_to_live`` (a ``timedelta`` or seconds; default :attr:`time_to_live`; None or
+        0: never): the message expires that long after it is published
+        (``JMSExpiration``) and is never delivered once expired. A topic created by dcps
+        before expiry existed refuses it (:class:`~dcps.UnsupportedError` naming the topic).
+        """
+        message_id, fut, pub = self._send(
+            body, topic, priority, correlation_id, jms_type, time_to_live
+        )
         if self.session.transacted:
             return message_id
         pub.flush()

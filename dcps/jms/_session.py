@@ -5,21 +5,28 @@ from __future__ import annotations
 import contextlib
 import enum
 import itertools
+import secrets
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+import attrs
+import numpy as np
+
 from dcps._crash import crash_point
 from dcps.channels._publisher import ChannelPublisher
 from dcps.durables._element import DurableElement
+from dcps.wire._auth_stage import QueryKey, StageDigest, owned_query
 from dcps.wire._durables import (
     DurableUnsubscribed,
     DurableUnsubscribeRequest,
     TxAbortRequest,
     TxCommitRequest,
     TxCommitted,
+    tx_signed,
 )
 from dcps.wire._replies import raise_for_status
 from dcps.wire._staging import Staged, StageRequest
@@ -35,6 +42,7 @@ from idl._errors import (
 from idl._public import show_as
 
 from ._destination import TemporaryTopic, Topic
+from ._message import expired
 from ._publisher import TopicPublisher
 from ._subscriber import TopicSubscriber, durable_name
 
@@ -91,7 +99,11 @@ class TopicSession:
         self._pending: list[tuple[TopicSubscriber[Any], DurableElement[Any]]] = []
         self._held: list[tuple[ChannelPublisher[Any], Any, str, Future[str]]] = []
         self._closed = False
-        #: transactions are (query, epoch): this session's query and its next epoch
+        #: transactions are (query, epoch): this session's query and its next epoch. With a
+        #: namespace key the query ends with the fingerprint of the session's own key, which
+        #: signs its commits and aborts (the store checks them: ``_transactions.py``); the
+        #: key is made at the first commit (~85 ms), only then
+        self._tx_key: QueryKey | None = None
         self._tx_query = f"jms/{uuid.uuid4().hex}"
         self._tx_epochs = itertools.count(1)
 
@@ -149,6 +161,7 @@ class TopicSession:
         the README's JMS section)."""
         self._check_open()
         self._check_durable(topic, name)
+        self.connection._drop_expired(name)
         return self._add(
             TopicSubscriber(self, topic, name=name, selector=selector, no_local=no_local)
         )
@@ -190,6 +203,7 @@ class TopicSession:
         client_id = self.connection.client_id
         if not client_id:
             raise PreconditionNotMetError("unsubscribe needs the connection's client id")
+        self.connection._drop_expired(name)  # expired messages do not keep it in use
         with self._lock:
             if any(s.name == name for s, _ in self._pending):
                 raise PreconditionNotMetError(
@@ -249,6 +263,24 @@ class TopicSession:
             return
         with self._lock:
             self._pending.append((sub, element))
+
+    def _drop_expired(self, name: str) -> None:
+        """Acknowledge the expired messages this session holds of durable subscription
+        ``name``: an expired message is gone (JMS), so it keeps the subscription in use no
+        longer (a consumer closed with only expired messages pending closes now)."""
+        now = time.time_ns() // 1_000_000
+        with self._lock:
+            gone = [(s, e) for s, e in self._pending if s.name == name and expired(e.value, now)]
+            if not gone:
+                return
+            ids = {id(e) for _, e in gone}
+            self._pending = [(s, e) for s, e in self._pending if id(e) not in ids]
+            still = {id(s) for s, _ in self._pending}
+        subs = {id(s): s for s, _ in gone}
+        for sub in subs.values():
+            sub._durable.ack([e for s, e in gone if s is sub])
+            if id(sub) not in still:
+                sub._settled()
 
     def _holds(self, sub: TopicSubscriber[Any]) -> bool:
         with self._lock:
@@ -332,18 +364,21 @@ class TopicSession:
         for sub, element in pending:
             by_sub.setdefault(id(sub), (sub, []))[1].append(element)
         client = self.connection._store_client()
-        stages: list[tuple[str, str, int]] = []
+        if self._tx_key is None and client.sealer.enabled:
+            self._tx_key = QueryKey(secrets.token_bytes(32), self._tx_query)
+            self._tx_query = owned_query(self._tx_query, self._tx_key)
+        stages: tuple[tuple[str, str, int], ...] = ()
         try:
-            stages = self._stage(held, epoch)
+            stages, digests = self._stage(held, epoch)
             for sub, elements in by_sub.values():
                 sub._durable._enlist(elements, self._tx_query, epoch)
             crash_point("jms-before-commit")  # test-only (dcps/_crash.py)
-            request = TxCommitRequest(self._tx_query, epoch, tuple(stages))
+            request = self._signed(TxCommitRequest(self._tx_query, epoch, stages, digests))
             fut = client.request_async(request, TxCommitted.from_wire)
             client.wait_for(request.op, fut, None)
         except BaseException as exc:
-            abort = TxAbortRequest(self._tx_query, epoch, tuple(stages))
             with contextlib.suppress(DcpsError):
+                abort = self._signed(TxAbortRequest(self._tx_query, epoch, tuple(stages)))
                 client.wait_for(abort.op, client.request_async(abort, raise_for_status), None)
             for *_, out in held:
                 out.set_exception(exc if isinstance(exc, DcpsError) else DcpsError(str(exc)))
@@ -360,10 +395,20 @@ class TopicSession:
             sub._durable._committed(elements)
             sub._settled()
 
+    def _signed(self, request: TxCommitRequest) -> TxCommitRequest:
+        """``request`` with the session key's proof (when the connection has a namespace
+        key)."""
+        if self._tx_key is None:  # (no namespace key: a store without one checks none)
+            return request
+        op, topics, signed = tx_signed(request.op, request.stages, request.digests)
+        proof = self._tx_key.prove(op, topics, request.query, request.epoch, signed)
+        return attrs.evolve(request, proof=proof)
+
     def _stage(
         self, held: list[tuple[ChannelPublisher[Any], Any, str, Future[str]]], epoch: int
-    ) -> list[tuple[str, str, int]]:
-        """Stage the transaction's messages (one chunk per topic and channel, in order)."""
+    ) -> tuple[tuple[tuple[str, str, int], ...], tuple[str, ...]]:
+        """Stage the transaction's messages (one chunk per topic and channel, in order);
+        the stages and the digest of each (what the store checks before committing)."""
         chunks: dict[tuple[str, int], list[bytes]] = {}
         for pub, envelope, _, _ in held:
             encode = encoder_of(type(envelope))
@@ -373,9 +418,12 @@ class TopicSession:
         client = self.connection._store_client()
         futures = []
         counts: dict[str, int] = {}
+        digests: dict[str, StageDigest] = {}
         for (topic, channel), payloads in chunks.items():
             seq = counts.get(topic, 0)
             counts[topic] = seq + 1
+            sizes = np.asarray([len(p) for p in payloads], dtype="<i4").tobytes()
+            digests.setdefault(topic, StageDigest()).add(seq, channel, sizes, b"".join(payloads))
             request = StageRequest(
                 topic,
                 self._tx_query,
@@ -390,7 +438,10 @@ class TopicSession:
             futures.append((request, client.request_async(request, Staged.from_wire)))
         for request, fut in futures:
             client.wait_for(request.op, fut, None)
-        return [(topic, "s", n) for topic, n in counts.items()]
+        return (
+            tuple((topic, "s", n) for topic, n in counts.items()),
+            tuple(digests[topic].hexdigest() for topic in counts),
+        )
 
     def rollback(self) -> None:
         """Discard the messages published in this transaction and redeliver those consumed."""

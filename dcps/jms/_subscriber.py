@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dcps.channels._position import Position
-from dcps.channels._topic import ChannelledTopic
 from dcps.durables._element import DurableElement
 from dcps.durables._options import AckTiming
 from dcps.durables._subscriber import DurableSubscriber
@@ -44,8 +44,8 @@ from idl._errors import (
 from idl._public import show_as
 
 from ._destination import TemporaryTopic, Topic
-from ._envelope import SELECTOR_HEADERS, envelope_of
-from ._message import Message, from_envelope
+from ._envelope import SELECTOR_HEADERS, expiring, selector_headers
+from ._message import Message, expired, from_envelope
 
 if TYPE_CHECKING:
     from ._session import TopicSession
@@ -70,10 +70,16 @@ def filter_text(selector: str, no_local: tuple[str, str] | None) -> str:
     return f"{head}\n{selector}"
 
 
-class _Keep:
-    """The predicate a JMS subscription keeps messages by (selector and noLocal)."""
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
-    def __init__(self, text: str, body_type: type) -> None:
+
+class _Keep:
+    """The predicate a JMS subscription keeps messages by (selector, noLocal, and for
+    envelopes with an expiration: not expired)."""
+
+    def __init__(self, text: str, body_type: type, envelope: type | None = None) -> None:
+        headers = SELECTOR_HEADERS if envelope is None else selector_headers(envelope)
         head, _, selector = text.partition("\n")
         if not head.startswith(_HEAD):
             raise InvalidSelectorError(
@@ -83,9 +89,7 @@ class _Keep:
             )
         match: Callable[[Any], bool] | None = None
         if selector:
-            match = compile_selector(
-                selector, body_type, root="s.body", headers=SELECTOR_HEADERS
-            ).match
+            match = compile_selector(selector, body_type, root="s.body", headers=headers).match
         attr = ""
         origin = ""
         if " no_local=" in head:
@@ -94,7 +98,7 @@ class _Keep:
         self.matches_many: Callable[[list[Any]], list[bool]] | None = None
         if match is not None and not attr:
             self.matches_many = compile_selector(
-                selector, body_type, root="s.body", headers=SELECTOR_HEADERS
+                selector, body_type, root="s.body", headers=headers
             ).match_many
         if match is not None and attr:
             self.matches: Callable[[Any], bool] = lambda s: getattr(s, attr) != origin and match(s)
@@ -102,6 +106,24 @@ class _Keep:
             self.matches = lambda s: getattr(s, attr) != origin
         else:
             self.matches = match or (lambda s: True)
+        if envelope is not None and expiring(envelope):
+            self._expiring(self.matches, self.matches_many)
+
+    def _expiring(
+        self, one: Callable[[Any], bool], many: Callable[[list[Any]], list[bool]] | None
+    ) -> None:
+        """Keep only messages not expired, as well (checked after the selector)."""
+
+        def matches(s: Any) -> bool:
+            return one(s) and not 0 < s.expiration <= _now_ms()
+
+        def matches_many(samples: list[Any]) -> list[bool]:
+            now = _now_ms()
+            flags = many(samples) if many is not None else [one(s) for s in samples]
+            return [f and not 0 < s.expiration <= now for f, s in zip(flags, samples, strict=True)]
+
+        self.matches = matches
+        self.matches_many = matches_many
 
 
 class TopicSubscriber(Generic[T]):
@@ -143,7 +165,8 @@ class TopicSubscriber(Generic[T]):
         self._lock = threading.Lock()
         self._listener: Callable[[Message[Any]], None] | None = None
         self._listening: threading.Thread | None = None
-        physical = ChannelledTopic(topic.name, envelope_of(body_type), connection.channel_count)
+        physical = connection._physical(topic)  # the envelope version the store holds
+        envelope = physical.type
         kind = DurableKind.SHARED if shared else DurableKind.EXCLUSIVE
         store_name = durable_name(connection.client_id or "", name) if name is not None else None
         subscriber_id = uuid.uuid4().hex
@@ -158,7 +181,7 @@ class TopicSubscriber(Generic[T]):
                 persistent=durable,
                 start="tail",
                 filter=text,
-                filter_compiler=lambda t: _Keep(t, body_type),
+                filter_compiler=lambda t: _Keep(t, body_type, envelope),
                 replace=durable and not shared,
                 ack_timing=AckTiming.ASYNC if session._dups_ok else AckTiming.SYNC,
                 timeout=connection.consumer_timeout,
@@ -208,14 +231,20 @@ class TopicSubscriber(Generic[T]):
         connection = self.session.connection
         if not connection._wait_started(timeout):
             return None
-        try:
-            element: DurableElement[Any] = self._durable.receive(timeout)
-        except DcpsTimeoutError:
-            return None
-        except AlreadyClosedError:
-            raise AlreadyClosedError(
-                f"the subscriber of topic {self.topic.name!r} is closed"
-            ) from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                element: DurableElement[Any] = self._durable.receive(left)
+            except DcpsTimeoutError:
+                return None
+            except AlreadyClosedError:
+                raise AlreadyClosedError(
+                    f"the subscriber of topic {self.topic.name!r} is closed"
+                ) from None
+            if not expired(element.value, _now_ms()):
+                break
+            self._durable.ack(element)  # expired while it waited here: gone, never delivered
         message: Message[T] = from_envelope(
             element.value,
             self.topic,

@@ -9,12 +9,16 @@ An element is a position ``(channel, offset)``. Per channel the state keeps:
 * ``next``: the first offset never delivered since the state was built.
 
 The floor and the acknowledged offsets are what a persistent durable writes
-to disk (:meth:`DurableState.persisted`), and the delivery count of each
-element delivered and not acknowledged yet (:meth:`DurableState.take_deliveries`),
-so redelivery counts survive a store restart; everything else (who holds which
-element, the rolled-back elements waiting) lives in memory and is rebuilt
-empty after a store restart: every unacknowledged element is then delivered
-again, its redelivery count counting every delivery before the restart.
+to disk (:meth:`DurableState.persisted`), with what it needs to keep
+redelivery counts over a store restart (:meth:`DurableState.take_counts`):
+per channel the highest offset ever delivered (every unacknowledged element
+at or below it went out at least once), and a count only for the elements
+delivered twice or more. A first delivery thus writes nothing of its own,
+only, once per store round, the channel's delivered offset. Everything else
+(who holds which element, the rolled-back elements waiting) lives in memory
+and is rebuilt empty after a store restart: every unacknowledged element is
+then delivered again, its redelivery count counting every delivery before
+the restart.
 
 Delivery rules per kind (seed 001):
 
@@ -37,7 +41,7 @@ import attrs
 
 from dcps.wire._durables import AckStatus, DurableKind
 
-__all__ = ["DurableState", "Position", "Subscriber"]
+__all__ = ["CountChanges", "DurableState", "Position", "Subscriber"]
 
 Position = tuple[int, int]
 
@@ -61,6 +65,30 @@ class _Channel:
     floor: int
     acked: set[int] = attrs.Factory(set)
     next: int = 0
+    #: every unacknowledged offset at or below it was delivered before this state was built
+    delivered_before: int = -1
+    #: the highest delivered offset written (what :meth:`DurableState.take_counts` reported)
+    delivered_kept: int = -1
+
+
+@attrs.frozen
+class CountChanges:
+    """What a persistent durable writes so that redelivery counts survive a store restart.
+
+    ``delivered``: per channel whose value moved, the highest offset delivered
+    (every unacknowledged element at or below it went out at least once);
+    ``counts``: the delivery count of each element delivered twice or more
+    whose count changed; ``cleared``: elements whose count row is to go
+    (acknowledged). An element at or below ``delivered`` without a count row
+    was delivered once; above it, never.
+    """
+
+    delivered: dict[int, int]
+    counts: dict[Position, int]
+    cleared: set[Position]
+
+    def __bool__(self) -> bool:
+        return bool(self.delivered or self.counts or self.cleared)
 
 
 class DurableState:
@@ -72,21 +100,32 @@ class DurableState:
         floors: Mapping[int, int],
         acked: Iterable[Position] = (),
         deliveries: Mapping[Position, int] | None = None,
+        delivered: Mapping[int, int] | None = None,
     ) -> None:
-        """``deliveries``: how often each unacknowledged element was delivered (persisted)."""
+        """``deliveries``: the persisted delivery counts of unacknowledged elements;
+        ``delivered``: per channel the highest offset delivered before (persisted)."""
         self.kind = kind
-        self._channels = {c: _Channel(f, next=f + 1) for c, f in floors.items()}
+        self._channels = {
+            c: _Channel(f, next=f + 1, delivered_before=d, delivered_kept=d)
+            for c, f in floors.items()
+            for d in [max(f, (delivered or {}).get(c, f))]
+        }
         self.subscribers: dict[str, Subscriber] = {}
         self._holder: dict[Position, str] = {}
-        self._deliveries: dict[Position, int] = {}  # times delivered, for unacknowledged ones
+        #: times delivered, for unacknowledged elements whose count is not implied by the
+        #: channel's delivered offsets (1 at or below them, 0 above): those delivered twice
+        #: or more (and the ones a count was loaded for)
+        self._counts: dict[Position, int] = {}
         self._waiting: list[tuple[int, int]] = []  # heap of (offset, channel) to redeliver
         self._waiting_set: set[Position] = set()
         self._rr = 0  # channel to start the next delivery from
         #: Positions acknowledged and floors moved since :meth:`take_changes`.
         self._new_acks: set[Position] = set()
         self._moved: set[int] = set()
-        #: Positions whose delivery count changed since :meth:`take_deliveries`.
-        self._new_deliveries: set[Position] = set()
+        #: Positions whose delivery count changed, and acknowledged positions that had a
+        #: count, since :meth:`take_counts`.
+        self._new_counts: set[Position] = set()
+        self._cleared: set[Position] = set()
         for c, o in acked:
             ch = self._channels[c]
             if o > ch.floor:
@@ -97,7 +136,9 @@ class DurableState:
         self._moved.clear()
         for pos, times in (deliveries or {}).items():
             if pos[0] in self._channels and not self._is_acked(pos) and times > 0:
-                self._deliveries[pos] = times
+                self._counts[pos] = times
+            else:  # (acknowledged, or a channel gone): its row goes with the next write
+                self._cleared.add(pos)
 
     # -- subscribers ----------------------------------------------------------------
 
@@ -149,6 +190,8 @@ class DurableState:
             return []
         sub = self.subscribers[name]
         out: list[Position] = []
+        counts = self._counts
+        result: list[tuple[Position, int]] = []
         while self._waiting and len(out) < n:
             offset, channel = heapq.heappop(self._waiting)
             pos = (channel, offset)
@@ -156,6 +199,10 @@ class DurableState:
             if self._is_acked(pos) or pos in self._holder:
                 continue
             out.append(pos)
+            times = counts.get(pos, 1)  # (waiting: it went out before)
+            counts[pos] = times + 1
+            self._new_counts.add(pos)
+            result.append((pos, times))
         channels = sorted(self._channels)
         if channels and len(out) < n:
             start = self._rr % len(channels)
@@ -171,17 +218,21 @@ class DurableState:
                     if pos in self._holder or pos in self._waiting_set:
                         continue
                     out.append(pos)
+                    times = counts.get(pos, 0)
+                    if not times and o <= ch.delivered_before:
+                        times = 1  # it went out before this state was built
+                    if times:  # a redelivery: its count is kept
+                        counts[pos] = times + 1
+                        self._new_counts.add(pos)
+                    result.append((pos, times))
                 if len(out) >= n:
                     break
             self._rr += 1
-        result = []
+        holder = self._holder
+        held = sub.held
         for pos in out:
-            self._holder[pos] = name
-            sub.held.add(pos)
-            times = self._deliveries.get(pos, 0)
-            self._deliveries[pos] = times + 1
-            self._new_deliveries.add(pos)
-            result.append((pos, times))
+            holder[pos] = name
+            held.add(pos)
         return result
 
     def pending(self, tails: Mapping[int, int]) -> bool:
@@ -234,19 +285,22 @@ class DurableState:
         """``name`` acknowledges ``positions``; a status per position."""
         out = []
         sub = self.subscribers.get(name)
+        holder = self._holder
+        held = set() if sub is None else sub.held
+        done = AckStatus.DONE
+        touched = set()
         for pos in positions:
-            why = self._status(name, pos)
-            if why is None and sub is None:
-                why = AckStatus.NOT_HELD
-            if why is not None:
-                out.append(why)
+            if sub is not None and holder.get(pos) == name:
+                del holder[pos]
+                held.discard(pos)
+                self._mark_acked(pos, raise_floor=False)
+                touched.add(pos[0])
+                out.append(done)
                 continue
-            assert sub is not None
-            del self._holder[pos]
-            sub.held.discard(pos)
-            self._deliveries.pop(pos, None)
-            self._mark_acked(pos)
-            out.append(AckStatus.DONE)
+            why = self._status(name, pos)
+            out.append(AckStatus.NOT_HELD if why is None else why)  # (None: not subscribed)
+        for c in touched:  # once per channel, after the batch
+            self._raise_floor(c)
         return out
 
     def ack_any(self, positions: Iterable[Position]) -> int:
@@ -258,7 +312,6 @@ class DurableState:
             holder = self._holder.pop(pos, None)
             if holder is not None and holder in self.subscribers:
                 self.subscribers[holder].held.discard(pos)
-            self._deliveries.pop(pos, None)
             self._waiting_set.discard(pos)
             self._mark_acked(pos)
             done += 1
@@ -287,12 +340,15 @@ class DurableState:
             self._waiting_set.add(pos)
             heapq.heappush(self._waiting, (pos[1], pos[0]))
 
-    def _mark_acked(self, pos: Position) -> None:
+    def _mark_acked(self, pos: Position, *, raise_floor: bool = True) -> None:
         c, o = pos
+        if self._counts.pop(pos, None) is not None:
+            self._cleared.add(pos)
         ch = self._channels[c]
         ch.acked.add(o)
         self._new_acks.add(pos)
-        self._raise_floor(c)
+        if raise_floor:
+            self._raise_floor(c)
 
     def _raise_floor(self, c: int) -> None:
         ch = self._channels[c]
@@ -323,15 +379,29 @@ class DurableState:
         self._moved = set()
         return acks, floors
 
-    def take_deliveries(self) -> dict[Position, int]:
-        """Delivery counts of unacknowledged elements changed since the last call."""
-        changed = {
-            p: self._deliveries[p]
-            for p in self._new_deliveries
-            if p in self._deliveries and not self._is_acked(p)
-        }
-        self._new_deliveries = set()
-        return changed
+    def take_counts(self) -> CountChanges:
+        """What changed in the delivery counts since the last call (to write)."""
+        delivered = {}
+        for c, ch in self._channels.items():
+            highest = ch.next - 1  # every unacknowledged offset below next went out
+            if highest > ch.delivered_kept:
+                ch.delivered_kept = highest
+                delivered[c] = highest
+        counts = {p: self._counts[p] for p in self._new_counts if p in self._counts}
+        cleared = self._cleared
+        self._new_counts = set()
+        self._cleared = set()
+        return CountChanges(delivered, counts, cleared)
+
+    def delivery_count(self, pos: Position) -> int:
+        """How often the unacknowledged element at ``pos`` was delivered (0: never)."""
+        if self._is_acked(pos) or pos[0] not in self._channels:
+            return 0
+        times = self._counts.get(pos)
+        if times is not None:
+            return times
+        ch = self._channels[pos[0]]
+        return 1 if pos[1] < ch.next or pos[1] <= ch.delivered_before else 0
 
     def outstanding(self, tails: Mapping[int, int]) -> int:
         """Elements not acknowledged yet (delivered or not), up to ``tails``."""

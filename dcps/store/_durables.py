@@ -7,11 +7,16 @@ keeps every element a durable has not acknowledged (and, as for groups, a
 topic without groups or durables discards what is published). The offsets
 acknowledged above the floor live in table ``durable_acks``, the durable's
 configuration in ``durables``, the last values of last-value durables in
-``durable_values`` (``docs/store-format.md``), and how often each element
-not acknowledged yet was delivered in ``durable_deliveries`` (written in the
-store round that delivered it, with the round's acknowledgements). Who holds
-which element and windows live in memory (``_durable_state.py``): after a
-store restart every unacknowledged element is delivered again, its
+``durable_values`` (``docs/store-format.md``). Redelivery counts survive a
+restart: per channel the highest offset ever delivered is kept in
+``durable_delivered`` (every unacknowledged element at or below it went out
+at least once), and the count of each element delivered twice or more in
+``durable_deliveries``; both are written in the store round that delivered,
+with the round's acknowledgements, and a redelivery is answered only once its
+count is on disk. A first delivery is answered at once and writes nothing of
+its own: a store killed within that round forgets only that it went out once.
+Who holds which element and windows live in memory (``_durable_state.py``):
+after a store restart every unacknowledged element is delivered again, its
 redelivery count counting the deliveries before the restart.
 
 Non-persistent durables write nothing but their floors (which retention
@@ -81,7 +86,6 @@ from dcps.wire._durables import (
     DurableUnsubscribeRequest,
     Notice,
     StartMode,
-    TemporaryAction,
     TemporaryTopicRequest,
     TxAbortRequest,
     TxCommitRequest,
@@ -91,14 +95,15 @@ from dcps.wire._sealing import Sealer
 from idl._errors import (
     BadParameterError,
     InconsistentPolicyError,
-    InvalidDestinationError,
     OutOfResourcesError,
     PreconditionNotMetError,
     UnsupportedError,
 )
 
+from ._durable_reads import ReadAhead
 from ._durable_state import DurableState, Position
 from ._log import ChannelLog
+from ._temporaries import TemporaryTopics
 from ._transactions import on_tx_abort, on_tx_commit, recover_transactions
 
 __all__ = [
@@ -118,9 +123,6 @@ _LAST_VALUE_QUEUE = 1024
 _CLOSED_KEPT = 1024
 #: How often consumed elements are released from the log (the floors move at every ack).
 _TRIM_INTERVAL = 0.05
-#: Temporary topics a store serves at once, and consumers granted per temporary topic.
-_MAX_TEMPORARIES = 65536
-_MAX_GRANTS = 4096
 
 
 #: Requests proven with the subscriber's secret (DURABLE_SUBSCRIBE: when it is live).
@@ -187,15 +189,6 @@ class _Durable:
         return DURABLE_GROUP_PREFIX + self.name
 
 
-@attrs.define
-class _Temporary:
-    """A temporary topic: the client that owns it, its lease, the consumers it granted."""
-
-    owner: str
-    deadline: float
-    grants: set[str] = attrs.Factory(set)
-
-
 #: Refused acknowledgements: (channel, offset, why).
 _Refused = tuple[tuple[int, int, AckStatus], ...]
 
@@ -208,7 +201,7 @@ class _Parked:
     refused: _Refused = ()
 
 
-class DurableService:
+class DurableService(TemporaryTopics):
     """The durables of one store (service thread only).
 
     ``reply(call, answer)`` and ``fail(call, exc)`` answer a request (a
@@ -239,10 +232,11 @@ class DurableService:
         self._split = split
         self._clock = clock
         self._durables: dict[str, _Durable] = {}
+        self._reads = ReadAhead(log)
         self._parked: dict[tuple[str, str], _Parked] = {}  # (durable, subscriber) -> poll
         self._next_trim: dict[str, float] = {}
         self._topic_ids: dict[str, int] = {}  # topics keep their id while the store runs
-        self._temporaries: dict[str, _Temporary] = {}  # in memory: they end with the store
+        self._init_temporaries()
         #: (query, epoch) -> (first enlisted at, [(durable, subscriber, positions)])
         self._enlisted: dict[tuple[str, int], tuple[float, list[tuple[str, str, list[Position]]]]]
         self._enlisted = {}
@@ -283,6 +277,12 @@ class DurableService:
                         (name,),
                     )
                 }
+                delivered = {
+                    int(c): int(o)
+                    for c, o in db.execute(
+                        'SELECT channel, "offset" FROM durable_delivered WHERE name = ?', (name,)
+                    )
+                }
                 values = {
                     t: (int(c), int(o), int(ts), bytes(data))
                     for t, c, o, ts, data in db.execute(
@@ -299,7 +299,7 @@ class DurableService:
                 filter_,
                 int(ttl_ms),
                 False,
-                DurableState(kind, floors, acked, deliveries),
+                DurableState(kind, floors, acked, deliveries, delivered),
                 values=values,
             )
             self._durables[name] = durable
@@ -317,19 +317,24 @@ class DurableService:
             db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_values WHERE name = ?", (name,))
             db.execute("DELETE FROM durable_deliveries WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_delivered WHERE name = ?", (name,))
 
         self._log.write(f"deleting durable {name!r}", delete)
         self._log.destroy_group(topic, DURABLE_GROUP_PREFIX + name)
         _log.info("durable %r of topic %r deleted", name, topic)
 
     def _persist_acks(self, d: _Durable) -> None:
-        """Write what the durable's acknowledgements changed (floors always; acks if persistent)."""
+        """Write what the durable's acknowledgements changed (floors always; acks and delivery
+        counts if persistent)."""
         acks, floors = d.state.take_changes()
-        delivered = d.state.take_deliveries() if d.persistent else {}
-        if not acks and not floors and not delivered:
+        counted = d.state.take_counts()  # (taken always: a durable in memory keeps none)
+        if not d.persistent:
+            acks = set()
+        if not acks and not floors and not (d.persistent and counted):
             return
         tid = self._topic_id(d.topic)
         group = d.group
+        name = d.name
 
         def write(db: sqlite3.Connection) -> None:
             if floors:
@@ -338,35 +343,36 @@ class DurableService:
                     " WHERE topic_id = ? AND grp = ? AND channel = ?",
                     [(f, tid, group, c) for c, f in floors.items()],
                 )
-            if d.persistent:
-                if floors:
-                    db.executemany(
-                        'DELETE FROM durable_acks WHERE name = ? AND channel = ? AND "offset" <= ?',
-                        [(d.name, c, f) for c, f in floors.items()],
-                    )
-                if acks:
-                    db.executemany(
-                        "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
-                        [(d.name, c, o) for c, o in acks],
-                    )
-                    db.executemany(
-                        "DELETE FROM durable_deliveries"
-                        ' WHERE name = ? AND channel = ? AND "offset" = ?',
-                        [(d.name, c, o) for c, o in acks],
-                    )
-                if floors:
-                    db.executemany(
-                        "DELETE FROM durable_deliveries"
-                        ' WHERE name = ? AND channel = ? AND "offset" <= ?',
-                        [(d.name, c, f) for c, f in floors.items()],
-                    )
-                if delivered:
-                    db.executemany(
-                        "INSERT OR REPLACE INTO durable_deliveries VALUES (?, ?, ?, ?)",
-                        [(d.name, c, o, n) for (c, o), n in delivered.items()],
-                    )
+            if not d.persistent:
+                return
+            if floors:
+                db.executemany(
+                    'DELETE FROM durable_acks WHERE name = ? AND channel = ? AND "offset" <= ?',
+                    [(name, c, f) for c, f in floors.items()],
+                )
+            if acks:
+                db.executemany(
+                    "INSERT OR IGNORE INTO durable_acks VALUES (?, ?, ?)",
+                    [(name, c, o) for c, o in acks],
+                )
+            if counted.cleared:
+                db.executemany(
+                    "DELETE FROM durable_deliveries"
+                    ' WHERE name = ? AND channel = ? AND "offset" = ?',
+                    [(name, c, o) for c, o in counted.cleared],
+                )
+            if counted.counts:
+                db.executemany(
+                    "INSERT OR REPLACE INTO durable_deliveries VALUES (?, ?, ?, ?)",
+                    [(name, c, o, n) for (c, o), n in counted.counts.items()],
+                )
+            if counted.delivered:
+                db.executemany(
+                    "INSERT OR REPLACE INTO durable_delivered VALUES (?, ?, ?)",
+                    [(name, c, o) for c, o in counted.delivered.items()],
+                )
 
-        self._log.write(f"acknowledging elements of durable {d.name!r}", write)
+        self._log.write(f"acknowledging elements of durable {name!r}", write)
 
     def _topic_id(self, topic: str) -> int:
         known = self._topic_ids.get(topic)
@@ -487,82 +493,6 @@ class DurableService:
         if acks:
             self._serve_parked()  # windows freed
         return done
-
-    # -- temporary topics -------------------------------------------------------------------
-
-    def _temporary(self, client: str, r: TemporaryTopicRequest) -> None:
-        """Serve a TEMPORARY_TOPIC request: only the client that claimed the topic may act."""
-        t = self._temporaries.get(r.topic)
-        now = self._clock()
-        if r.action is TemporaryAction.CLAIM and t is None:
-            if len(self._temporaries) >= _MAX_TEMPORARIES:
-                raise OutOfResourcesError(
-                    f"the store serves {_MAX_TEMPORARIES} temporary topics: no more"
-                )
-            self._temporaries[r.topic] = _Temporary(client, now + r.lease_ms / 1000)
-            _log.info("temporary topic %r claimed by client %s", r.topic, client)
-            return
-        if t is None:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r} does not exist (deleted, or its connection "
-                "closed or went away)"
-            )
-        if t.owner != client:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r} belongs to another connection"
-            )
-        if r.action is TemporaryAction.CLAIM:
-            t.deadline = now + r.lease_ms / 1000
-        elif r.action is TemporaryAction.GRANT:
-            if len(t.grants) >= _MAX_GRANTS and r.subscriber not in t.grants:
-                raise OutOfResourcesError(
-                    f"temporary topic {r.topic!r} has {_MAX_GRANTS} consumers granted: no more"
-                )
-            t.grants.add(r.subscriber)
-        else:
-            consumers = sum(len(d.subs) for d in self._durables.values() if d.topic == r.topic)
-            if r.action is TemporaryAction.DELETE and consumers:
-                raise PreconditionNotMetError(
-                    f"temporary topic {r.topic!r} has {consumers} active consumer(s): close "
-                    "them before deleting it"
-                )
-            self._end_temporary(r.topic, "was deleted by its connection")
-
-    def _end_temporary(self, topic: str, why: str) -> None:
-        """Forget temporary topic ``topic``: its consumers are closed, their durables deleted."""
-        self._temporaries.pop(topic, None)
-        _log.info("temporary topic %r %s", topic, why)
-        for d in [d for d in self._durables.values() if d.topic == topic]:
-            for name in list(d.subs):
-                self._close_by_store(d, name, f"temporary topic {topic!r} {why}")
-            self._destroy(d)
-
-    def _check_temporary_consumer(self, r: DurableSubscribeRequest) -> None:
-        """Only a subscriber its owning connection granted consumes a temporary topic."""
-        t = self._temporaries.get(r.topic)
-        if t is None:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r} does not exist (deleted, or its connection "
-                "closed or went away)"
-            )
-        if r.subscriber not in t.grants:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r} belongs to another connection: only the "
-                "connection that created it may consume from it"
-            )
-        if r.persistent or not r.anonymous:
-            raise InvalidDestinationError(
-                f"temporary topic {r.topic!r}: a temporary topic has no durable subscriptions"
-            )
-
-    def check_publish(self, topic: str) -> None:
-        """Refuse a publish to a temporary topic that does not exist (any client may publish
-        to a live one, as JMS lets anyone send to a temporary topic it was given)."""
-        if topic.startswith(TEMPORARY_TOPIC_PREFIX) and topic not in self._temporaries:
-            raise InvalidDestinationError(
-                f"temporary topic {topic!r} does not exist (deleted, or its connection "
-                "closed or went away)"
-            )
 
     def _subscribe(self, client: str, r: DurableSubscribeRequest) -> DurableSubscribed:
         if r.topic.startswith(TEMPORARY_TOPIC_PREFIX):
@@ -821,7 +751,8 @@ class DurableService:
             if not items and not sub.notice:
                 return None
             return self._last_values(d, sub, items)
-        got = d.state.deliver(sub.name, count, self._tails(d))
+        tails = self._tails(d)
+        got = d.state.deliver(sub.name, count, tails)
         if got and d.persistent:
             self._dirty.add(d.name)  # the delivery counts are written in this round's tick
             if any(times for _, times in got):
@@ -832,7 +763,7 @@ class DurableService:
                 self._redelivered.add(d.name)
         if not got and not sub.notice and not refused:
             return None
-        return self._delivery(d, sub, got, refused)
+        return self._delivery(d, sub, got, refused, tails)
 
     def _delivery(
         self,
@@ -840,7 +771,9 @@ class DurableService:
         sub: _Sub,
         got: list[tuple[Position, int]],
         refused: _Refused = (),
+        tails: dict[int, int] | None = None,
     ) -> DurableDelivery:
+        """The answer delivering ``got`` (``tails``: the log's, when the caller has them)."""
         channels: list[int] = []
         offsets: list[int] = []
         counts: list[int] = []
@@ -849,22 +782,17 @@ class DurableService:
         data: list[bytes] = []
         by_position = dict(got)
         for c, first, n in _runs(sorted(by_position)):
-            run = self._log.fetch_run(d.topic, c, first, n)
-            if run.first != first or run.count != n:
-                raise PreconditionNotMetError(
-                    f"durable {d.name!r}: elements {first}..{first + n - 1} of topic "
-                    f"{d.topic!r} channel {c} are no longer in the log"
-                )
-            payloads = run.payloads()
+            payloads, run_stamps = self._reads.read(d.name, d.topic, c, first, n)
             channels.extend([c] * n)
             offsets.extend(range(first, first + n))
             counts.extend([by_position[(c, o)] for o in range(first, first + n)])
-            stamps.extend(run.timestamps().tolist())
+            stamps.extend(run_stamps)
             sizes.extend(map(len, payloads))
             data.extend(payloads)
         notice, message = sub.notice, sub.message
         sub.notice, sub.message = Notice.NONE, ""
-        tails = self._tails(d)
+        if tails is None:
+            tails = self._tails(d)
         return DurableDelivery(
             tuple(channels),
             tuple(offsets),
@@ -924,6 +852,7 @@ class DurableService:
         for sub in list(d.subs):
             self._close_by_store(d, sub, f"durable {d.name!r} was deleted")
         del self._durables[d.name]
+        self._reads.forget(d.name)
         self._delete(d.name, d.topic)
 
     # -- administration (dcps durables ...; handlers in _admin_objects.py) -------------------
@@ -1035,15 +964,19 @@ class DurableService:
         self._take_over(topic, name, "reset", force)
         self._persist_acks(d)
         self._dirty.discard(name)
+
         # The acknowledgements above the floors go first, then the floors move (one write per
         # channel): a crash or a failed move in between leaves old floors without those
         # acknowledgements, so elements are delivered again, never skipped. The other order
         # left a reset to an earlier offset redelivering the floor's elements but skipping the
         # out-of-order acknowledged ones after a restart.
-        self._log.write(
-            f"forgetting the acknowledgements of durable {name!r}",
-            lambda db: db.execute("DELETE FROM durable_acks WHERE name = ?", (name,)),
-        )
+        def forget(db: sqlite3.Connection) -> None:
+            # (the delivery counts too: the state built after the move starts them over)
+            db.execute("DELETE FROM durable_acks WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_deliveries WHERE name = ?", (name,))
+            db.execute("DELETE FROM durable_delivered WHERE name = ?", (name,))
+
+        self._log.write(f"forgetting the acknowledgements of durable {name!r}", forget)
         try:
             move(d.group)
         finally:  # memory follows the file, whatever part of the move was written
@@ -1127,9 +1060,7 @@ class DurableService:
         for key, (since, _) in list(self._enlisted.items()):
             if now - since > _ENLISTED_KEPT:
                 del self._enlisted[key]
-        for topic, t in list(self._temporaries.items()):
-            if now > t.deadline:
-                self._end_temporary(topic, "ended: its connection went away (lease expired)")
+        self._tick_temporaries(now)
         for d in list(self._durables.values()):
             for sub in list(d.subs.values()):
                 if now - sub.last_seen > sub.timeout and (d.name, sub.name) not in self._parked:

@@ -49,6 +49,7 @@ from idl._errors import (
     PreconditionNotMetError,
 )
 
+from ._log_checkpoint import Checkpointer
 from ._log_format import (
     COMMITS_BY_CHANNEL,
     FORMAT_MAGIC,
@@ -175,6 +176,8 @@ class ChannelLog:
             if not self._reserve.release():
                 raise
             self._db = self._open(SyncMode(sync), verify=False)  # checked by the first try
+        # checkpoints run on a thread of their own, not in the COMMIT (_log_checkpoint.py)
+        self._checkpoints = Checkpointer(self.path, SyncMode(sync).value)
         try:
             self._load()
         except sqlite3.Error as exc:
@@ -211,6 +214,7 @@ class ChannelLog:
             try:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute(f"PRAGMA synchronous={sync.value}")
+                db.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's job
                 if version == 0:
                     if db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
                         doing = "creating the store file"
@@ -268,6 +272,7 @@ class ChannelLog:
     def close(self) -> None:
         """Close the file (idempotent)."""
         if self._db is not None:
+            self._checkpoints.close()  # first: the last connection closed removes the WAL
             self._db.close()
             self._db = None
         self._segments.close()
@@ -386,6 +391,10 @@ class ChannelLog:
                 f"{self.path}: the disk is full ({doing} refused: the store keeps its last "
                 "free space for commits and joins); publishing resumes once space is freed"
             )
+        with self._checkpoints.lock:  # a WAL restart waits for the transaction (_log_checkpoint)
+            return self._write_locked(doing, body, small)
+
+    def _write_locked(self, doing: str, body: Callable[[], _T], small: bool) -> _T:
         db = self._conn
         for attempt in (1, 2):
             try:
@@ -393,6 +402,7 @@ class ChannelLog:
                 result = body()
                 started = time.perf_counter()
                 db.execute("COMMIT")
+                self._checkpoints.committed()
                 if self.commit_observer is not None:
                     self.commit_observer(time.perf_counter() - started)
             except BaseException as exc:

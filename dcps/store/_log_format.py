@@ -43,12 +43,13 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 9 keeps delivery counts (durables' and queues' redelivery counts survive a
+#: Version 10 keeps per durable channel the highest offset delivered (a first delivery writes
+#: no count of its own); 9 keeps delivery counts (durables' and queues' redelivery counts survive a
 #: restart); 8 keeps large batch bodies in segment files and gives every element its own
 #: timestamp; 7 added the staging tables (two-phase commit); 6 key-value maps and
 #: queues; 5 the durability service's tables; 4 the durables'; 3
 #: ``topics.type_identity``; 2 stored batches as rows.
-FORMAT_VERSION = 9
+FORMAT_VERSION = 11
 #: The first version whose elements each have their own timestamp (a batch's
 #: ``ts`` plus ``ELEMENT_STEP_NS`` per element) and whose bodies may be in segments.
 SEGMENTS_VERSION = 8
@@ -212,7 +213,21 @@ _TRANSACTION_TABLE = (
     "CREATE TABLE IF NOT EXISTS durable_transactions (query TEXT NOT NULL,"
     " epoch INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (query, epoch)) WITHOUT ROWID"
 )
-_DELIVERIES = (_DELIVERY_TABLE, _QUEUE_DELIVERIES, _TRANSACTION_TABLE)
+# Format version 10: per persistent durable and channel, the highest offset ever delivered
+# (an unacknowledged element at or below it without a durable_deliveries row went out once).
+_DELIVERED_TABLE = (
+    "CREATE TABLE IF NOT EXISTS durable_delivered (name TEXT NOT NULL, channel INTEGER NOT NULL,"
+    ' "offset" INTEGER NOT NULL, PRIMARY KEY (name, channel)) WITHOUT ROWID'
+)
+_DELIVERIES = (_DELIVERY_TABLE, _QUEUE_DELIVERIES, _TRANSACTION_TABLE, _DELIVERED_TABLE)
+# Format version 11: temporary topics (JMS) with their owner, lease and granted consumers
+# outlive a store restart (dcps/store/_temporaries.py).
+_TEMPORARIES = (
+    "CREATE TABLE IF NOT EXISTS temporary_topics (topic TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+    " lease_ms INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS temporary_grants (topic TEXT NOT NULL, subscriber TEXT NOT NULL,"
+    " PRIMARY KEY (topic, subscriber)) WITHOUT ROWID",
+)
 #: The lowest commit of a channel over every group (retention, ``ChannelLog._trim``) without
 #: reading every group's commits: durables run that trim every 50 ms per topic, and 1,000
 #: durables of a 256-channel topic kept the store's service thread busy (30-40 s per
@@ -371,6 +386,7 @@ def create_schema(db: sqlite3.Connection) -> None:
         + _SCHEMA
         + "".join(f"{statement};" for statement in _SEGMENT_COLUMNS)
         + "".join(f"{statement};" for statement in _DELIVERIES)
+        + "".join(f"{statement};" for statement in _TEMPORARIES)
         + f"INSERT INTO dcps_format VALUES ('magic', '{FORMAT_MAGIC}');"
         + f"INSERT INTO dcps_format VALUES ('version', '{FORMAT_VERSION}');"
         + "COMMIT;"
@@ -447,8 +463,9 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     tables of maps and queues; 6 -> 7 the (empty) staging tables; 7 -> 8 adds the segment
     columns and gives every element its own timestamp (:func:`_migrate_v4`); 8 -> 9 adds
     the delivery counts (``durable_deliveries``, ``queue_elements.deliveries``) and
-    ``durable_transactions``. On
-    failure the file keeps its old version.
+    ``durable_transactions``; 9 -> 10 the (empty) ``durable_delivered``; 10 -> 11 the
+    (empty) tables ``temporary_topics`` and ``temporary_grants``. On failure the file keeps
+    its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -484,6 +501,11 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             columns = {row[1] for row in db.execute("PRAGMA table_info(queue_elements)")}
             if "deliveries" not in columns:  # (a file may have been downgraded by hand)
                 db.execute(_QUEUE_DELIVERIES)
+        if version < 10:
+            db.execute(_DELIVERED_TABLE)  # (IF NOT EXISTS: a file downgraded by hand)
+        if version < 11:
+            for statement in _TEMPORARIES:  # IF NOT EXISTS: idempotent
+                db.execute(statement)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

@@ -872,6 +872,14 @@ class Store:
                 self.metrics.request(Op.PUBLISH, error_code(exc))
                 self._fail(call, exc)
             return
+        # the live pushes first: the subscribers' latency is the one measured (the
+        # publisher's confirmation only frees a slot of its in-flight window)
+        for call, (first, count, stamp) in zip(good, results, strict=True):
+            if count:
+                try:
+                    self._push(call.request, (first, stamp))
+                except Exception:  # stored all the same: subscribers fetch it; still confirm
+                    _log.exception("dcps store: live push to %r failed", call.request.topic)
         discards = {t: self.log.discards(t) for t in {c.request.topic for c in good}}
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if not count:
@@ -882,7 +890,6 @@ class Store:
             self._reply(call, Published(first, count, stamp, discarded=discarded))
         for call, (first, count, stamp) in zip(good, results, strict=True):
             if count:
-                self._push(call.request, (first, stamp))
                 self._tell_durables(call.request, first, stamp)
         for topic in {c.request.topic for c in good}:
             self.log.trim_unconsumed(topic)

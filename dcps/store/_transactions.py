@@ -20,6 +20,17 @@ are never visible); one killed after it finds the record when it starts and
 completes the transaction (a stage committed already is not appended again;
 an acknowledgement is idempotent). Either way, both hold or neither does.
 TX_ABORT drops the staged chunks and the enlisted acknowledgements.
+
+With a namespace key a transaction belongs to its session: the session holds
+a key of its own (``dcps/wire/_auth_stage.py``'s :class:`QueryKey`, from a
+random secret that never leaves the session) whose fingerprint ends the
+transaction's name, and signs its TX_COMMIT (every stage with its chunk
+count and the digest of its chunks) and TX_ABORT (:func:`tx_signed`). The
+store checks the proof (:func:`check_proof`: the transaction's key, a valid
+signature, fresh) and the staged chunks against the digests before the
+commit point: another holder of the namespace key can neither commit nor
+abort the transaction, nor replace what it staged (refused with
+``IllegalOperationError``, ``PreconditionNotMetError``; nothing changes).
 """
 
 from __future__ import annotations
@@ -30,10 +41,12 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from dcps._crash import crash_point
-from dcps.wire._durables import TxAbortRequest, TxCommitRequest, TxCommitted
+from dcps.wire._auth_stage import check_proof
+from dcps.wire._codes import Op
+from dcps.wire._durables import TxAbortRequest, TxCommitRequest, TxCommitted, tx_signed
 from dcps.wire._replies import ok_reply
 from dcps.wire._requests import PublishRequest
-from idl._errors import PreconditionNotMetError, UnsupportedError
+from idl._errors import BadParameterError, PreconditionNotMetError, UnsupportedError
 
 from ._log import ChannelLog
 from ._staging import CommittedChunk, staging_of
@@ -59,8 +72,23 @@ def _one_store(store: Store) -> None:
         )
 
 
+def _check_owner(store: Store, r: TxCommitRequest) -> None:
+    """With a namespace key: refuse a TX_COMMIT or TX_ABORT not signed by the key of the
+    session that owns the transaction (IllegalOperationError; nothing changes)."""
+    if not store._sealer.enabled:
+        return
+    if r.op is Op.TX_COMMIT and len(r.digests) != len(r.stages):
+        raise BadParameterError(
+            f"a TX_COMMIT of transaction {r.query!r} carries no stage digests: the store's "
+            "namespace has a key"
+        )
+    op, topics, signed = tx_signed(r.op, r.stages, r.digests)
+    check_proof(r.proof, op, topics, r.query, r.epoch, signed)
+
+
 def _check_staged(log: ChannelLog, r: TxCommitRequest) -> None:
-    """Refuse a commit whose stages are not all staged whole (before the commit point)."""
+    """Refuse a commit whose stages are not all staged whole, or (with digests) not what
+    the session staged (before the commit point)."""
     where = f"transaction {r.query!r} epoch {r.epoch}"
     with log.read(f"checking the staged chunks of {where}") as db:
         for topic, stage, chunks in r.stages:
@@ -74,6 +102,11 @@ def _check_staged(log: ChannelLog, r: TxCommitRequest) -> None:
                     f"cannot commit {where}: stage {stage!r} of topic {topic!r} has "
                     f"{int(row[0])} of its {chunks} chunks staged (transaction rolled back)"
                 )
+    if r.digests:
+        staging = staging_of(log)
+        for (topic, stage, chunks), digest in zip(r.stages, r.digests, strict=True):
+            tid, _ = log._topic(topic)
+            staging._check_digests(tid, where, r.query, r.epoch, [(stage, chunks)], [digest])
 
 
 def _apply(
@@ -114,6 +147,7 @@ def on_tx_commit(store: Store, call: _Call[TxCommitRequest]) -> None:
     """TX_COMMIT: check, write the commit record (the commit point), apply, push live."""
     r = call.request
     _one_store(store)
+    _check_owner(store, r)
     service = store.durables
     acks = service.take_enlisted(r.query, r.epoch)  # raises if one is no longer held
     _check_staged(store.log, r)
@@ -150,6 +184,7 @@ def on_tx_abort(store: Store, call: _Call[TxAbortRequest]) -> None:
     """TX_ABORT: drop the transaction's staged chunks and enlisted acknowledgements."""
     r = call.request
     _one_store(store)
+    _check_owner(store, r)
     with store.log.read("looking up a transaction") as db:
         recorded = db.execute(
             "SELECT 1 FROM durable_transactions WHERE query = ? AND epoch = ?", (r.query, r.epoch)

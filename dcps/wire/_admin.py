@@ -41,6 +41,7 @@ __all__ = [
     "GroupReset",
     "GroupsReport",
     "MemberReport",
+    "ReportList",
     "ResetGroupRequest",
     "StoreStatus",
     "StoreStatusRequest",
@@ -267,6 +268,30 @@ def build_report(cls: type[Any], data: Any, what: str) -> Any:
         raise BadParameterError(f"malformed {what} report: {exc}") from None
 
 
+class ReportList:
+    """Base of the answers that carry a list of reports as one JSON document.
+
+    A subclass is an attrs class whose one field is the tuple of reports;
+    ``report`` is the class of those (its ``of`` reads one from its JSON form) and
+    ``answer_to`` the request kind a malformed reply is named by.
+    """
+
+    report: ClassVar[Any]
+    answer_to: ClassVar[str]
+
+    def reports(self) -> tuple[Any, ...]:
+        """The reports this answer carries."""
+        return attrs.astuple(self, recurse=False)[0]  # type: ignore[arg-type, no-any-return]
+
+    def to_wire(self, client: str, request_id: int) -> Reply:
+        return blob_reply(client, request_id, [attrs.asdict(x) for x in self.reports()])
+
+    @classmethod
+    def from_wire(cls, r: Reply) -> Self:
+        reports = tuple(cls.report.of(d) for d in read_document(r, cls.answer_to))
+        return cls(reports)  # type: ignore[call-arg]
+
+
 @attrs.frozen
 class ChannelReport:
     """One channel of a topic: head, tail (-1: empty), stored count and time range (ns)."""
@@ -311,17 +336,12 @@ class TopicReport:
 
 
 @attrs.frozen
-class TopicsReport:
+class TopicsReport(ReportList):
     """The answer to DESCRIBE_TOPICS."""
 
+    report: ClassVar[Any] = TopicReport
+    answer_to: ClassVar[str] = "DESCRIBE_TOPICS"
     topics: tuple[TopicReport, ...]
-
-    def to_wire(self, client: str, request_id: int) -> Reply:
-        return blob_reply(client, request_id, [attrs.asdict(t) for t in self.topics])
-
-    @classmethod
-    def from_wire(cls, r: Reply) -> Self:
-        return cls(tuple(TopicReport.of(t) for t in read_document(r, "DESCRIBE_TOPICS")))
 
 
 @attrs.frozen
@@ -387,17 +407,12 @@ class GroupReport:
 
 
 @attrs.frozen
-class GroupsReport:
+class GroupsReport(ReportList):
     """The answer to DESCRIBE_GROUPS."""
 
+    report: ClassVar[Any] = GroupReport
+    answer_to: ClassVar[str] = "DESCRIBE_GROUPS"
     groups: tuple[GroupReport, ...]
-
-    def to_wire(self, client: str, request_id: int) -> Reply:
-        return blob_reply(client, request_id, [attrs.asdict(g) for g in self.groups])
-
-    @classmethod
-    def from_wire(cls, r: Reply) -> Self:
-        return cls(tuple(GroupReport.of(g) for g in read_document(r, "DESCRIBE_GROUPS")))
 
 
 @attrs.frozen

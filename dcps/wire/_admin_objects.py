@@ -23,7 +23,7 @@ import attrs
 
 from idl._errors import BadParameterError
 
-from ._admin import ResetGroupRequest, blob_reply, build_report, read_document
+from ._admin import ReportList, ResetGroupRequest, build_report
 from ._codes import Op
 from ._limits import check_wire_name
 from ._messages import Reply, Request
@@ -248,17 +248,12 @@ class DurableReport:
 
 
 @attrs.frozen
-class DurablesReport:
+class DurablesReport(ReportList):
     """The answer to DESCRIBE_DURABLES."""
 
+    report: ClassVar[Any] = DurableReport
+    answer_to: ClassVar[str] = "DESCRIBE_DURABLES"
     durables: tuple[DurableReport, ...]
-
-    def to_wire(self, client: str, request_id: int) -> Reply:
-        return blob_reply(client, request_id, [attrs.asdict(d) for d in self.durables])
-
-    @classmethod
-    def from_wire(cls, r: Reply) -> Self:
-        return cls(tuple(DurableReport.of(d) for d in read_document(r, "DESCRIBE_DURABLES")))
 
 
 # -- queues ------------------------------------------------------------------------------------
@@ -343,17 +338,12 @@ class QueueReport:
 
 
 @attrs.frozen
-class QueuesReport:
+class QueuesReport(ReportList):
     """The answer to DESCRIBE_QUEUES."""
 
+    report: ClassVar[Any] = QueueReport
+    answer_to: ClassVar[str] = "DESCRIBE_QUEUES"
     queues: tuple[QueueReport, ...]
-
-    def to_wire(self, client: str, request_id: int) -> Reply:
-        return blob_reply(client, request_id, [attrs.asdict(q) for q in self.queues])
-
-    @classmethod
-    def from_wire(cls, r: Reply) -> Self:
-        return cls(tuple(QueueReport.of(q) for q in read_document(r, "DESCRIBE_QUEUES")))
 
 
 # -- maps ---------------------------------------------------------------------------------------
@@ -404,21 +394,19 @@ class MapReport:
     dropped_revision: int
     history: int
 
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> MapReport:
+        """From its JSON form."""
+        return build_report(cls, data, "map")  # type: ignore[no-any-return]
+
 
 @attrs.frozen
-class MapsReport:
+class MapsReport(ReportList):
     """The answer to DESCRIBE_MAPS."""
 
+    report: ClassVar[Any] = MapReport
+    answer_to: ClassVar[str] = "DESCRIBE_MAPS"
     maps: tuple[MapReport, ...]
-
-    def to_wire(self, client: str, request_id: int) -> Reply:
-        return blob_reply(client, request_id, [attrs.asdict(m) for m in self.maps])
-
-    @classmethod
-    def from_wire(cls, r: Reply) -> Self:
-        return cls(
-            tuple(build_report(MapReport, m, "map") for m in read_document(r, "DESCRIBE_MAPS"))
-        )
 
 
 AdminObjectRequest = (

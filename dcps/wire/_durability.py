@@ -7,6 +7,8 @@ service that starts late aligns with the others), in some partitions, after
 a cursor. Each service answers on the client's reply partition with a
 :class:`HistoryPage`: up to ``count`` :class:`StoredSample` records in the
 reply's blob, and the cursor to ask from next (``more`` says whether to).
+The blob holds the records by column (:func:`encode_samples`), so that a
+late joiner decodes 100 k of them in a few C calls (:func:`decode_columns`).
 
 Records are identified as DDS identifies a sample: the writer's GUID and
 its source timestamp, plus a CRC-32 of the serialised payload (Cyclone's
@@ -16,9 +18,13 @@ with the same timestamp *and* bytes are taken to be the same sample).
 
 from __future__ import annotations
 
+import array
+import operator
 import struct
+import sys
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Sequence
+from itertools import accumulate, repeat
 from typing import Any, ClassVar, NamedTuple, Self
 
 import attrs
@@ -37,8 +43,11 @@ __all__ = [
     "MAX_HISTORY_PAGE_BYTES",
     "HistoryFetchRequest",
     "HistoryPage",
+    "PageColumns",
     "SampleIdentity",
     "StoredSample",
+    "decode_columns",
+    "decode_page",
     "decode_samples",
     "durability_partition",
     "encode_samples",
@@ -58,8 +67,6 @@ MAX_HISTORY_PARTITIONS = 64
 FLAG_DISPOSES = 1  # the sample is a write_dispose (valid data, instance disposed)
 FLAG_DISPOSED = 2  # the instance is disposed (by this sample or a later dispose)
 FLAG_PERSISTENT = 4  # the topic's writers are PERSISTENT (the sample goes to disk)
-
-_HEAD = struct.Struct("<16sqqIBHHHI")
 
 #: (writer GUID, source timestamp ns, CRC-32 of the payload): one sample, wherever it came from.
 SampleIdentity = tuple[bytes, int, int]
@@ -113,7 +120,8 @@ def matched_services(request_writer: Any) -> set[str]:
 class StoredSample(NamedTuple):
     """One sample a durability service keeps: where it belongs, who wrote it, and its bytes.
 
-    A named tuple: a late joiner decodes one per stored sample, so it must be cheap.
+    A named tuple, cheap to build: alignment between services decodes one per stored
+    sample (a late joiner reads a page by column instead, :class:`PageColumns`).
     """
 
     topic: str
@@ -151,54 +159,239 @@ def payload_crc(payload: bytes) -> int:
     return zlib.crc32(payload)
 
 
-def encode_samples(samples: Iterable[StoredSample]) -> bytes:
-    """The records of a page, as one blob."""
-    out = bytearray()
-    for s in samples:
-        topic, partition = s.topic.encode(), s.partition.encode()
-        out += _HEAD.pack(
-            s.writer.ljust(16, b"\0")[:16],
-            s.timestamp,
-            s.seq,
-            s.flags,
-            0,
-            len(topic),
-            len(partition),
-            len(s.key),
-            len(s.payload),
-        )
-        out += topic + partition + s.key + s.payload
+#: A page's blob starts with this and the table sizes (see :func:`encode_samples`).
+_PAGE = struct.Struct("<4sIIII")
+_MAGIC = b"DHP2"
+_NAME = struct.Struct("<H")
+_KEY = struct.Struct("<I")
+_GUID = 16
+_get = operator.itemgetter
+_TOPIC, _PARTITION, _KEYS, _WRITER, _TS, _SEQ, _FLAGS, _PAYLOAD = (_get(i) for i in range(8))
+
+
+def _column(code: str, values: Iterable[int]) -> bytes:
+    column = array.array(code, list(values))  # from a list: 5x faster than from an iterator
+    if sys.byteorder == "big":
+        column.byteswap()
+    return column.tobytes()
+
+
+def encode_samples(samples: Sequence[StoredSample]) -> bytes:
+    """The records of a page, as one blob, by column (a reader decodes it in bulk).
+
+    Layout (little-endian): ``"DHP2"``, the record count and the sizes of three
+    tables (names, writers, keys); the names (u16 length + UTF-8: topics and
+    partitions), the 16-byte writer GUIDs, the keys (u32 length + bytes); zero
+    padding to a multiple of 8; then per record, column after column: source
+    timestamp and service seq (i64), topic, partition, writer and key (u32
+    indexes into the tables), flags, CRC-32 of the payload and payload size
+    (u32); then the payloads back to back. A page of no records is empty.
+    """
+    n = len(samples)
+    if not n:
+        return b""
+    topics = list(map(_TOPIC, samples))
+    partitions = list(map(_PARTITION, samples))
+    writers = list(map(_WRITER, samples))
+    if set(map(len, writers)) != {_GUID}:  # GUIDs are 16 bytes; anything else is padded/cut
+        writers = [w.ljust(_GUID, b"\0")[:_GUID] for w in writers]
+    keys = list(map(_KEYS, samples))
+    payloads = list(map(_PAYLOAD, samples))
+    names = {name: i for i, name in enumerate(dict.fromkeys(topics + partitions))}
+    guids = {w: i for i, w in enumerate(dict.fromkeys(writers))}
+    key_table = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    out = bytearray(_PAGE.pack(_MAGIC, n, len(names), len(guids), len(key_table)))
+    for name in names:
+        raw = name.encode()
+        out += _NAME.pack(len(raw)) + raw
+    out += b"".join(guids)
+    for k in key_table:
+        out += _KEY.pack(len(k)) + k
+    out += bytes(-len(out) % 8)
+    out += _column("q", map(_TS, samples))
+    out += _column("q", map(_SEQ, samples))
+    out += _column("I", map(names.__getitem__, topics))
+    out += _column("I", map(names.__getitem__, partitions))
+    out += _column("I", map(guids.__getitem__, writers))
+    out += _column("I", map(key_table.__getitem__, keys))
+    out += _column("I", map(_FLAGS, samples))
+    out += _column("I", map(payload_crc, payloads))
+    out += _column("I", map(len, payloads))
+    out += b"".join(payloads)
     return bytes(out)
 
 
-def decode_samples(blob: bytes) -> Iterator[StoredSample]:
+class PageColumns:
+    """The records of a page, column by column (lists, built in C): what a late joiner
+    files 100 k of without a Python object per record. ``payload_region`` is the
+    payloads' span in ``blob`` (back to back, ``sizes`` long each)."""
+
+    __slots__ = (
+        "blob",
+        "crcs",
+        "flags",
+        "keys",
+        "partitions",
+        "payload_region",
+        "seqs",
+        "sizes",
+        "timestamps",
+        "topics",
+        "writers",
+    )
+
+    def __init__(
+        self,
+        topics: list[str],
+        partitions: list[str],
+        keys: list[bytes],
+        writers: list[bytes],
+        timestamps: list[int],
+        seqs: list[int],
+        flags: list[int],
+        crcs: list[int],
+        sizes: list[int],
+        blob: bytes,
+        payload_region: tuple[int, int],
+    ) -> None:
+        self.topics = topics
+        self.partitions = partitions
+        self.keys = keys
+        self.writers = writers
+        self.timestamps = timestamps
+        self.seqs = seqs
+        self.flags = flags
+        self.crcs = crcs
+        self.sizes = sizes
+        self.blob = blob
+        self.payload_region = payload_region
+
+    def __len__(self) -> int:
+        return len(self.timestamps)
+
+    @property
+    def payloads(self) -> list[bytes]:
+        """Each record's serialised sample (its own bytes)."""
+        start = self.payload_region[0]
+        ends = list(accumulate(self.sizes, initial=start))
+        return list(map(self.blob.__getitem__, map(slice, ends, ends[1:])))
+
+    def records(self) -> list[StoredSample]:
+        """The records as :class:`StoredSample` values."""
+        return list(
+            map(
+                tuple.__new__,
+                repeat(StoredSample),
+                zip(
+                    self.topics,
+                    self.partitions,
+                    self.keys,
+                    self.writers,
+                    self.timestamps,
+                    self.seqs,
+                    self.flags,
+                    self.payloads,
+                    strict=True,
+                ),
+            )
+        )
+
+    def select(self, indexes: list[int]) -> PageColumns:
+        """The records at ``indexes``, in that order (their payloads copied out)."""
+        payloads = self.payloads
+        chosen = [payloads[i] for i in indexes]
+
+        def pick(column: list[Any]) -> list[Any]:
+            return list(map(column.__getitem__, indexes))
+
+        return PageColumns(
+            pick(self.topics),
+            pick(self.partitions),
+            pick(self.keys),
+            pick(self.writers),
+            pick(self.timestamps),
+            pick(self.seqs),
+            pick(self.flags),
+            pick(self.crcs),
+            pick(self.sizes),
+            b"".join(chosen),
+            (0, sum(map(len, chosen))),
+        )
+
+
+_EMPTY = PageColumns([], [], [], [], [], [], [], [], [], b"", (0, 0))
+
+
+def decode_columns(blob: bytes) -> PageColumns:
+    """The records of a page's blob by column; :class:`BadParameterError` if malformed."""
+    end = len(blob)
+    if not end:
+        return _EMPTY
+    if end < _PAGE.size:
+        raise BadParameterError("a history page ends inside its header")
+    magic, n, n_names, n_writers, n_keys = _PAGE.unpack_from(blob)
+    if magic != _MAGIC:
+        raise BadParameterError(f"a history page starts with {magic!r}, not {_MAGIC!r}")
+    at = _PAGE.size
+    names: list[str] = []
+    for _ in range(n_names):
+        if at + _NAME.size > end:
+            raise BadParameterError("a history page ends inside its name table")
+        (size,) = _NAME.unpack_from(blob, at)
+        at += _NAME.size
+        names.append(_text(blob[at : at + size]))
+        at += size
+    if at + n_writers * _GUID > end:
+        raise BadParameterError("a history page ends inside its writer table")
+    guids = [blob[i : i + _GUID] for i in range(at, at + n_writers * _GUID, _GUID)]
+    at += n_writers * _GUID
+    key_table: list[bytes] = []
+    for _ in range(n_keys):
+        if at + _KEY.size > end:
+            raise BadParameterError("a history page ends inside its key table")
+        (size,) = _KEY.unpack_from(blob, at)
+        at += _KEY.size
+        key_table.append(blob[at : at + size])
+        at += size
+    at += -at % 8
+    if at + n * 44 > end:
+        raise BadParameterError("a history page ends inside a record column")
+    columns: list[list[int]] = []
+    for code, width in (("q", 8), ("q", 8), *(("I", 4),) * 7):
+        raw = array.array(code, blob[at : at + n * width])
+        if sys.byteorder == "big":
+            raw.byteswap()
+        columns.append(raw.tolist())
+        at += n * width
+    ts, seqs, topic_ix, partition_ix, writer_ix, key_ix, flags, crcs, sizes = columns
+    if sum(sizes) != end - at:
+        raise BadParameterError("a history page ends inside a record's payload")
+    for column, table, what in (
+        (topic_ix, names, "topic"),
+        (partition_ix, names, "partition"),
+        (writer_ix, guids, "writer"),
+        (key_ix, key_table, "key"),
+    ):
+        if n and max(column) >= len(table):
+            raise BadParameterError(f"a history page names a {what} beyond its table")
+    return PageColumns(
+        list(map(names.__getitem__, topic_ix)),
+        list(map(names.__getitem__, partition_ix)),
+        list(map(key_table.__getitem__, key_ix)),
+        list(map(guids.__getitem__, writer_ix)),
+        ts,
+        seqs,
+        flags,
+        crcs,
+        sizes,
+        blob,
+        (at, end),
+    )
+
+
+def decode_samples(blob: bytes) -> list[StoredSample]:
     """The records of a page's blob; :class:`BadParameterError` if it is malformed."""
-    at, end = 0, len(blob)
-    unpack, head = _HEAD.unpack_from, _HEAD.size
-    names: dict[bytes, str] = {}  # a page holds few distinct topic and partition names
-    new = tuple.__new__
-    while at < end:
-        if end - at < head:
-            raise BadParameterError("a history page ends inside a record header")
-        writer, ts, seq, flags, _, lt, lp, lk, ln = unpack(blob, at)
-        at += head
-        stop = at + lt + lp + lk + ln
-        if stop > end:
-            raise BadParameterError("a history page ends inside a record")
-        raw_topic = blob[at : at + lt]
-        topic = names.get(raw_topic)
-        if topic is None:
-            topic = names[raw_topic] = _text(raw_topic)
-        at += lt
-        raw_partition = blob[at : at + lp]
-        partition = names.get(raw_partition)
-        if partition is None:
-            partition = names[raw_partition] = _text(raw_partition)
-        at += lp
-        key = blob[at : at + lk]
-        payload = blob[at + lk : stop]
-        at = stop
-        yield new(StoredSample, (topic, partition, key, writer, ts, seq, flags, payload))
+    return decode_columns(blob).records()
 
 
 def _text(raw: bytes) -> str:
@@ -292,3 +485,8 @@ class HistoryPage:
             bool(reply.flag),
             reply.text,
         )
+
+
+def decode_page(reply: Reply) -> tuple[PageColumns, int, bool, str]:
+    """A :class:`HistoryPage` reply by column: (records, cursor, more, service)."""
+    return decode_columns(bytes(reply.blob)), int(reply.number), bool(reply.flag), reply.text

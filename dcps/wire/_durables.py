@@ -36,7 +36,9 @@ TEMPORARY_TOPIC (27)     topic (named :data:`TEMPORARY_TOPIC_PREFIX` ...), flag 
                          member = the subscriber id a GRANT lets consume
 DURABLE_TX_ACK (28)      as DURABLE_ACK, text = transaction query, number = epoch
 TX_COMMIT (29)           group = transaction query, number = epoch, blob = the
-                         stages as JSON ``[[topic, stage, chunks], ...]``
+                         stages as JSON ``[[topic, stage, chunks(, digest)], ...]``,
+                         text = the transaction key's proof (with a namespace key:
+                         :func:`tx_signed`)
 TX_ABORT (30)            the same as TX_COMMIT
 =======================  =====================================================
 """
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from typing import ClassVar, Self
 
 import attrs
@@ -62,6 +65,7 @@ __all__ = [
     "MAX_DURABLE_POLL",
     "MAX_DURABLE_WAIT_MS",
     "MAX_DURABLE_WINDOW",
+    "MAX_TX_PROOF",
     "MAX_TX_STAGES",
     "TEMPORARY_TOPIC_PREFIX",
     "AckStatus",
@@ -88,6 +92,7 @@ __all__ = [
     "TxCommitRequest",
     "TxCommitted",
     "to_runs",
+    "tx_signed",
 ]
 
 #: Log group name prefix of a durable's floors, and the group its subscribers' secrets are
@@ -761,6 +766,24 @@ class DurableTxAckRequest(DurableAckRequest):
 
 #: Most (topic, stage) entries one transaction commits.
 MAX_TX_STAGES = 4096
+#: Longest proof text of a TX_COMMIT or TX_ABORT (``_auth_stage.py``'s proofs).
+MAX_TX_PROOF = 2048
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def tx_signed(
+    op: Op, stages: tuple[tuple[str, str, int], ...], digests: tuple[str, ...]
+) -> tuple[str, str, list[tuple[str, int, str]]]:
+    """What a transaction's proof signs (``_auth_stage.QueryKey.prove``, ``check_proof``):
+    the operation, its topics and every stage as ``topic NUL stage`` with its chunk count
+    and digest (none for TX_ABORT). A transaction is named ``<query>~<fingerprint>`` of
+    its session's key, so only the session that made it can commit or abort it."""
+    name = "tx-commit" if op is Op.TX_COMMIT else "tx-abort"
+    topics = ",".join(sorted({t for t, _, _ in stages}))
+    signed = [
+        (f"{t}\x00{s}", n, digests[i] if digests else "") for i, (t, s, n) in enumerate(stages)
+    ]
+    return name, topics, signed
 
 
 @attrs.frozen
@@ -773,15 +796,23 @@ class TxCommitRequest:
     query: str
     epoch: int
     stages: tuple[tuple[str, str, int], ...] = ()
+    #: per stage, the SHA-256 of its chunks (``_auth_stage.StageDigest``; with a key)
+    digests: tuple[str, ...] = ()
+    #: the transaction key's signature of :func:`tx_signed` (with a key)
+    proof: str = ""
 
     def to_wire(self, client: str, request_id: int) -> Request:
+        stages = [
+            [*s, self.digests[i]] if self.digests else list(s) for i, s in enumerate(self.stages)
+        ]
         return Request(
             client=client,
             request_id=request_id,
             op=self.op,
             group=self.query,
             number=self.epoch,
-            blob=json.dumps([list(s) for s in self.stages]).encode(),
+            blob=json.dumps(stages).encode(),
+            text=self.proof,
         )
 
     @classmethod
@@ -796,17 +827,26 @@ class TxCommitRequest:
             raise BadParameterError("request field 'blob' is not the stages' JSON") from None
         if not isinstance(raw, list) or len(raw) > MAX_TX_STAGES:
             raise BadParameterError(f"a transaction names a list of <= {MAX_TX_STAGES} stages")
+        if len(r.text) > MAX_TX_PROOF:
+            raise BadParameterError(f"a transaction's proof has at most {MAX_TX_PROOF} characters")
         stages = []
+        digests = []
         for entry in raw:
             if not (
                 isinstance(entry, list)
-                and len(entry) == 3
+                and len(entry) in (3, 4)
                 and isinstance(entry[0], str)
                 and isinstance(entry[1], str)
                 and isinstance(entry[2], int)
                 and not isinstance(entry[2], bool)
+                and (len(entry) == 3 or (isinstance(entry[3], str) and _DIGEST.fullmatch(entry[3])))
             ):
-                raise BadParameterError(f"a stage is [topic, stage, chunks], not {entry!r}")
+                raise BadParameterError(
+                    f"a stage is [topic, stage, chunks] or [topic, stage, chunks, sha-256 hex], "
+                    f"not {entry!r}"
+                )
+            if len(entry) == 4:
+                digests.append(entry[3])
             stages.append(
                 (
                     check_wire_name("stage topic", entry[0]),
@@ -816,7 +856,9 @@ class TxCommitRequest:
             )
         if len(set((t, s) for t, s, _ in stages)) != len(stages):
             raise BadParameterError("a transaction names a (topic, stage) twice")
-        return cls(query, epoch, tuple(stages))
+        if digests and len(digests) != len(stages):
+            raise BadParameterError("a transaction gives a digest for every stage or for none")
+        return cls(query, epoch, tuple(stages), tuple(digests), r.text)
 
 
 @attrs.frozen

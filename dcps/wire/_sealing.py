@@ -41,6 +41,7 @@ from ._auth import (
     UNAUTHENTICATED_WARNING,
     AuthenticationError,
     Authenticator,
+    Body,
     DropReason,
     RateLimitedLog,
 )
@@ -77,6 +78,9 @@ KIND_MAP_CHANGE: Final = "map_change"
 _REQUEST_KINDS = {int(op): f"request/{op.name.lower()}" for op in Op}
 #: Distinct announcements (verified or refused) remembered, so re-reading one costs nothing.
 _ANNOUNCEMENT_MEMORY = 1024
+_CDR_LE: Final = b"\x00\x01\x00\x00"  # the XCDR1 little-endian header, no options
+_NO_AUTH: Final = bytes(4)  # an empty ``auth`` (a zero length): how a body ends
+_PADDING: Final = tuple(bytes(n) for n in range(4))
 
 
 class _FromEnvironment(enum.Enum):
@@ -138,13 +142,15 @@ def _body(message: Any) -> bytes:
         message.auth = trailer
 
 
-def _received_body(message: Any) -> bytes:
-    """:func:`_body` of a message taken from DDS, cut from its CDR bytes when it kept them.
+def _received_body(message: Any) -> Body:
+    """:func:`_body` of a message taken from DDS, in place in its CDR bytes when it kept them.
 
     ``auth`` is the last field: a uint32 length then its octets (then, when
-    the writer padded the sample to 4 bytes, padding), so the body is the
-    bytes before that length, then a zero length. (Without this fast path the
-    receiver serialises the sample again: ~20 us per message.)
+    the writer padded the sample to 4 bytes, padding), so the body is an
+    unpadded CDR header, the bytes before that length, then a zero length:
+    three parts, the middle one a view of the received bytes (no copy).
+    (Without this fast path the receiver serialises the sample again: ~20 us
+    per message.)
     """
     wire: bytes | None = getattr(message, "_wire", None)
     auth: bytes = message.auth
@@ -157,15 +163,19 @@ def _received_body(message: Any) -> bytes:
                 and wire[start:end] == auth
                 and int.from_bytes(wire[start - 4 : start], "little") == n
             ):
-                return b"\x00\x01\x00\x00" + wire[4 : start - 4] + bytes(4)
+                return (_CDR_LE, memoryview(wire)[4 : start - 4], _NO_AUTH)
     return _body(message)
 
 
 def _wire(body: bytes, trailer: bytes) -> bytes | None:
-    """The XCDR1 bytes of a message whose :func:`_body` is ``body``, ``auth`` set to ``trailer``."""
-    if body[:2] != b"\x00\x01" or body[-4:] != bytes(4):
+    """The XCDR1 bytes of a message whose :func:`_body` is ``body``, ``auth`` set to
+    ``trailer``, zero-padded to a multiple of 4 bytes as writers send samples (one copy
+    of the body; the writer sends these bytes as they are)."""
+    if body[:2] != b"\x00\x01" or body[-4:] != _NO_AUTH:
         return None
-    return body[:-4] + len(trailer).to_bytes(4, "little") + trailer
+    n = len(trailer)
+    pad = _PADDING[-(len(body) + n) % 4]
+    return b"".join((memoryview(body)[:-4], n.to_bytes(4, "little"), trailer, pad))
 
 
 class Sealer:
@@ -248,7 +258,7 @@ class Sealer:
         if self.auth is None:
             return None
         request.auth = b""
-        body = _body(request)
+        body = bytes(request.serialize())  # what the tag covers (see _body)
         request.auth = self.auth.seal(
             request_kind(request.op), request.client, body, incarnation=incarnation, member=member
         )
@@ -313,7 +323,7 @@ class Sealer:
         if self.auth is None:
             return None
         reply.auth = b""
-        body = _body(reply)
+        body = bytes(reply.serialize())  # what the tag covers (see _body)
         reply.auth = self.auth.seal(KIND_REPLY, incarnation, body, incarnation=incarnation)
         return _wire(body, reply.auth)
 
@@ -418,7 +428,7 @@ class Sealer:
         if self.auth is None:
             return None
         push.auth = b""
-        body = _body(push)
+        body = bytes(push.serialize())  # what the tag covers (see _body)
         push.auth = self.auth.seal(kind, sender, body, incarnation=incarnation)
         return _wire(body, push.auth)
 

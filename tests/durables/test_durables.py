@@ -217,8 +217,17 @@ class TestStandardAndAnonymous:
         durables.publish(topic, range(3))
         assert first.receive(TIMEOUT).value.seq == 0
         second = durables.sub(topic, "st", kind=DurableKind.STANDARD, window=5)
+        buffered: list[int] = []  # what the first had fetched before it heard of the takeover
+
+        def closed() -> bool:
+            element = _try(first)
+            if element is not None:
+                buffered.append(element.value.seq)
+            return False  # only the takeover's error ends the wait
+
         with pytest.raises(AlreadyClosedError, match="taken over"):
-            eventually(lambda: _try(first))
+            eventually(closed)
+        assert set(buffered) <= {1, 2}
         got = [second.receive(TIMEOUT) for _ in range(3)]
         assert seqs(got) == [0, 1, 2]
         assert got[0].redelivery_count == 1

@@ -1,13 +1,14 @@
 """Redelivery counts survive a kill -9 of the store (persistent durables and queues).
 
-The store writes how often each unacknowledged element was delivered, in the
-store round that delivered it; after a restart the count goes on from there
-instead of starting over at 0.
+The store writes, in the store round that delivered, per channel the highest
+offset delivered and the count of each element delivered twice or more; after
+a restart the count goes on from there instead of starting over at 0.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -79,17 +80,37 @@ def test_durable_rolled_back_twice_comes_back_with_count_3_after_kill_9(
         store.kill()
 
 
+def _rows(data: Path, sql: str, name: str) -> list[tuple[int, ...]]:
+    """Rows of ``sql`` (one ``?``: the durable's name) read from the store file."""
+    db = sqlite3.connect(data / "channels.db")
+    try:
+        return [tuple(int(v) for v in row) for row in db.execute(sql, (name,))]
+    finally:
+        db.close()
+
+
+def _counts(data: Path, name: str) -> list[tuple[int, ...]]:
+    return sorted(
+        _rows(data, 'SELECT "offset", times FROM durable_deliveries WHERE name = ?', name)
+    )
+
+
+def _delivered(data: Path, name: str) -> list[tuple[int, ...]]:
+    return _rows(data, 'SELECT channel, "offset" FROM durable_delivered WHERE name = ?', name)
+
+
 def test_acknowledged_elements_leave_no_count_behind(
     tmp_path: Path, domain_id: int, topic_name: str
 ) -> None:
     """An element rolled back then acknowledged keeps no count: the file has no row for
-    it after the store wrote the round (nothing left to redeliver, nothing counted)."""
-    import sqlite3
-
+    it after the store wrote the round (nothing left to redeliver, nothing counted).
+    Elements delivered once have no row of their own: the channel's highest delivered
+    offset says they went out."""
     namespace = f"rc_{uuid.uuid4().hex[:8]}"
     kw = {"domain_id": domain_id, "namespace": namespace}
     store = StoreProcess(tmp_path / "store", domain_id, namespace)
     topic = ChannelledTopic(topic_name, Msg, channel_count=1)
+    data = tmp_path / "store"
     try:
         with DurableSubscriber(topic, "clean", window=4, **kw) as sub:
             with ChannelPublisher(topic, **kw) as pub:
@@ -101,23 +122,54 @@ def test_acknowledged_elements_leave_no_count_behind(
             sub.rollback(got[2])
             again = sub.receive(TIMEOUT)
             assert (again.offset, again.redelivery_count) == (2, 1)
-
-            def rows() -> list[tuple[int, int]]:
-                db = sqlite3.connect(tmp_path / "store" / "channels.db")
-                try:
-                    return [
-                        (int(o), int(n))
-                        for o, n in db.execute(
-                            'SELECT "offset", times FROM durable_deliveries WHERE name = ?',
-                            ("clean",),
-                        )
-                    ]
-                finally:
-                    db.close()
-
-            eventually(lambda: sorted(rows()) == [(0, 1), (1, 1), (2, 2), (3, 1)])
+            eventually(lambda: _counts(data, "clean") == [(2, 2)] and _delivered(data, "clean"))
+            assert _delivered(data, "clean") == [(0, 3)]
             sub.ack([got[0], got[1], again, got[3]])
-            eventually(lambda: rows() == [], what="the counts of acknowledged elements deleted")
+            eventually(
+                lambda: _counts(data, "clean") == [],
+                what="the counts of acknowledged elements deleted",
+            )
+    finally:
+        store.kill()
+
+
+def test_first_deliveries_write_no_count_and_come_back_once_redelivered_after_kill_9(
+    tmp_path: Path, domain_id: int, topic_name: str
+) -> None:
+    """Two elements delivered once (count 0), held at a store SIGKILL after the round that
+    delivered them was written: no count row was written for them, and after the restart
+    both come back with redelivery count 1; an element never delivered still comes with 0."""
+    namespace = f"rc_{uuid.uuid4().hex[:8]}"
+    kw = {"domain_id": domain_id, "namespace": namespace}
+    data = tmp_path / "store"
+    store = StoreProcess(data, domain_id, namespace)
+    topic = ChannelledTopic(topic_name, Msg, channel_count=1)
+    try:
+        sub: DurableSubscriber[Msg] = DurableSubscriber(
+            topic, "once", window=2, request_timeout=timedelta(seconds=2), **kw
+        )
+        with sub:
+            with ChannelPublisher(topic, **kw) as pub:
+                futures = [pub.publish(Msg(0, s)) for s in range(3)]
+                pub.flush()
+                for f in futures:
+                    assert f.result(TIMEOUT) is not None
+            first = [sub.receive(TIMEOUT) for _ in range(2)]
+            assert [(e.offset, e.redelivery_count) for e in first] == [(0, 0), (1, 0)]
+            eventually(
+                lambda: _delivered(data, "once") == [(0, 1)],
+                what="the highest delivered offset written",
+            )
+            assert _counts(data, "once") == []  # a first delivery writes no row of its own
+            store.restart()  # SIGKILL, then a new store process on the same files
+            again = _receive_after_restart(sub)
+            assert (again.offset, again.redelivery_count, again.redelivered) == (0, 1, True)
+            second = sub.receive(TIMEOUT)
+            assert (second.offset, second.redelivery_count) == (1, 1)
+            sub.ack([again, second])
+            third = sub.receive(TIMEOUT)
+            assert (third.offset, third.redelivery_count, third.redelivered) == (2, 0, False)
+            third.ack()
     finally:
         store.kill()
 
@@ -158,15 +210,15 @@ def test_queue_redelivery_count_survives_kill_9(tmp_path: Path, domain_id: int) 
 
 
 def test_a_version_8_file_gains_the_delivery_counts(tmp_path: Path) -> None:
-    """Migration 8 -> 9: ``durable_deliveries`` is created and ``queue_elements`` gains
-    ``deliveries`` (0 for the elements already there); the file says version 9."""
-    import sqlite3
-
+    """Migration 8 -> 9 (and on): ``durable_deliveries`` is created and ``queue_elements``
+    gains ``deliveries`` (0 for the elements already there); the file says the current
+    version."""
     from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog
 
     ChannelLog.in_dir(tmp_path).close()
     db = sqlite3.connect(tmp_path / STORE_FILE)
     db.execute("DROP TABLE durable_deliveries")
+    db.execute("DROP TABLE durable_delivered")
     db.execute("ALTER TABLE queue_elements DROP COLUMN deliveries")
     db.execute("INSERT INTO queues VALUES (1, 'q', '', 2, 0)")
     db.execute("INSERT INTO queue_elements VALUES (1, 1, x'00')")
@@ -176,10 +228,37 @@ def test_a_version_8_file_gains_the_delivery_counts(tmp_path: Path) -> None:
     ChannelLog.in_dir(tmp_path).close()
     db = sqlite3.connect(tmp_path / STORE_FILE)
     try:
-        assert FORMAT_VERSION == 9
+        assert FORMAT_VERSION >= 9
         version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
-        assert version == ("9",)
+        assert version == (str(FORMAT_VERSION),)
         assert db.execute("SELECT seq, deliveries FROM queue_elements").fetchall() == [(1, 0)]
         assert db.execute("SELECT count(*) FROM durable_deliveries").fetchone() == (0,)
+    finally:
+        db.close()
+
+
+def test_a_version_9_file_gains_the_delivered_offsets_and_keeps_its_counts(
+    tmp_path: Path,
+) -> None:
+    """Migration 9 -> 10 (and on): ``durable_delivered`` is created (empty) and the version-9 count
+    rows stay. A version-9 durable has no delivered offsets, so an element without a
+    row counts as never delivered, as version 9 read it; its rows still count."""
+    from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog
+
+    ChannelLog.in_dir(tmp_path).close()
+    db = sqlite3.connect(tmp_path / STORE_FILE)
+    db.execute("DROP TABLE durable_delivered")
+    db.execute("INSERT INTO durable_deliveries VALUES ('d', 0, 5, 1)")
+    db.execute("UPDATE dcps_format SET value = '9' WHERE key = 'version'")
+    db.commit()
+    db.close()
+    ChannelLog.in_dir(tmp_path).close()
+    db = sqlite3.connect(tmp_path / STORE_FILE)
+    try:
+        assert FORMAT_VERSION >= 10
+        version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
+        assert version == (str(FORMAT_VERSION),)
+        assert db.execute("SELECT count(*) FROM durable_delivered").fetchone() == (0,)
+        assert db.execute("SELECT * FROM durable_deliveries").fetchall() == [("d", 0, 5, 1)]
     finally:
         db.close()

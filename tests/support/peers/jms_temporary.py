@@ -1,7 +1,7 @@
 """Peer: another JMS connection around a temporary topic, in its own process.
 
-Usage: ``jms_temporary.py DOMAIN NAMESPACE own`` creates a connection (1 s
-consumer timeout, so its temporary topics' leases are 1 s) with a temporary
+Usage: ``jms_temporary.py DOMAIN NAMESPACE own [SECONDS]`` creates a connection (1 s
+consumer timeout or SECONDS, its temporary topics' leases) with a temporary
 topic and a consumer of it, prints ``topic NAME`` and waits until killed.
 ``jms_temporary.py DOMAIN NAMESPACE steal NAME`` tries, as another connection,
 to consume temporary topic NAME through the JMS API (``client-refused``),
@@ -29,7 +29,8 @@ from dcps.wire._durables import TemporaryAction
 def main() -> None:
     domain, namespace, mode = sys.argv[1:4]
     kw = {"domain_id": int(domain), "namespace": namespace}
-    connection = Connection(channel_count=1, consumer_timeout=timedelta(seconds=1), **kw)
+    lease = float(sys.argv[4]) if mode == "own" and len(sys.argv) > 4 else 1.0
+    connection = Connection(channel_count=1, consumer_timeout=timedelta(seconds=lease), **kw)
     connection.start()
     session = connection.create_topic_session()
     if mode == "own":
