@@ -15,7 +15,14 @@ from typing import Any
 import dcps
 import qos
 from dcps._history import DurableCache
-from dcps.wire._durability import FLAG_DISPOSED, FLAG_DISPOSES, StoredSample
+from dcps.wire._durability import (
+    FLAG_DISPOSED,
+    FLAG_DISPOSES,
+    PageColumns,
+    StoredSample,
+    decode_columns,
+    encode_samples,
+)
 from tests.support.qos_spec import reader_qos
 from tests.support.topic_types import Reading
 
@@ -57,6 +64,11 @@ def stored(
     sensor: int, value: float, ts: int, writer: bytes = W1, flags: int = 0, label: str = "a"
 ) -> StoredSample:
     return StoredSample("T", "", b"", writer, ts, 0, flags, payload(sensor, value, label))
+
+
+def paged(samples: list[StoredSample]) -> PageColumns:
+    """A page of stored samples as the reader gets it from a service (by column)."""
+    return decode_columns(encode_samples(list(samples)))
 
 
 def live(c: DurableCache[Reading], *rows: tuple[Any, tuple[Any, ...], int]) -> bool:
@@ -102,7 +114,7 @@ class TestLive:
     def test_a_state_of_an_instance_only_stored_changes_nothing(self) -> None:
         """Cyclone's handles name only instances filed live; history's are not among them."""
         c = cache()
-        c.file_history([stored(1, 1.0, 10)], Reading.deserialize, {W1})
+        c.file_history(paged([stored(1, 1.0, 10)]), Reading.deserialize, {W1})
         assert not live(c, state_row(1, DISPOSED))
         assert read(c) == [(1, 1.0, ALIVE)]
 
@@ -121,24 +133,28 @@ class TestHistory:
     def test_stored_samples_are_filed_once_in_timestamp_order(self) -> None:
         c = cache()
         page = [stored(1, 3.0, 30), stored(1, 1.0, 10), stored(1, 2.0, 20)]
-        assert c.file_history(page, Reading.deserialize, {W1})
-        assert not c.file_history(page, Reading.deserialize, {W1})  # another service's copy
+        assert c.file_history(paged(page), Reading.deserialize, {W1})
+        assert not c.file_history(paged(page), Reading.deserialize, {W1})  # another service's copy
         assert c.file_history(
-            [stored(1, 2.0, 20), stored(1, 4.0, 40), stored(1, 4.0, 40)], Reading.deserialize, {W1}
+            paged([stored(1, 2.0, 20), stored(1, 4.0, 40), stored(1, 4.0, 40)]),
+            Reading.deserialize,
+            {W1},
         )
         assert read(c) == [(1, v, ALIVE) for v in (1.0, 2.0, 3.0, 4.0)]
 
     def test_a_page_repeating_a_sample_files_it_once(self) -> None:
         c = cache()
-        assert c.file_history([stored(1, 1.0, 10), stored(1, 1.0, 10)], Reading.deserialize, {W1})
+        assert c.file_history(
+            paged([stored(1, 1.0, 10), stored(1, 1.0, 10)]), Reading.deserialize, {W1}
+        )
         assert read(c) == [(1, 1.0, ALIVE)]
 
     def test_a_sample_both_live_and_stored_is_filed_once(self) -> None:
         c = cache()
         live(c, live_row(1, 1.0, 10))
-        assert not c.file_history([stored(1, 1.0, 10)], Reading.deserialize, {W1})
+        assert not c.file_history(paged([stored(1, 1.0, 10)]), Reading.deserialize, {W1})
         c2 = cache()
-        c2.file_history([stored(1, 1.0, 10)], Reading.deserialize, {W1})
+        c2.file_history(paged([stored(1, 1.0, 10)]), Reading.deserialize, {W1})
         assert not live(c2, live_row(1, 1.0, 10))
         assert read(c) == read(c2) == [(1, 1.0, ALIVE)]
 
@@ -151,7 +167,7 @@ class TestHistory:
             stored(3, 3.0, 12),
             stored(4, 4.0, 13, flags=FLAG_DISPOSES | FLAG_DISPOSED),
         ]
-        assert c.file_history(page, Reading.deserialize, {W1})
+        assert c.file_history(paged(page), Reading.deserialize, {W1})
         assert read(c) == [
             (1, 1.0, DISPOSED),
             (2, 2.0, NO_WRITERS),
@@ -163,18 +179,18 @@ class TestHistory:
     def test_the_last_stored_sample_of_an_instance_decides_its_state(self) -> None:
         c = cache()
         page = [stored(1, 1.0, 10, writer=W2), stored(1, 2.0, 20, writer=W1)]
-        c.file_history(page, Reading.deserialize, {W1})
+        c.file_history(paged(page), Reading.deserialize, {W1})
         assert read(c) == [(1, 1.0, ALIVE), (1, 2.0, ALIVE)]
         c2 = cache()
         page = [stored(1, 1.0, 10, writer=W1), stored(1, 2.0, 20, writer=W2)]
-        c2.file_history(page, Reading.deserialize, {W1})
+        c2.file_history(paged(page), Reading.deserialize, {W1})
         assert read(c2) == [(1, 1.0, NO_WRITERS), (1, 2.0, NO_WRITERS)]
 
     def test_a_stored_sample_revives_a_no_writers_instance_with_its_generation(self) -> None:
         c = cache()
         live(c, live_row(1, 1.0, 5))
         live(c, state_row(1, NO_WRITERS))
-        c.file_history([stored(1, 2.0, 10)], Reading.deserialize, {W1})
+        c.file_history(paged([stored(1, 2.0, 10)]), Reading.deserialize, {W1})
         assert c.history_writers == {1: W1}
         samples = c.access(False, 10, ANY)
         assert [s.info.instance_state for s in samples] == [ALIVE, ALIVE]
@@ -191,7 +207,7 @@ class TestHistory:
             stored(2, 7.0, 70),  # newer: kept
             stored(3, 1.0, 10),  # an instance not filed live: kept
         ]
-        assert c.file_history(page, Reading.deserialize, {W1}, late=True)
+        assert c.file_history(paged(page), Reading.deserialize, {W1}, late=True)
         assert read(c) == [
             (1, 5.0, ALIVE),
             (1, 5.5, ALIVE),
@@ -199,24 +215,26 @@ class TestHistory:
             (2, 7.0, ALIVE),
             (3, 1.0, ALIVE),
         ]
-        assert not c.file_history([stored(1, 3.0, 30)], Reading.deserialize, {W1}, late=True)
+        assert not c.file_history(paged([stored(1, 3.0, 30)]), Reading.deserialize, {W1}, late=True)
 
     def test_late_history_older_than_earlier_history_is_dropped(self) -> None:
         c = cache()
-        c.file_history([stored(1, 5.0, 50)], Reading.deserialize, {W1})
-        assert not c.file_history([stored(1, 4.0, 40)], Reading.deserialize, {W1}, late=True)
-        assert c.file_history([stored(1, 4.5, 45)], Reading.deserialize, {W1})  # not late: filed
+        c.file_history(paged([stored(1, 5.0, 50)]), Reading.deserialize, {W1})
+        assert not c.file_history(paged([stored(1, 4.0, 40)]), Reading.deserialize, {W1}, late=True)
+        assert c.file_history(
+            paged([stored(1, 4.5, 45)]), Reading.deserialize, {W1}
+        )  # not late: filed
         assert [v for _, v, _ in read(c)] == [5.0, 4.5]
 
     def test_a_live_sample_older_than_history_keeps_the_newest_mark(self) -> None:
         c = cache()
-        c.file_history([stored(1, 5.0, 50)], Reading.deserialize, {W1})
+        c.file_history(paged([stored(1, 5.0, 50)]), Reading.deserialize, {W1})
         live(c, live_row(1, 1.0, 10))  # older, live: filed, but the newest stays 50
-        assert not c.file_history([stored(1, 4.0, 40)], Reading.deserialize, {W1}, late=True)
+        assert not c.file_history(paged([stored(1, 4.0, 40)]), Reading.deserialize, {W1}, late=True)
 
     def test_a_live_sample_takes_its_instance_off_the_stored_writers_watch(self) -> None:
         c = cache()
-        c.file_history([stored(1, 1.0, 10), stored(2, 2.0, 11)], Reading.deserialize, {W1})
+        c.file_history(paged([stored(1, 1.0, 10), stored(2, 2.0, 11)]), Reading.deserialize, {W1})
         assert c.history_writers == {1: W1, 2: W1}
         live(c, live_row(1, 1.5, 12))
         assert c.history_writers == {2: W1}
@@ -228,7 +246,7 @@ class TestWritersGone:
     def test_only_instances_whose_stored_writer_left_lose_their_writers(self) -> None:
         c = cache()
         page = [stored(1, 1.0, 10, writer=W1), stored(2, 2.0, 11, writer=W2)]
-        c.file_history(page, Reading.deserialize, {W1, W2})
+        c.file_history(paged(page), Reading.deserialize, {W1, W2})
         assert not c.writers_gone({W1, W2})
         assert c.writers_gone({W1})
         assert read(c) == [(1, 1.0, ALIVE), (2, 2.0, NO_WRITERS)]
@@ -240,7 +258,7 @@ class TestWritersGone:
 
     def test_a_taken_instance_is_only_forgotten(self) -> None:
         c = cache()
-        c.file_history([stored(1, 1.0, 10), stored(2, 2.0, 11)], Reading.deserialize, {W1})
+        c.file_history(paged([stored(1, 1.0, 10), stored(2, 2.0, 11)]), Reading.deserialize, {W1})
         first = c.access(False, 1, ANY)[0].info.instance_handle
         assert [s.data.value for s in c.access(True, 100, ANY, instance_handle=first)] == [1.0]
         assert c.writers_gone(set())  # instance 2 lost its writer; 1 is gone
@@ -284,7 +302,7 @@ class TestOneTake:
         came back, so the newer sample's disposed generation count is 1."""
         c = cache()
         page = [stored(1, 1.0, 10, flags=FLAG_DISPOSES), stored(1, 2.0, 20)]
-        assert c.file_history(page, Reading.deserialize, {W1})
+        assert c.file_history(paged(page), Reading.deserialize, {W1})
         samples = c.access(False, 10, ANY)
         assert [s.info.publication_handle for s in samples] == [0, 0]
         assert [s.info.source_timestamp_ns for s in samples] == [10, 20]
@@ -294,5 +312,5 @@ class TestOneTake:
     def test_no_change_is_false(self) -> None:
         c = cache()
         assert c.writers_gone(set()) is False
-        assert c.file_history([], Reading.deserialize, set()) is False
+        assert c.file_history(paged([]), Reading.deserialize, set()) is False
         assert live(c) is False
