@@ -16,10 +16,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import dcps.store._log as log_module
-from dcps.store._log import STORE_FILE, ChannelLog
+from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog
 from dcps.store._log_segments import INLINE_MAX, segment_dir
 from dcps.store._staging import staging_of
 from dcps.wire._staging import StageRequest
@@ -135,3 +136,38 @@ def test_an_aborted_bodys_segment_file_is_deleted(
         staging.stage(_chunk("t", "q", 1, "s", 0, 7))  # staging goes on in a new segment
         staging.commit("t", "q", 1, [("s", 1)])
         assert [e.data for e in log.fetch("t", 0, 0, 1 + _N)] == [b"small", *_payloads(7)]
+
+
+def test_a_version_9_file_gains_the_columns_and_its_staged_chunks_commit(tmp_path: Path) -> None:
+    """Opening a version-9 file adds staged.segment/pos/crc; chunks staged before (inline)
+    still commit, and new large chunks go to segment files."""
+    path = tmp_path / STORE_FILE
+    with ChannelLog(path) as log:
+        log.ensure_topic("t", 1, retain_consumed=True)
+    db = sqlite3.connect(path)
+    try:  # the file as a version-9 store left it, with a chunk staged inline
+        for column in ("segment", "pos", "crc"):
+            db.execute(f"ALTER TABLE staged DROP COLUMN {column}")
+        body = _payloads(8)
+        db.execute(
+            "INSERT INTO staged VALUES (1, 'q', 0, 's', 0, 0, 0, ?, 0, ?, ?)",
+            (_N, np.full(_N, _SIZE, dtype="<i4").tobytes(), b"".join(body)),
+        )
+        db.execute("UPDATE dcps_format SET value = '9' WHERE key = 'version'")
+        db.commit()
+    finally:
+        db.close()
+    with ChannelLog(path) as log:
+        staging = staging_of(log)
+        staging.stage(_chunk("t", "q", 0, "s", 1, 9))
+        done, _ = staging.commit("t", "q", 0, [("s", 2)])
+        assert done.elements == 2 * _N
+        assert [e.data for e in log.fetch("t", 0, 0, 2 * _N)] == [*_payloads(8), *_payloads(9)]
+    db = sqlite3.connect(path)
+    try:
+        version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
+        rows = db.execute("SELECT length(data) > 0, segment FROM batches ORDER BY 2").fetchall()
+    finally:
+        db.close()
+    assert version == (str(FORMAT_VERSION),)
+    assert rows == [(1, None), (0, 0)]  # the old chunk copied inline, the new one by reference
