@@ -54,6 +54,11 @@ The streaming source is reported in four figures, as issue 6 asks:
     the source's steady-state rate,
 (d) rows/s end to end (``start()`` to termination).
 
+(b) is also measured for Spark alone, in the same run: a trivial Python
+streaming source (``FloorSource``: one offset, 1 000 generated rows, no dcps
+import, no DDS) through the same query shape; (b) minus that floor is what
+dcps adds to each query (the process start and PySpark import are Spark's).
+
 The >= 500 000 rows/s target is judged on (c), the steady-state rate of the
 source, with (d) at 5 M rows (``--rows 5000000 --source-only``) as the end to
 end confirmation: at 1 M rows (d) is dominated by (b). The measured numbers
@@ -117,6 +122,52 @@ class Bench64(idl.Struct, typename="dcps_bench::Bench64"):
 
 
 TYPE = "benchmarks.bench_spark:Bench64"
+#: Rows of the trivial source whose fixed cost per query is Spark's floor.
+FLOOR_ROWS = 1000
+
+
+def floor_source() -> type:
+    """A trivial PySpark streaming source (no dcps, no DDS): Spark's own fixed cost per query.
+
+    Built in a function so that its classes are pickled by value and the stream
+    reader's Python process imports nothing but PySpark.
+    """
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class FloorReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+        def initialOffset(self) -> dict[str, int]:  # noqa: N802 (PySpark's name)
+            return {"o": 0}
+
+        def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (PySpark's name)
+            pass
+
+        def getDefaultReadLimit(self) -> Any:  # noqa: N802 (PySpark's name)
+            return ReadAllAvailable()
+
+        def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
+            return {"o": FLOOR_ROWS}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
+            return [InputPartition((start["o"], end["o"]))]
+
+        def read(self, partition: Any) -> Any:
+            lo, hi = partition.value
+            return ((i,) for i in range(lo, hi))
+
+    class FloorSource(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return "dcps_bench_floor"
+
+        def schema(self) -> StructType:
+            return StructType([StructField("x", LongType())])
+
+        def streamReader(self, schema: StructType) -> FloorReader:  # noqa: N802
+            return FloorReader()
+
+    return FloorSource
 
 
 @dataclass
@@ -268,11 +319,12 @@ def spark_cases(
     # per query: start() to the first data micro-batch (heads), and the last one's
     # end to termination (tails); the per-query fixed cost is their sum
 
-    def stream(extra: dict[str, str], label: str = "") -> None:
+    def stream(extra: dict[str, str], label: str = "", source: str = "dcps") -> None:
         started = time.time()
+        expected = rows if source == "dcps" else FLOOR_ROWS
         q = (
-            spark.readStream.format("dcps")
-            .options(**base, **extra)
+            spark.readStream.format(source)
+            .options(**(base if source == "dcps" else {}), **extra)
             .load()
             .writeStream.format("noop")
             .option("checkpointLocation", f"{tmp}/ck-{uuid.uuid4().hex}")
@@ -282,11 +334,11 @@ def spark_cases(
         q.awaitTermination()
         ended = time.time()
         got = sum(p["numInputRows"] for p in q.recentProgress)
-        assert got == rows, (got, rows)
+        assert got == expected, (got, expected)
         busy = [p for p in q.recentProgress if p["numInputRows"]]
         ms = sum(p["durationMs"]["triggerExecution"] for p in busy)
         if label:
-            steady.setdefault(label, []).append(rows * 1000 / max(1, ms))
+            steady.setdefault(label, []).append(expected * 1000 / max(1, ms))
             first, last = trigger_time(busy[0]), trigger_time(busy[-1])
             heads.setdefault(label, []).append(first - started)
             tails.setdefault(label, []).append(
@@ -304,6 +356,11 @@ def spark_cases(
         )
     for label in stream_cases:  # without the query's start and stop
         results[f"(c) source -> noop, {label}, per micro-batch"] = statistics.median(steady[label])
+    if stream_cases:  # Spark's own fixed cost per query, for (b)
+        spark.dataSource.register(floor_source())
+        stream({}, source="dcps_bench_floor")  # warm-up
+        for _ in range(runs):
+            stream({}, f"Spark alone (trivial Python source), {where}", "dcps_bench_floor")
     if not args.source_only and not args.sink_only:
         results[f"batch read -> noop, over DDS, {where}"] = median_rate(
             rows,
