@@ -1,7 +1,8 @@
 """Spark through dcps: rows/s through the source, through the sink, against a group subscriber.
 
 Run: ``python -m benchmarks.bench_spark [--quick] [--rows N] [--runs N] [--cluster]
-[--source-only] [--sink-only] [--fetch-loop] [--fragment-size BYTES] [--json FILE]``.
+[--source-only] [--sink-only] [--fetch-loop] [--stage-loop] [--fragment-size BYTES]
+[--json FILE]``.
 Traffic stays on loopback (``CYCLONEDDS_URI`` pins ``lo`` unless already set); Spark
 runs ``local[2]``; the store runs in its own process (``python -m dcps.store``,
 synchronous=NORMAL).
@@ -19,6 +20,9 @@ skips the batch read, sink and subscriber cases. ``--fetch-loop`` replaces
 Spark by 2 processes reading the channels as read tasks do
 (``StoreAccess.fetch_runs`` and ``decode_run``) and prints the store's CPU
 seconds per million rows: the DDS path without Spark's share of the CPU.
+``--stage-loop`` replaces Spark by the sink's own work in this process
+(``stage_rows`` of two partitions, then ``commit_stages``, against the store
+process): the two-phase commit's rate without Spark's share of the CPU.
 ``--fragment-size 60000``
 sets Cyclone DDS's ``FragmentSize`` (and ``MaxMessageSize`` just above it)
 for every process of the run, through ``CYCLONEDDS_URI`` (on loopback the
@@ -422,6 +426,11 @@ def main() -> None:
         help="instead of Spark: 2 processes reading the channels as read tasks do",
     )
     parser.add_argument(
+        "--stage-loop",
+        action="store_true",
+        help="instead of Spark: the sink's staging and commit in this process (2 stages)",
+    )
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="also run the Spark cases on a standalone cluster (master + 2 one-core workers)",
@@ -470,6 +479,9 @@ def main() -> None:
                 rate, cpu = fetch_loop(domain, namespace, topic, rows, runs, store.proc.pid)
                 results["fetch loop over DDS, 2 processes, no Spark"] = rate
                 store_cpu = cpu
+            elif args.stage_loop:
+                rate = stage_loop(domain, namespace, rows, runs, channels)
+                results["sink's stage + commit (2PC) over DDS, no Spark"] = rate
             else:
                 from dcps.spark import local_session
 
@@ -585,6 +597,47 @@ def fetch_worker(
         out.put((n, time.perf_counter() - start))
     finally:
         access.close()
+
+
+def stage_loop(domain: int, namespace: str, rows: int, runs: int, channels: int) -> float:
+    """Median rows/s of the sink's two-phase commit without Spark: ``stage_rows`` of two
+    partitions (Arrow batches of 10 000 rows, as Spark hands them) then ``commit_stages``,
+    in this process, against the store process; a new topic per run."""
+    import pyarrow as pa
+
+    from dcps.spark._access import connect_store
+    from dcps.spark._options import SourceOptions
+    from dcps.spark._sink import commit_stages, stage_rows
+
+    seq = np.arange(rows, dtype=np.int64)
+    columns = {"sensor": pa.array((seq % 64).astype(np.int32)), "seq": pa.array(seq)}
+    columns.update({name: pa.array(seq * 0.5) for name in "abcdef"})
+    batches = pa.table(columns).to_batches(max_chunksize=10_000)
+    half = len(batches) // 2
+
+    def once(run: int) -> None:
+        opts = SourceOptions.parse(
+            {
+                "topic": f"stage_loop_{uuid.uuid4().hex[:8]}_{run}",
+                "type": TYPE,
+                "domain": str(domain),
+                "namespace": namespace,
+                "channels": str(channels),
+                "retainConsumed": "true",
+            }
+        )
+        connect_store(domain, namespace, None, opts.timeout).ensure_topic(
+            opts.topic, channels, True, "dcps_bench::Bench64"
+        )
+        txn = (f"stage-loop-{run}", 0)
+        messages = [
+            stage_rows(opts, iter(batches[:half]), txn, 0),
+            stage_rows(opts, iter(batches[half:]), txn, 1),
+        ]
+        assert commit_stages(opts, list(messages), 0) == rows
+
+    once(-1)  # warm-up: the connection, the imports
+    return median_rate(rows, once, runs)
 
 
 def fetch_loop(
