@@ -254,11 +254,14 @@ class ChannelLog:
         )
         for tid, n in db.execute("SELECT topic_id, count(*) FROM groups GROUP BY topic_id"):
             self._grouped[int(tid)] = int(n)
-        # segment files: drop the bodies of transactions that never committed
+        # segment files: drop the bodies of transactions that never committed (the
+        # bodies of staged chunks, ``_staging``, are kept for their commit)
         ends: dict[tuple[int, int], int] = {}
         for tid, seq, pos, sizes in db.execute(
-            "SELECT topic_id, segment, max(pos), sizes FROM batches"
-            " WHERE segment IS NOT NULL GROUP BY topic_id, segment"
+            "SELECT topic_id, segment, max(pos), sizes FROM (SELECT topic_id, segment, pos,"
+            " sizes FROM batches WHERE segment IS NOT NULL UNION ALL SELECT topic_id,"
+            " segment, pos, sizes FROM staged WHERE segment IS NOT NULL)"
+            " GROUP BY topic_id, segment"
         ):
             ends[(int(tid), int(seq))] = int(pos) + _body_size(sizes)
         self._segments.tidy(ends)
@@ -896,8 +899,9 @@ class ChannelLog:
             for (seq,) in segments:
                 if (
                     db.execute(
-                        "SELECT 1 FROM batches WHERE topic_id = ? AND segment = ? LIMIT 1",
-                        (tid, seq),
+                        "SELECT 1 FROM batches WHERE topic_id = ? AND segment = ? UNION ALL"
+                        " SELECT 1 FROM staged WHERE topic_id = ? AND segment = ? LIMIT 1",
+                        (tid, seq, tid, seq),
                     ).fetchone()
                     is None
                 ):

@@ -43,13 +43,16 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
+#: Version 12 lets a staged chunk's body sit in a segment file (``staged.segment``, ``pos``,
+#: ``crc``), so a commit moves the reference into ``batches`` instead of copying the body;
+#: 11 keeps JMS temporary topics (owner, lease, grants) across a restart;
 #: Version 10 keeps per durable channel the highest offset delivered (a first delivery writes
 #: no count of its own); 9 keeps delivery counts (durables' and queues' redelivery counts survive a
 #: restart); 8 keeps large batch bodies in segment files and gives every element its own
 #: timestamp; 7 added the staging tables (two-phase commit); 6 key-value maps and
 #: queues; 5 the durability service's tables; 4 the durables'; 3
 #: ``topics.type_identity``; 2 stored batches as rows.
-FORMAT_VERSION = 11
+FORMAT_VERSION = 12
 #: The first version whose elements each have their own timestamp (a batch's
 #: ``ts`` plus ``ELEMENT_STEP_NS`` per element) and whose bodies may be in segments.
 SEGMENTS_VERSION = 8
@@ -228,6 +231,13 @@ _TEMPORARIES = (
     "CREATE TABLE IF NOT EXISTS temporary_grants (topic TEXT NOT NULL, subscriber TEXT NOT NULL,"
     " PRIMARY KEY (topic, subscriber)) WITHOUT ROWID",
 )
+# Format version 12: where a staged chunk's body is when it is not inline in ``data`` (then
+# empty): a segment file of its topic, as for ``batches`` (dcps/store/_staging.py).
+_STAGED_SEGMENT_COLUMNS = (
+    ("segment", "ALTER TABLE staged ADD COLUMN segment INTEGER"),  # NULL: inline in ``data``
+    ("pos", "ALTER TABLE staged ADD COLUMN pos INTEGER NOT NULL DEFAULT 0"),
+    ("crc", "ALTER TABLE staged ADD COLUMN crc INTEGER NOT NULL DEFAULT 0"),
+)
 #: The lowest commit of a channel over every group (retention, ``ChannelLog._trim``) without
 #: reading every group's commits: durables run that trim every 50 ms per topic, and 1,000
 #: durables of a 256-channel topic kept the store's service thread busy (30-40 s per
@@ -387,6 +397,7 @@ def create_schema(db: sqlite3.Connection) -> None:
         + "".join(f"{statement};" for statement in _SEGMENT_COLUMNS)
         + "".join(f"{statement};" for statement in _DELIVERIES)
         + "".join(f"{statement};" for statement in _TEMPORARIES)
+        + "".join(f"{statement};" for _, statement in _STAGED_SEGMENT_COLUMNS)
         + f"INSERT INTO dcps_format VALUES ('magic', '{FORMAT_MAGIC}');"
         + f"INSERT INTO dcps_format VALUES ('version', '{FORMAT_VERSION}');"
         + "COMMIT;"
@@ -464,8 +475,9 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     columns and gives every element its own timestamp (:func:`_migrate_v4`); 8 -> 9 adds
     the delivery counts (``durable_deliveries``, ``queue_elements.deliveries``) and
     ``durable_transactions``; 9 -> 10 the (empty) ``durable_delivered``; 10 -> 11 the
-    (empty) tables ``temporary_topics`` and ``temporary_grants``. On failure the file keeps
-    its old version.
+    (empty) tables ``temporary_topics`` and ``temporary_grants``; 11 -> 12 adds
+    ``staged.segment``, ``pos`` and ``crc`` (existing staged chunks stay inline). On
+    failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -506,6 +518,11 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
         if version < 11:
             for statement in _TEMPORARIES:  # IF NOT EXISTS: idempotent
                 db.execute(statement)
+        if version < 12:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(staged)")}
+            for column, statement in _STAGED_SEGMENT_COLUMNS:
+                if column not in columns:  # (a file may have been downgraded by hand)
+                    db.execute(statement)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

@@ -24,10 +24,23 @@ batches are pushed live like published ones.
   than :data:`STAGED_TTL_NS`. The record of committed transactions keeps the
   last :data:`KEPT_EPOCHS` epochs of each query.
 
+A staged chunk's body is written once: a body of ``INLINE_MAX`` bytes or
+more goes, as the log's large batches do, to the end of its topic's segment
+file (``dcps/store/_log_segments.py``) and its ``staged`` row keeps where
+(``segment``, ``pos``, ``crc``); the commit's ``batches`` row takes over that
+reference, so committing copies no payload byte and deleting the staged rows
+touches no overflow page (format version 12). Smaller bodies stay inline and
+are copied at the commit. The log keeps a segment while a staged row refers
+to it (its open-time tidy and its retention count them); the segments that
+only dropped staged chunks referred to are released as retention releases
+its own.
+
 Staging writes the chunk with ``synchronous=NORMAL`` whatever the log's sync
 mode: a staged chunk lost in a power failure makes the commit fail (chunks
 missing) and Spark run the micro-batch again, while the commit itself is as
-durable as any publish (and its fsync covers the staged pages before it).
+durable as any publish (its fsync covers the staged pages before it, and
+with ``SyncMode.FULL`` the segment files of the committed chunks are
+``fdatasync``-ed before it).
 
 With a namespace key a transaction belongs to the query key whose
 fingerprint ends its name (``dcps/wire/_auth_stage.py``): COMMIT_STAGED and
@@ -41,6 +54,7 @@ transactions and channel states (one package, one thread: the store's).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 import weakref
@@ -65,7 +79,8 @@ from dcps.wire._staging import (
 from idl._errors import BadParameterError, PreconditionNotMetError, UnsupportedError
 
 from ._log import ChannelLog
-from ._log_format import first_stamp, sql_error
+from ._log_format import first_stamp, os_error, sql_error
+from ._log_segments import crc_of
 
 if TYPE_CHECKING:
     from ._service import Store, _Call
@@ -145,10 +160,13 @@ class StagingLog:
         sizes = PackedPayloads(r.sizes, r.blob).check()
         stamp = log._clock() if now is None else now
         db = log._conn
+        body = self._body(tid, r.blob)
 
         def insert() -> None:
             db.execute(
-                "INSERT OR REPLACE INTO staged VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO staged (topic_id, query, epoch, stage, seq, partition,"
+                " channel, count, staged_ns, sizes, data, segment, pos, crc)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     tid,
                     r.query,
@@ -160,7 +178,7 @@ class StagingLog:
                     len(r.sizes),
                     stamp,
                     sizes,
-                    bytes(r.blob),
+                    *body,
                 ),
             )
 
@@ -170,6 +188,57 @@ class StagingLog:
         finally:
             self._relaxed(False)
         return len(r.sizes)
+
+    def _body(self, tid: int, blob: bytes | memoryview) -> tuple[bytes, int | None, int, int]:
+        """``(data, segment, pos, crc)`` of a staged row: large bodies go to a segment file
+        (not synced: see the module doc; a body whose row never commits is garbage the
+        log's next open cuts off or deletes)."""
+        log = self.log
+        if len(blob) < log._inline_max:
+            return bytes(blob), None, 0, 0
+        try:
+            seq, pos = log._segments.append(tid, blob)
+        except OSError as exc:
+            raise os_error(
+                exc, log._segments.root, "writing a staged chunk to a segment file"
+            ) from exc
+        return b"", seq, pos, crc_of(blob)
+
+    def _sync_bodies(self, tid: int, segments: set[int]) -> None:
+        """With ``SyncMode.FULL``: make the segment files of committed chunks durable.
+
+        The staging write synced nothing, and a failed transaction since may have
+        made the log forget which files are dirty: each file is synced by name.
+        """
+        log = self.log
+        if not log._full_sync:
+            return
+        try:
+            for seq in sorted(segments):
+                fd = os.open(log._segments.path(tid, seq), os.O_RDONLY)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+            log._segments.sync()  # directories created since
+        except OSError as exc:
+            raise os_error(exc, log._segments.root, "syncing staged chunks' segments") from exc
+
+    def _release(self, tid: int, segments: set[int]) -> None:
+        """Inside a transaction that deleted staged rows: release the segments of
+        ``segments`` no row refers to any more (deleted after the commit, as the
+        log's retention deletes its own)."""
+        log = self.log
+        db = log._conn
+        for seq in sorted(segments):
+            used = db.execute(
+                "SELECT 1 FROM batches WHERE topic_id = ? AND segment = ? UNION ALL"
+                " SELECT 1 FROM staged WHERE topic_id = ? AND segment = ? LIMIT 1",
+                (tid, seq, tid, seq),
+            ).fetchone()
+            if used is None:
+                log._released.append((tid, seq))
+                log._segments.retire(tid, seq)
 
     def _relaxed(self, on: bool) -> None:
         """Switch to ``synchronous=NORMAL`` for a staging write, and back."""
@@ -210,7 +279,7 @@ class StagingLog:
                 []
                 if done is not None
                 else db.execute(
-                    "SELECT rowid, stage, seq, partition, channel, count FROM staged"
+                    "SELECT rowid, stage, seq, partition, channel, count, segment FROM staged"
                     " WHERE topic_id = ? AND query = ? AND epoch = ?",
                     (tid, query, epoch),
                 ).fetchall()
@@ -223,9 +292,12 @@ class StagingLog:
             return StagedCommitted(int(done[0]), int(done[1]), already=True), []
         wanted = dict(stages)
         kept: dict[str, list[tuple[int, str, int, int, int, int]]] = {s: [] for s in wanted}
-        for rowid, stage, seq, partition, channel, count in rows:
+        segments: set[int] = set()  # of the kept chunks' bodies
+        for rowid, stage, seq, partition, channel, count, segment in rows:
             if stage in kept:
                 kept[stage].append((partition, stage, seq, channel, count, rowid))
+                if segment is not None:
+                    segments.add(int(segment))
         for stage, chunks in kept.items():
             if sorted(c[2] for c in chunks) != list(range(wanted[stage])):
                 raise PreconditionNotMetError(
@@ -252,10 +324,12 @@ class StagingLog:
         elements = sum(c.count for c in placed)
 
         def apply() -> None:
+            self._sync_bodies(tid, segments)
             db.executemany(
-                # bodies stay inline (segment NULL): the log reads both forms
-                "INSERT INTO batches (topic_id, channel, first_offset, count, ts, sizes, data)"
-                " SELECT topic_id, channel, ?, count, ?, sizes, data FROM staged WHERE rowid = ?",
+                # a body in a segment file moves by reference; an inline one is copied
+                "INSERT INTO batches (topic_id, channel, first_offset, count, ts, sizes, data,"
+                " segment, pos, crc) SELECT topic_id, channel, ?, count, ?, sizes, data,"
+                " segment, pos, crc FROM staged WHERE rowid = ?",
                 copies,
             )
             db.executemany(
@@ -289,15 +363,21 @@ class StagingLog:
             digest = StageDigest()
             try:
                 rows = db.execute(
-                    "SELECT seq, channel, sizes, data FROM staged WHERE topic_id = ? AND query = ?"
-                    " AND epoch = ? AND stage = ? AND seq < ? ORDER BY seq",
+                    "SELECT seq, channel, sizes, data, segment, pos FROM staged WHERE"
+                    " topic_id = ? AND query = ? AND epoch = ? AND stage = ? AND seq < ?"
+                    " ORDER BY seq",
                     (tid, query, epoch, stage, chunks),
                 )
-                for seq, channel, sizes, data in rows:
-                    digest.add(int(seq), int(channel), bytes(sizes), bytes(data))
+                for seq, channel, sizes, data, segment, pos in rows:
+                    body = self._read_body(tid, sizes, data, segment, pos)
+                    digest.add(int(seq), int(channel), bytes(sizes), body)
             except sqlite3.Error as exc:
                 raise sql_error(
                     exc, self.log.path, f"reading the staged chunks of {where}"
+                ) from exc
+            except OSError as exc:  # a body's segment gone: not what was staged
+                raise os_error(
+                    exc, self.log._segments.root, f"reading the staged chunks of {where}"
                 ) from exc
             if digest.hexdigest() != expected:
                 raise PreconditionNotMetError(
@@ -309,6 +389,11 @@ class StagingLog:
     def _cleanup(self, tid: int, query: str, epoch: int, now: int) -> None:
         """Delete staged chunks that can never be committed; forget old transactions."""
         db = self.log._conn
+        dropped = db.execute(
+            "SELECT DISTINCT topic_id, segment FROM staged WHERE segment IS NOT NULL AND"
+            " ((topic_id = ? AND query = ? AND epoch <= ?) OR staged_ns < ?)",
+            (tid, query, epoch, now - STAGED_TTL_NS),
+        ).fetchall()
         db.execute(
             "DELETE FROM staged WHERE topic_id = ? AND query = ? AND epoch <= ?",
             (tid, query, epoch),
@@ -318,6 +403,11 @@ class StagingLog:
             "DELETE FROM staged_commits WHERE topic_id = ? AND query = ? AND epoch < ?",
             (tid, query, epoch - KEPT_EPOCHS),
         )
+        by_topic: dict[int, set[int]] = {}
+        for t, seq in dropped:
+            by_topic.setdefault(int(t), set()).add(int(seq))
+        for t, seqs in by_topic.items():
+            self._release(t, seqs)
 
     def abort(self, topic: str, query: str, epoch: int) -> int:
         """Delete the staged chunks of ``(topic, query, epoch)``; how many there were."""
@@ -326,10 +416,16 @@ class StagingLog:
         db = log._conn
 
         def delete() -> int:
+            segments = db.execute(
+                "SELECT DISTINCT segment FROM staged WHERE topic_id = ? AND query = ?"
+                " AND epoch = ? AND segment IS NOT NULL",
+                (tid, query, epoch),
+            ).fetchall()
             cur = db.execute(
                 "DELETE FROM staged WHERE topic_id = ? AND query = ? AND epoch = ?",
                 (tid, query, epoch),
             )
+            self._release(tid, {int(seq) for (seq,) in segments})
             return int(cur.rowcount)
 
         return log._write(f"aborting topic {topic!r} query {query!r} epoch {epoch}", delete)
@@ -348,12 +444,27 @@ class StagingLog:
         """The elements of a committed chunk, as stored (to push them live)."""
         tid, _ = self.log._topic(topic)
         row = self.log._conn.execute(
-            "SELECT sizes, data FROM batches"
+            "SELECT sizes, data, segment, pos FROM batches"
             " WHERE topic_id = ? AND channel = ? AND first_offset = ?",
             (tid, chunk.channel, chunk.first),
         ).fetchone()
+        try:
+            body = self._read_body(tid, row[0], row[1], row[2], row[3])
+        except OSError as exc:
+            raise os_error(
+                exc, self.log._segments.root, f"reading back a committed chunk of {topic!r}"
+            ) from exc
         sizes = np.frombuffer(row[0], dtype="<i4").tolist()
-        return PackedPayloads(sizes, bytes(row[1]))
+        return PackedPayloads(sizes, body)
+
+    def _read_body(
+        self, tid: int, sizes: bytes, data: bytes, segment: int | None, pos: int
+    ) -> bytes:
+        """A staged or committed chunk's payload bytes, inline or from its segment file."""
+        if segment is None:
+            return bytes(data)
+        length = int(np.frombuffer(sizes, dtype="<i4").sum(dtype=np.int64))
+        return self.log._segments.read(tid, int(segment), int(pos), length)
 
 
 _stagings: weakref.WeakKeyDictionary[ChannelLog, StagingLog] = weakref.WeakKeyDictionary()
