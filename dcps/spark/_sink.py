@@ -5,8 +5,10 @@ task attempts:
 
 1. **Tasks stage.** Each task attempt gets a stage id of its own (random:
    unique across retries, speculative copies and driver restarts) and sends
-   its rows to the store as chunks of one channel each (at most
-   ``batchRows`` rows or :data:`CHUNK_BYTES` bytes), staged under the
+   its rows to the store as chunks of one channel each (a chunk goes once it
+   holds ``batchRows`` rows or :data:`CHUNK_BYTES` bytes; it takes a channel's
+   rows of an Arrow batch whole, so it may pass either by up to one Arrow
+   batch's rows), staged under the
    transaction ``(query id, epoch)``, where the epoch is the micro-batch id
    (0 for a batch write). Staged elements are invisible. A task holds at
    most one chunk per channel plus :data:`STAGE_WINDOW` chunks in flight, so
@@ -81,7 +83,8 @@ __all__ = [
     "stage_rows",
 ]
 
-#: Largest staged chunk, in bytes (a chunk is also at most ``batchRows`` rows).
+#: A staged chunk is sent once it holds this many bytes (or ``batchRows`` rows); it takes a
+#: channel's rows of an Arrow batch whole, so it may pass this by up to one Arrow batch.
 CHUNK_BYTES = 4 * 1024 * 1024
 #: Staged chunks a task keeps in flight (unanswered) at once.
 STAGE_WINDOW = 4
