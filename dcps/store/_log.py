@@ -556,13 +556,20 @@ class ChannelLog:
 
     def _body(self, tid: int, packed: PackedPayloads) -> tuple[bytes, int | None, int, int]:
         """``(data, segment, pos, crc)`` of a new row: large bodies go to a segment file."""
-        blob = packed.blob
+        return self.store_body(tid, packed.blob, "writing a batch to a segment file")
+
+    def store_body(
+        self, tid: int, blob: bytes | memoryview, doing: str
+    ) -> tuple[bytes, int | None, int, int]:
+        """``(data, segment, pos, crc)`` of a row holding ``blob`` for topic ``tid``: a body of
+        ``inline_max`` bytes or more is appended to the topic's segment file (not synced
+        here), a smaller one stays inline; ``doing`` names a failed write."""
         if len(blob) < self._inline_max:
             return bytes(blob), None, 0, 0
         try:
             seq, pos = self._segments.append(tid, blob)
         except OSError as exc:
-            raise os_error(exc, self._segments.root, "writing a batch to a segment file") from exc
+            raise os_error(exc, self._segments.root, doing) from exc
         return b"", seq, pos, crc_of(blob)
 
     def _sync_segments(self) -> None:

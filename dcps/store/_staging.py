@@ -80,7 +80,6 @@ from idl._errors import BadParameterError, PreconditionNotMetError, UnsupportedE
 
 from ._log import ChannelLog
 from ._log_format import first_stamp, os_error, sql_error
-from ._log_segments import crc_of
 
 if TYPE_CHECKING:
     from ._service import Store, _Call
@@ -193,16 +192,7 @@ class StagingLog:
         """``(data, segment, pos, crc)`` of a staged row: large bodies go to a segment file
         (not synced: see the module doc; a body whose row never commits is garbage the
         log's next open cuts off or deletes)."""
-        log = self.log
-        if len(blob) < log._inline_max:
-            return bytes(blob), None, 0, 0
-        try:
-            seq, pos = log._segments.append(tid, blob)
-        except OSError as exc:
-            raise os_error(
-                exc, log._segments.root, "writing a staged chunk to a segment file"
-            ) from exc
-        return b"", seq, pos, crc_of(blob)
+        return self.log.store_body(tid, blob, "writing a staged chunk to a segment file")
 
     def _sync_bodies(self, tid: int, segments: set[int]) -> None:
         """With ``SyncMode.FULL``: make the segment files of committed chunks durable.
