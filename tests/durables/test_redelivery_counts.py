@@ -19,8 +19,10 @@ from dcps import DcpsTimeoutError, PreconditionNotMetError
 from dcps.channels import ChannelledTopic, ChannelPublisher
 from dcps.durables import DurableElement, DurableKind, DurableSubscriber
 from dcps.durables._queue import QueueElement, QueuePublisher, QueueSubscriber
+from dcps.store._log import FORMAT_VERSION
 from tests.support.peers.channels_types import Msg
 from tests.support.peers.maps_queues_peer import Task
+from tests.support.store_files import migrated
 from tests.support.store_process import StoreProcess
 from tests.support.waiting import eventually
 
@@ -213,28 +215,18 @@ def test_a_version_8_file_gains_the_delivery_counts(tmp_path: Path) -> None:
     """Migration 8 -> 9 (and on): ``durable_deliveries`` is created and ``queue_elements``
     gains ``deliveries`` (0 for the elements already there); the file says the current
     version."""
-    from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog
-
-    ChannelLog.in_dir(tmp_path).close()
-    db = sqlite3.connect(tmp_path / STORE_FILE)
-    db.execute("DROP TABLE durable_deliveries")
-    db.execute("DROP TABLE durable_delivered")
-    db.execute("ALTER TABLE queue_elements DROP COLUMN deliveries")
-    db.execute("INSERT INTO queues VALUES (1, 'q', '', 2, 0)")
-    db.execute("INSERT INTO queue_elements VALUES (1, 1, x'00')")
-    db.execute("UPDATE dcps_format SET value = '8' WHERE key = 'version'")
-    db.commit()
-    db.close()
-    ChannelLog.in_dir(tmp_path).close()
-    db = sqlite3.connect(tmp_path / STORE_FILE)
-    try:
-        assert FORMAT_VERSION >= 9
-        version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
-        assert version == (str(FORMAT_VERSION),)
+    assert FORMAT_VERSION >= 9
+    with migrated(
+        tmp_path,
+        8,
+        "DROP TABLE durable_deliveries",
+        "DROP TABLE durable_delivered",
+        "ALTER TABLE queue_elements DROP COLUMN deliveries",
+        "INSERT INTO queues VALUES (1, 'q', '', 2, 0)",
+        "INSERT INTO queue_elements VALUES (1, 1, x'00')",
+    ) as db:
         assert db.execute("SELECT seq, deliveries FROM queue_elements").fetchall() == [(1, 0)]
         assert db.execute("SELECT count(*) FROM durable_deliveries").fetchone() == (0,)
-    finally:
-        db.close()
 
 
 def test_a_version_9_file_gains_the_delivered_offsets_and_keeps_its_counts(
@@ -243,22 +235,12 @@ def test_a_version_9_file_gains_the_delivered_offsets_and_keeps_its_counts(
     """Migration 9 -> 10 (and on): ``durable_delivered`` is created (empty) and the version-9 count
     rows stay. A version-9 durable has no delivered offsets, so an element without a
     row counts as never delivered, as version 9 read it; its rows still count."""
-    from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog
-
-    ChannelLog.in_dir(tmp_path).close()
-    db = sqlite3.connect(tmp_path / STORE_FILE)
-    db.execute("DROP TABLE durable_delivered")
-    db.execute("INSERT INTO durable_deliveries VALUES ('d', 0, 5, 1)")
-    db.execute("UPDATE dcps_format SET value = '9' WHERE key = 'version'")
-    db.commit()
-    db.close()
-    ChannelLog.in_dir(tmp_path).close()
-    db = sqlite3.connect(tmp_path / STORE_FILE)
-    try:
-        assert FORMAT_VERSION >= 10
-        version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
-        assert version == (str(FORMAT_VERSION),)
+    assert FORMAT_VERSION >= 10
+    with migrated(
+        tmp_path,
+        9,
+        "DROP TABLE durable_delivered",
+        "INSERT INTO durable_deliveries VALUES ('d', 0, 5, 1)",
+    ) as db:
         assert db.execute("SELECT count(*) FROM durable_delivered").fetchone() == (0,)
         assert db.execute("SELECT * FROM durable_deliveries").fetchall() == [("d", 0, 5, 1)]
-    finally:
-        db.close()

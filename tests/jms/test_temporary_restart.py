@@ -146,24 +146,10 @@ def test_an_older_file_gains_the_temporary_topic_tables(tmp_path: Path) -> None:
     """Migration through version 11: a file of version 9 (no temporary-topic tables) opened
     by a store gets ``temporary_topics`` and ``temporary_grants``, empty, and says the
     current version."""
-    import sqlite3
+    from dcps.store._log import FORMAT_VERSION
+    from tests.support.store_files import migrated
 
-    from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog
-
-    ChannelLog.in_dir(tmp_path).close()
-    db = sqlite3.connect(tmp_path / STORE_FILE)
-    db.execute("DROP TABLE temporary_topics")
-    db.execute("DROP TABLE temporary_grants")
-    db.execute("UPDATE dcps_format SET value = '9' WHERE key = 'version'")
-    db.commit()
-    db.close()
-    ChannelLog.in_dir(tmp_path).close()
-    db = sqlite3.connect(tmp_path / STORE_FILE)
-    try:
-        version = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
-        assert FORMAT_VERSION >= 11
-        assert version == (str(FORMAT_VERSION),)
+    assert FORMAT_VERSION >= 11
+    with migrated(tmp_path, 9, "DROP TABLE temporary_topics", "DROP TABLE temporary_grants") as db:
         assert db.execute("SELECT count(*) FROM temporary_topics").fetchone() == (0,)
         assert db.execute("SELECT count(*) FROM temporary_grants").fetchone() == (0,)
-    finally:
-        db.close()

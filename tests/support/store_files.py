@@ -3,9 +3,35 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["downgrade_to_v3"]
+from dcps.store._log import FORMAT_VERSION, STORE_FILE, ChannelLog
+
+__all__ = ["downgrade_to_v3", "migrated"]
+
+
+@contextmanager
+def migrated(data_dir: Path, version: int, *statements: str) -> Iterator[sqlite3.Connection]:
+    """A new store file in ``data_dir`` turned into a version-``version`` file by the SQL
+    ``statements``, then opened (so migrated) and closed by a store's log: yields a
+    connection to the file, which says the current format version."""
+    ChannelLog.in_dir(data_dir).close()
+    db = sqlite3.connect(data_dir / STORE_FILE)
+    for statement in statements:
+        db.execute(statement)
+    db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(version),))
+    db.commit()
+    db.close()
+    ChannelLog.in_dir(data_dir).close()
+    db = sqlite3.connect(data_dir / STORE_FILE)
+    try:
+        found = db.execute("SELECT value FROM dcps_format WHERE key = 'version'").fetchone()
+        assert found == (str(FORMAT_VERSION),), f"migrated from {version}, the file says {found}"
+        yield db
+    finally:
+        db.close()
 
 
 def downgrade_to_v3(path: Path, stamps: list[tuple[int, int, int]] | None = None) -> None:
