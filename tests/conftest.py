@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.embedded_store import worker_domain
+
 # Tests must never send traffic beyond this machine: pin Cyclone DDS to the
 # loopback interface (multicast works on lo when Cyclone is told it does).
 # Set before anything imports cyclonedds; child processes inherit it.
@@ -29,9 +31,7 @@ os.environ["CYCLONEDDS_URI"] = LOOPBACK_CONFIG
 @pytest.fixture
 def domain_id(worker_id: str) -> int:
     """A DDS domain id of this xdist worker's own (``DCPS_TEST_DOMAIN_BASE`` shifts it)."""
-    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
-    index = 0 if worker_id == "master" else int(worker_id.removeprefix("gw"))
-    return base + index
+    return worker_domain(worker_id)
 
 
 @pytest.fixture

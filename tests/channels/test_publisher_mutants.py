@@ -32,8 +32,9 @@ from dcps import (
     InconsistentPolicyError,
 )
 from dcps.channels import ChannelledTopic, ChannelPublisher, ClientState, OrderBy, Position
-from dcps.store import Store, SyncMode
+from dcps.store import Store
 from idl._batch_codec import encoder_of
+from tests.support.embedded_store import module_store
 from tests.support.peers.channels_types import Msg
 from tests.support.waiting import eventually
 
@@ -51,14 +52,7 @@ class Note(IdlStruct, typename="dcps_test.publisher.Note"):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
     """One embedded store for the module, and the keywords that reach it."""
-    import os
-    import uuid
-
-    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
-    domain = base + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
-    namespace = f"ns_{uuid.uuid4().hex[:10]}"
-    path = tmp_path_factory.mktemp("pubstore") / "store"
-    with Store(path, domain_id=domain, namespace=namespace, sync=SyncMode.NORMAL) as store:
+    with module_store(tmp_path_factory, worker_id, "pubstore") as (store, domain, namespace):
         yield {"store": store, "kw": {"domain_id": domain, "namespace": namespace}}
 
 

@@ -9,8 +9,6 @@ own topic, published to with a ``ChannelPublisher`` in the same process.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,7 +26,7 @@ from dcps.channels import (
     Position,
     destroy_subscriber_group,
 )
-from dcps.store import Store, SyncMode
+from tests.support.embedded_store import module_store
 from tests.support.peers.channels_types import Msg, receive_n
 from tests.support.waiting import eventually
 
@@ -38,11 +36,7 @@ TIMEOUT = 5.0  # short: a mutant that loses an element fails the test sooner
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
     """One embedded store for the module, and the keywords that reach it."""
-    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
-    domain = base + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
-    namespace = f"ns_{uuid.uuid4().hex[:10]}"
-    path = tmp_path_factory.mktemp("substore") / "store"
-    with Store(path, domain_id=domain, namespace=namespace, sync=SyncMode.NORMAL) as store:
+    with module_store(tmp_path_factory, worker_id, "substore") as (store, domain, namespace):
         yield {"store": store, "kw": {"domain_id": domain, "namespace": namespace}}
 
 

@@ -39,6 +39,7 @@ from dcps.spark._sink import (
     stage_rows,
 )
 from dcps.store import Store, SyncMode
+from tests.support.embedded_store import module_store
 
 
 class Tagged(idl.Struct, typename="sink_test::Tagged"):
@@ -75,11 +76,7 @@ HERE = __name__
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
     """One embedded store for the module, and the keywords that reach it."""
-    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
-    domain = base + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))
-    namespace = f"ns_{uuid.uuid4().hex[:10]}"
-    path = tmp_path_factory.mktemp("sinkstore") / "store"
-    with Store(path, domain_id=domain, namespace=namespace, sync=SyncMode.NORMAL) as store:
+    with module_store(tmp_path_factory, worker_id, "sinkstore") as (store, domain, namespace):
         try:
             yield {"store": store, "domain": domain, "namespace": namespace}
         finally:
