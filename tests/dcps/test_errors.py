@@ -10,6 +10,7 @@ from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.calls import read_take
 from dcps._cyclone.retcode import error_for
 from tests.support.topic_types import Reading
+from tests.support.waiting import eventually
 
 FAMILIES = [
     (dcps.BadParameterError, ValueError, DDSException.DDS_RETCODE_BAD_PARAMETER),
@@ -120,6 +121,9 @@ class TestFromCyclone:
                 writer.write(FleetReading(1, Kind.TEMPERATURE, 19.0, "lab"))
                 writer.wait_for_acknowledgments(20)  # the reader is in sync and acking
                 monitor.send_signal(signal.SIGSTOP)
+                # the signal is delivered asynchronously: write only once every thread of
+                # the monitor is stopped, else a still-running thread may acknowledge
+                eventually(lambda: _all_threads_stopped(monitor.pid), what="the monitor stopped")
                 writer.write(FleetReading(1, Kind.TEMPERATURE, 20.0, "lab"))
                 with pytest.raises(dcps.DcpsTimeoutError) as caught:
                     writer.wait_for_acknowledgments(0.3)
@@ -130,3 +134,16 @@ class TestFromCyclone:
             monitor.send_signal(signal.SIGCONT)
             monitor.kill()
             monitor.wait()
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """Every thread of process ``pid`` is in the stopped state (``T`` in /proc)."""
+    from pathlib import Path
+
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        except (OSError, IndexError):
+            return False
+    return bool(states) and all(state in ("T", "t") for state in states)
