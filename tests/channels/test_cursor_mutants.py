@@ -1,0 +1,226 @@
+"""Positions and one channel's cursor, unit level (issue 20: mutation testing of
+``dcps/channels/_position.py`` and ``dcps/channels/_cursors.py``).
+
+A :class:`Position`'s checks, JSON form and text; a commit result's success; the seek
+timestamps' conversion to and from nanoseconds; and where a :class:`ChannelCursor`
+puts the live batches that arrive (buffered when they follow on, kept when a fetch must
+come first, trimmed where they overlap). Everything is built directly, so each case is
+exact and takes microseconds; ``tests/channels/test_subscriber_mutants.py`` checks the
+same cursors through a subscriber and a store.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from dcps import BadParameterError
+from dcps.channels import CommitResult, CommitStatus, Position
+from dcps.channels._cursors import FETCH_MAX, LIVE_KEPT, ChannelCursor, _Run, from_ns, to_ns
+from dcps.channels._position import trusted_position
+from dcps.wire._messages import LiveBatch
+
+
+class TestPosition:
+    def test_fields_text_and_order(self) -> None:
+        p = Position(3, 7)
+        assert (p.channel, p.offset) == (3, 7)
+        assert repr(p) == "Position(channel=3, offset=7)"
+        assert str(p) == "3:7"
+        assert Position(0, -1).offset == -1
+        assert Position(0, 0) == Position(0, 0)
+        assert Position(0, 9) < Position(1, 0) < Position(1, 1)
+
+    @pytest.mark.parametrize("bad", [-1, True, False, 1.0, "1", None])
+    def test_a_bad_channel_is_refused(self, bad: Any) -> None:
+        with pytest.raises(BadParameterError) as caught:
+            Position(bad, 0)
+        assert str(caught.value) == f"Position channel must be an int >= 0, got {bad!r}"
+
+    @pytest.mark.parametrize("bad", [-2, True, False, 0.0, "0", None])
+    def test_a_bad_offset_is_refused(self, bad: Any) -> None:
+        with pytest.raises(BadParameterError) as caught:
+            Position(0, bad)
+        assert str(caught.value) == f"Position offset must be an int >= -1, got {bad!r}"
+
+    def test_json_round_trip(self) -> None:
+        p = Position(2, 41)
+        assert p.to_json() == {"channel": 2, "offset": 41}
+        back = Position.from_json({"channel": 2, "offset": 41})
+        assert back == p
+        assert type(back) is Position
+        with pytest.raises(BadParameterError, match="offset must be an int >= -1"):
+            Position.from_json({"channel": 2, "offset": -5})
+
+    @pytest.mark.parametrize(
+        "bad", [[2, 41], {"channel": 2}, {"channel": 2, "offset": 1, "x": 0}, None, "2:41"]
+    )
+    def test_json_of_another_shape_is_refused(self, bad: Any) -> None:
+        with pytest.raises(BadParameterError) as caught:
+            Position.from_json(bad)
+        assert str(caught.value) == (
+            f"a Position is a JSON object with keys 'channel' and 'offset', got {bad!r}"
+        )
+
+    def test_a_trusted_position_is_a_position(self) -> None:
+        p = trusted_position(4, 5)
+        assert p == Position(4, 5)
+        assert type(p) is Position
+
+
+class TestCommitResult:
+    def test_success_is_committed_now(self) -> None:
+        p = Position(0, 1)
+        success = {s: CommitResult(0, p, s).is_success for s in CommitStatus}
+        assert success == {
+            s: s in (CommitStatus.COMMITTED, CommitStatus.ALREADY_COMMITTED) for s in CommitStatus
+        }
+        assert CommitResult(0, p, CommitStatus.COMMITTED).message == ""
+
+
+class TestSeekTimestamps:
+    def test_to_ns_counts_from_the_epoch(self) -> None:
+        assert to_ns(datetime(1970, 1, 1, tzinfo=UTC)) == 0
+        when = datetime(2021, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
+        assert to_ns(when) == 1_614_834_367_891_011_000
+        # another zone names the same instant
+        plus2 = timezone(timedelta(hours=2))
+        assert to_ns(when.astimezone(plus2)) == 1_614_834_367_891_011_000
+        assert to_ns(datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC)) == -500_000_000
+
+    def test_to_ns_refuses_what_is_not_an_aware_datetime(self) -> None:
+        with pytest.raises(BadParameterError) as caught:
+            to_ns(1234)  # type: ignore[arg-type]
+        assert str(caught.value) == "a seek timestamp must be a datetime, got 1234"
+        with pytest.raises(BadParameterError) as caught:
+            to_ns(datetime(2021, 1, 1))  # naive: refused
+        assert str(caught.value) == "a seek timestamp must be timezone-aware (e.g. UTC)"
+
+    def test_from_ns_keeps_microseconds(self) -> None:
+        assert from_ns(1_614_834_367_891_011_999) == datetime(
+            2021, 3, 4, 5, 6, 7, 891011, tzinfo=UTC
+        )
+        assert from_ns(0) == datetime(1970, 1, 1, tzinfo=UTC)
+        assert from_ns(999) == datetime(1970, 1, 1, tzinfo=UTC)
+        assert from_ns(1_000_001_000) == datetime(1970, 1, 1, 0, 0, 1, 1, tzinfo=UTC)
+        assert from_ns(to_ns(datetime(2030, 5, 6, 7, 8, 9, 10, tzinfo=UTC))) == datetime(
+            2030, 5, 6, 7, 8, 9, 10, tzinfo=UTC
+        )
+
+
+def batch(first: int, count: int, stamp: int = 5) -> LiveBatch:
+    """A live batch of ``count`` one-byte elements: element ``o`` is the byte ``o``."""
+    return LiveBatch("t", 0, first, stamp, [1] * count, bytes(range(first, first + count)), b"")
+
+
+def buffered(ch: ChannelCursor) -> list[tuple[int, bytes, list[int], int]]:
+    """The runs a cursor buffers: (first offset, bytes, sizes, stamps)."""
+    return [(r.first, r.blob, r.sizes, r.stamps) for r in ch.runs]  # type: ignore[misc]
+
+
+def ready(next_offset: int) -> ChannelCursor:
+    """A cursor that fetched up to ``next_offset`` and waits for the live tail."""
+    ch = ChannelCursor(reader=None, next=next_offset)
+    ch.need_fetch = False
+    return ch
+
+
+class TestChannelCursor:
+    def test_a_new_cursor_fetches_first(self) -> None:
+        ch = ChannelCursor(reader="r")
+        assert ch.next is None
+        assert ch.need_fetch is True
+        assert list(ch.runs) == []
+        assert list(ch.live) == []
+        assert LIVE_KEPT == 64
+        assert FETCH_MAX == 512
+
+    def test_end_follows_the_last_run(self) -> None:
+        ch = ready(10)
+        assert ch.end == 10
+        ch.runs.append(_Run(10, 5, b"abc", [1, 2]))
+        ch.runs.append(_Run(12, 5, b"xyz", [1, 1, 1]))
+        assert ch.end == 15
+
+    def test_reset_forgets_the_buffer_and_fetches(self) -> None:
+        ch = ready(10)
+        ch.add_live(batch(10, 2))
+        ch.reset(4)
+        assert (ch.next, list(ch.runs), ch.need_fetch) == (4, [], True)
+
+    def test_a_batch_before_any_position_is_ignored(self) -> None:
+        ch = ChannelCursor(reader=None)
+        ch.add_live(batch(0, 3))
+        assert list(ch.runs) == []
+        assert list(ch.live) == []
+
+    def test_a_batch_that_follows_on_is_buffered(self) -> None:
+        ch = ready(10)
+        ch.add_live(batch(10, 3, stamp=77))
+        assert buffered(ch) == [(10, bytes([10, 11, 12]), [1, 1, 1], 77)]
+        assert ch.need_fetch is False
+        assert ch.end == 13
+        assert list(ch.live) == []
+
+    def test_an_overlapping_batch_is_trimmed(self) -> None:
+        ch = ready(10)
+        ch.add_live(batch(8, 4))
+        assert buffered(ch) == [(10, bytes([10, 11]), [1, 1], 5)]
+        ch.add_live(batch(11, 2))
+        assert buffered(ch)[-1] == (12, bytes([12]), [1], 5)
+        assert ch.end == 13
+
+    def test_a_batch_already_buffered_adds_nothing(self) -> None:
+        ch = ready(10)
+        ch.add_live(batch(7, 3))  # 7, 8, 9: before the next
+        ch.add_live(batch(6, 1))
+        assert list(ch.runs) == []
+        assert ch.end == 10
+        assert ch.need_fetch is False
+
+    def test_a_gap_keeps_the_batch_and_asks_for_a_fetch(self) -> None:
+        ch = ready(10)
+        ch.add_live(batch(11, 2))
+        assert list(ch.runs) == []
+        assert [b.first for b in ch.live] == [11]
+        assert ch.need_fetch is True
+
+    def test_while_a_fetch_is_due_batches_are_kept(self) -> None:
+        ch = ChannelCursor(reader=None, next=10)  # need_fetch
+        ch.add_live(batch(10, 2))
+        assert list(ch.runs) == []
+        assert [b.first for b in ch.live] == [10]
+        assert ch.need_fetch is True
+
+    def test_kept_batches_that_follow_on_are_drained_in_order(self) -> None:
+        ch = ChannelCursor(reader=None, next=10)
+        for first in (8, 10, 12, 13, 16):
+            ch.add_live(batch(first, 2))
+        ch.drain_live()
+        # 8-9 covered, 10-11, 12-13, then 13-14 trimmed to 14; 16 leaves a gap at 15
+        assert buffered(ch) == [
+            (10, bytes([10, 11]), [1, 1], 5),
+            (12, bytes([12, 13]), [1, 1], 5),
+            (14, bytes([14]), [1], 5),
+        ]
+        assert [b.first for b in ch.live] == [16]
+        ch.runs.append(_Run(15, 5, b"\x0f", [1]))  # what a fetch of the gap brings
+        ch.drain_live()
+        assert buffered(ch)[-1] == (16, bytes([16, 17]), [1, 1], 5)
+        assert list(ch.live) == []
+
+    def test_drain_stops_at_a_batch_starting_past_the_end(self) -> None:
+        ch = ChannelCursor(reader=None, next=10)
+        ch.add_live(batch(11, 1))
+        ch.drain_live()
+        assert list(ch.runs) == []
+        assert len(ch.live) == 1
+
+    def test_only_the_latest_batches_are_kept(self) -> None:
+        ch = ChannelCursor(reader=None, next=0)
+        for first in range(100, 100 + LIVE_KEPT + 1):
+            ch.add_live(batch(first, 1))
+        assert len(ch.live) == LIVE_KEPT
+        assert ch.live[0].first == 101
