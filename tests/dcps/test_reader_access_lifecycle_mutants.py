@@ -1,0 +1,285 @@
+"""The reader's side of the lifecycle, through Cyclone in one process (issue 20: mutation
+testing of ``dcps/_reader.py``): which samples read/take return for each state mask,
+how READ and NOT_NEW follow an access, instance by instance access, ``max_samples``,
+query conditions' order, and autopurge applied before each access, on plain and on
+SubscriptionKeys readers.
+
+One participant serves the module; each test has its own topic. A writer in the same
+participant writes reliably and waits for the reader's acknowledgement, so every sample
+is in the reader when the test reads: no waiting on clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+import dcps
+import qos
+from tests.support.embedded_store import worker_domain
+from tests.support.qos_spec import reader_qos, writer_qos
+from tests.support.topic_types import Reading
+
+S, V, I = dcps.SampleState, dcps.ViewState, dcps.InstanceState  # noqa: E741
+RELIABLE = {"reliable": True, "keep_all": True}
+
+
+@pytest.fixture(scope="module")
+def participant(worker_id: str) -> Iterator[dcps.DomainParticipant]:
+    with dcps.DomainParticipant(worker_domain(worker_id)) as p:
+        yield p
+
+
+class World:
+    """A topic with one reader and one writer of it, matched."""
+
+    def __init__(
+        self, participant: dcps.DomainParticipant, name: str, reader: qos.DataReaderQos
+    ) -> None:
+        # a SubscriptionKeys reader's instances are disposed only by write_dispose
+        self.keyed = reader[qos.SubscriptionKeys].use_key_list
+        self.topic = dcps.Topic(participant, name, Reading)
+        self.reader: dcps.DataReader[Reading] = dcps.DataReader(participant, self.topic, qos=reader)
+        self.writer = dcps.DataWriter(
+            participant,
+            self.topic,
+            qos=writer_qos({**RELIABLE, "keep_instances": True}).with_(
+                qos.WriterDataLifecycle(autodispose_unregistered_instances=False)
+            ),
+        )
+        self.writer.wait_for_readers()
+
+    def write(self, *readings: tuple[int, float]) -> None:
+        for sensor, value in readings:
+            self.writer.write(Reading(sensor, value, ""))
+        self.writer.wait_for_acknowledgments(10)
+
+    def dispose(self, sensor: int) -> None:
+        if self.keyed:
+            self.writer.write_dispose(Reading(sensor, -1.0, ""))
+        else:
+            self.writer.dispose(Reading(sensor, 0.0, ""))
+        self.writer.wait_for_acknowledgments(10)
+
+    def close(self) -> None:
+        self.writer.close()
+        self.reader.close()
+        self.topic.close()
+
+
+@pytest.fixture
+def world(participant: dcps.DomainParticipant, topic_name: str) -> Iterator[Any]:
+    """A function making the test's World with the reader QoS asked for."""
+    made: list[World] = []
+
+    def make(spec: dict[str, Any] | None = None, *extra: Any) -> World:
+        base = reader_qos(spec or RELIABLE)
+        if extra:
+            base = base.with_(*extra)
+        w = World(participant, f"{topic_name}_{len(made)}", base)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close()
+
+
+def values(samples: list[dcps.Sample[Reading]]) -> list[float]:
+    """The values written, without dispose markers (invalid samples, and -1.0: the value
+    a SubscriptionKeys test disposes with)."""
+    return [s.data.value for s in samples if s.valid_data and s.data.value != -1.0]
+
+
+def keyed() -> qos.SubscriptionKeys:
+    return qos.SubscriptionKeys.of("sensor")
+
+
+class TestMaxSamples:
+    @pytest.mark.parametrize("bad", [0, -2, 1.5, "3", None])
+    def test_a_bad_count_is_refused(self, world: Any, bad: Any) -> None:
+        reader = world().reader
+        message = f"max_samples must be a positive count or LENGTH_UNLIMITED (-1), got {bad!r}"
+        with pytest.raises(dcps.BadParameterError) as caught:
+            reader.read(bad)
+        assert str(caught.value) == message
+        with pytest.raises(dcps.BadParameterError) as caught:
+            reader.take(bad)
+        assert str(caught.value) == message
+        with pytest.raises(dcps.BadParameterError) as caught:
+            reader.read_next_instance(None, bad)
+        assert str(caught.value) == message
+
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_a_count_caps_the_result(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.write((1, 1.0), (1, 2.0), (1, 3.0))
+        assert values(w.reader.read(1)) == [1.0]
+        assert values(w.reader.read(2)) == [1.0, 2.0]
+        assert values(w.reader.read(dcps.LENGTH_UNLIMITED)) == [1.0, 2.0, 3.0]
+        assert values(w.reader.take(2)) == [1.0, 2.0]
+        assert values(w.reader.read()) == [3.0]
+        assert dcps.LENGTH_UNLIMITED == -1
+
+
+class TestStates:
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_read_marks_read_and_not_new(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.write((1, 1.0))
+        first = w.reader.read()
+        assert [(s.info.sample_state, s.info.view_state) for s in first] == [(S.NOT_READ, V.NEW)]
+        assert values(w.reader.read(sample_states=S.NOT_READ)) == []
+        assert values(w.reader.read(view_states=V.NEW)) == []
+        w.write((1, 2.0))
+        again = w.reader.read()
+        assert [(s.info.sample_state, s.info.view_state) for s in again] == [
+            (S.READ, V.NOT_NEW),
+            (S.NOT_READ, V.NOT_NEW),
+        ]
+        assert values(w.reader.take(sample_states=S.NOT_READ)) == []  # all read by now
+        assert values(w.reader.read(sample_states=S.READ, view_states=V.NOT_NEW)) == [1.0, 2.0]
+
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_instance_states_select(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.write((1, 1.0), (2, 2.0))
+        w.dispose(2)
+        assert values(w.reader.read(instance_states=I.ALIVE)) == [1.0]
+        assert values(w.reader.read(instance_states=I.NOT_ALIVE_DISPOSED)) == [2.0]
+        assert values(w.reader.read(instance_states=I.NOT_ALIVE_NO_WRITERS)) == []
+        assert values(w.reader.take(instance_states=I.NOT_ALIVE)) == [2.0]
+        assert values(w.reader.read()) == [1.0]
+
+    def test_a_bad_mask_is_refused(self, world: Any) -> None:
+        reader = world().reader
+        with pytest.raises(dcps.BadParameterError, match="view_states must be a non-empty"):
+            reader.read(view_states=0)  # type: ignore[arg-type]
+        with pytest.raises(dcps.BadParameterError, match="instance_states must be a non-empty"):
+            reader.take_next_instance(instance_states=0)  # type: ignore[arg-type]
+
+
+class TestInstances:
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_one_instance_by_handle(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.write((1, 1.0), (2, 2.0), (1, 1.5))
+        handle = w.reader.lookup_instance(Reading(2, 0.0, ""))
+        assert handle is not None
+        assert values(w.reader.read(instance=handle)) == [2.0]
+        assert values(w.reader.take(instance=handle)) == [2.0]
+        assert sorted(values(w.reader.read())) == [1.0, 1.5]
+
+    def test_an_unknown_handle_is_refused_by_number(self, world: Any) -> None:
+        w = world()
+        w.write((1, 1.0))
+        with pytest.raises(dcps.BadParameterError) as caught:
+            w.reader.read(instance=123456789)
+        assert str(caught.value) == (
+            f"DataReader({w.topic.name!r}) has no instance with handle 123456789"
+        )
+
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_next_instance_walks_the_handles_in_order(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.write((1, 1.0), (2, 2.0), (3, 3.0), (2, 2.5))
+        handles = sorted(
+            h for h in (w.reader.lookup_instance(Reading(s, 0.0, "")) for s in (1, 2, 3)) if h
+        )
+        assert len(handles) == 3
+        seen = []
+        previous = None
+        while batch := w.reader.read_next_instance(previous):
+            previous = batch[0].info.instance_handle
+            seen.append((previous, values(batch)))
+        assert [h for h, _ in seen] == handles
+        by_sensor = sorted(vs for _, vs in seen)
+        assert by_sensor == [[1.0], [2.0, 2.5], [3.0]]
+        # from the first handle on: the second and third
+        after_first = w.reader.read_next_instance(handles[0])
+        assert after_first[0].info.instance_handle == handles[1]
+        assert w.reader.read_next_instance(handles[2]) == []
+        assert len(w.reader.read_next_instance(None, 1)) == 1
+        # the iterator yields the same, then taking empties the reader
+        assert [b[0].info.instance_handle for b in w.reader.instances()] == handles
+        assert [len(b) for b in w.reader.instances(take=True)] == [len(vs) for _, vs in seen]
+        assert w.reader.read() == []
+
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_next_instance_honours_the_states(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.write((1, 1.0), (2, 2.0))
+        w.dispose(1)
+        alive = w.reader.take_next_instance(instance_states=I.ALIVE)
+        assert values(alive) == [2.0]
+        assert values(w.reader.read_next_instance(instance_states=I.ALIVE)) == []
+        assert values(w.reader.read_next_instance(sample_states=S.NOT_READ)) == [1.0]
+        assert [b[0].info.instance_state for b in w.reader.instances()] == [I.NOT_ALIVE_DISPOSED]
+        assert list(w.reader.instances(view_states=V.NEW, sample_states=S.NOT_READ)) == []
+
+
+class TestConditions:
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_a_query_orders_and_filters(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.write((1, 3.0), (2, 1.0), (3, 2.0), (4, 9.0))
+        query = dcps.QueryCondition(w.reader, "value < 5 ORDER BY value")
+        assert values(w.reader.read(condition=query)) == [1.0, 2.0, 3.0]
+        unordered = dcps.QueryCondition(w.reader, "value < 5")
+        assert sorted(values(w.reader.take(condition=unordered))) == [1.0, 2.0, 3.0]
+        assert values(w.reader.read()) == [9.0]
+
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_a_read_condition_applies_its_mask(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.write((1, 1.0))
+        w.reader.read()
+        w.write((1, 2.0))
+        fresh = dcps.ReadCondition(w.reader, sample_states=S.NOT_READ)
+        # the condition's mask wins over the call's (which would select READ)
+        assert values(w.reader.read(sample_states=S.READ, condition=fresh)) == [2.0]
+
+    def test_another_readers_condition_is_refused(self, world: Any) -> None:
+        a, b = world(), world()
+        condition = dcps.ReadCondition(b.reader)
+        with pytest.raises(dcps.BadParameterError) as caught:
+            a.reader.read(condition=condition)
+        assert str(caught.value) == "the condition belongs to another reader"
+
+
+def purging(delay: float) -> qos.ReaderDataLifecycle:
+    return qos.ReaderDataLifecycle(
+        autopurge_disposed_samples_delay=timedelta(seconds=delay),
+    )
+
+
+class TestAutopurge:
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_a_disposed_instance_is_purged_before_the_access(self, world: Any, keys: bool) -> None:
+        extra = (purging(0), keyed()) if keys else (purging(0),)
+        w = world(None, *extra)
+        w.write((1, 1.0), (2, 2.0))
+        w.dispose(2)
+        # the delay is zero: the access itself finds the instance due and drops it
+        assert values(w.reader.read()) == [1.0]
+        assert [s.info.instance_state for s in w.reader.read()] == [I.ALIVE]
+
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_next_instance_purges_first(self, world: Any, keys: bool) -> None:
+        extra = (purging(0), keyed()) if keys else (purging(0),)
+        w = world(None, *extra)
+        w.write((1, 1.0), (2, 2.0))
+        w.dispose(1)
+        assert values(w.reader.read_next_instance()) == [2.0]
+
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_a_long_delay_keeps_the_disposed_instance(self, world: Any, keys: bool) -> None:
+        extra = (purging(3600), keyed()) if keys else (purging(3600),)
+        w = world(None, *extra)
+        w.write((1, 1.0), (2, 2.0))
+        w.dispose(2)
+        states = {s.data.sensor: s.info.instance_state for s in w.reader.read()}
+        assert states == {1: I.ALIVE, 2: I.NOT_ALIVE_DISPOSED}
