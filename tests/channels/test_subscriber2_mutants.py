@@ -1,0 +1,213 @@
+"""The channel subscriber's membership, against embedded stores (issue 20: the survivors
+of ``dcps/channels/_subscriber.py`` that test_subscriber_mutants.py left).
+
+What a group member keeps while alive: its channels while it only calls ``heartbeat()``,
+or only waits in a receive; what its listeners hear when a rebalance moves channels
+away (revoked, not lost); and its commits after a store restart, before it has rejoined
+(the restarted store re-admits it with its own member timeout). The store judges
+liveness by the clock, so the liveness tests take a few member timeouts (of 1 s); they
+wait on what the store answers, never on a sleep.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dcps.channels import (
+    ChannelledTopic,
+    ChannelPublisher,
+    ChannelSubscriber,
+    CommitStatus,
+    OrderBy,
+    Position,
+)
+from dcps.store import Store, SyncMode
+from tests.support.embedded_store import module_store
+from tests.support.peers.channels_types import Msg, receive_n
+from tests.support.waiting import eventually
+
+TIMEOUT = 5.0
+#: The member timeout of the liveness tests: short, so that a member the store
+#: stopped hearing from is expelled within a second.
+MEMBER_TIMEOUT = 1.0
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
+    """One embedded store for the module, and the keywords that reach it."""
+    with module_store(tmp_path_factory, worker_id, "substore2") as (_, domain, namespace):
+        yield {"domain_id": domain, "namespace": namespace}
+
+
+@pytest.fixture
+def kw(served: dict[str, Any]) -> dict[str, Any]:
+    return dict(served)
+
+
+@pytest.fixture
+def opened() -> Iterator[list[Any]]:
+    """Publishers and subscribers a test opens, closed (last first) when it ends."""
+    entities: list[Any] = []
+    try:
+        yield entities
+    finally:
+        for entity in reversed(entities):
+            entity.close()
+
+
+def topic(name: str, channels: int = 1) -> ChannelledTopic:
+    return ChannelledTopic(name, Msg, channel_count=channels, retain_consumed=True)
+
+
+def publish(
+    opened: list[Any], kw: dict[str, Any], t: ChannelledTopic, seqs: range, channel: int = 0
+) -> list[Position]:
+    pub: ChannelPublisher[Msg] = ChannelPublisher(t, order_by=OrderBy.fixed(channel), **kw)
+    opened.append(pub)
+    positions = pub.publish_many([Msg(channel, s) for s in seqs]).result(TIMEOUT)
+    assert positions is not None
+    return positions
+
+
+class Heard:
+    """A ChannelOwnershipListener that records what it is told, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, frozenset[int]]] = []
+
+    def on_channels_assigned(self, sub: Any, channels: frozenset[int]) -> None:
+        self.events.append(("assigned", channels))
+
+    def on_channels_revoked(self, sub: Any, channels: frozenset[int]) -> None:
+        self.events.append(("revoked", channels))
+
+    def on_channels_lost(self, sub: Any, channels: frozenset[int]) -> None:
+        self.events.append(("lost", channels))
+
+
+def member_timeouts(count: float) -> float:
+    """The monotonic time ``count`` member timeouts from now."""
+    return time.monotonic() + count * MEMBER_TIMEOUT
+
+
+class TestLiveness:
+    def test_heartbeats_alone_keep_an_idle_member_its_channels(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        t = topic(topic_name)
+        (first,) = publish(opened, kw, t, range(1))
+        heard = Heard()
+        sub = ChannelSubscriber(t, group="g", timeout=MEMBER_TIMEOUT, listeners=[heard], **kw)
+        opened.append(sub)
+        eventually(lambda: heard.events == [("assigned", frozenset({0}))], timeout=TIMEOUT)
+        # no receive pending, so the delivery thread sends no heartbeat: only these do
+        beat = threading.Event()
+        end = member_timeouts(3)
+        while time.monotonic() < end:
+            sub.heartbeat()
+            beat.wait(MEMBER_TIMEOUT / 10)  # the pace of the heartbeats
+        assert heard.events == [("assigned", frozenset({0}))]
+        assert sub.commit(0, first).status is CommitStatus.COMMITTED
+
+    def test_a_member_waiting_in_a_receive_stays_a_member(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        t = topic(topic_name)
+        heard = Heard()
+        sub = ChannelSubscriber(t, group="g", timeout=MEMBER_TIMEOUT, listeners=[heard], **kw)
+        opened.append(sub)
+        eventually(lambda: heard.events == [("assigned", frozenset({0}))], timeout=TIMEOUT)
+        waiting = sub.receive()  # nothing published yet: it waits, heartbeating
+        # a second member would take the channel if the store dropped the first
+        other = ChannelSubscriber(t, group="g", timeout=30.0, **kw)
+        opened.append(other)
+        end = member_timeouts(3)
+        while time.monotonic() < end:
+            assert not waiting.done()
+            assert other.channels == []
+            threading.Event().wait(MEMBER_TIMEOUT / 10)
+        assert heard.events == [("assigned", frozenset({0}))]
+        (first,) = publish(opened, kw, t, range(1))
+        element = waiting.result(TIMEOUT)
+        assert element is not None
+        assert element.position == first
+        assert sub.commit(0, first).status is CommitStatus.COMMITTED
+
+    def test_a_silent_member_loses_its_channels_and_its_listeners_hear_it(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        """The other side of the two tests above: without heartbeats the channel goes."""
+        t = topic(topic_name)
+        heard = Heard()
+        sub = ChannelSubscriber(t, group="g", timeout=MEMBER_TIMEOUT, listeners=[heard], **kw)
+        opened.append(sub)
+        eventually(lambda: heard.events == [("assigned", frozenset({0}))], timeout=TIMEOUT)
+        eventually(lambda: ("lost", frozenset({0})) in heard.events, timeout=TIMEOUT)
+        assert sub.channels == []
+
+
+class TestRebalance:
+    def test_channels_moved_to_a_new_member_are_revoked_not_lost(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        t = topic(topic_name, 2)
+        heard = Heard()
+        first = ChannelSubscriber(t, group="g", listeners=[heard], **kw)
+        opened.append(first)
+        eventually(lambda: heard.events == [("assigned", frozenset({0, 1}))], timeout=TIMEOUT)
+        second = ChannelSubscriber(t, group="g", **kw)
+        opened.append(second)
+        eventually(lambda: len(heard.events) == 2, timeout=TIMEOUT)
+        eventually(lambda: len(second.channels) == 1, timeout=TIMEOUT)
+        (moved,) = second.channels
+        assert heard.events[1] == ("revoked", frozenset({moved}))
+        assert first.channels == [1 - moved]
+
+
+class TestStoreRestart:
+    def test_a_member_commits_to_a_restarted_store_before_it_rejoins(
+        self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str
+    ) -> None:
+        """The restarted store re-admits the member from its commit (which names the
+        store incarnation it joined and its member timeout), and expels it after that
+        timeout when it stays silent."""
+        path = tmp_path / "store"
+        kw = {"domain_id": domain_id, "namespace": namespace}
+        t = topic(topic_name)
+        store = Store(path, sync=SyncMode.NORMAL, **kw)
+        store.start()
+        try:
+            publish_to = ChannelPublisher(t, order_by=OrderBy.fixed(0), **kw)
+            positions = publish_to.publish_many([Msg(0, s) for s in range(3)]).result(TIMEOUT)
+            publish_to.close()
+            assert positions is not None
+            sub = ChannelSubscriber(t, group="g", timeout=MEMBER_TIMEOUT, **kw)
+            try:
+                receive_n(sub, 3, TIMEOUT)
+                assert sub.commit(0, positions[0]).status is CommitStatus.COMMITTED
+                # hold the delivery thread: no heartbeat and no rejoin reach the new store
+                with sub._lock:
+                    store.close()
+                    store = Store(path, sync=SyncMode.NORMAL, **kw)
+                    store.start()
+                    readmitted = sub.commit(0, positions[1])
+                    assert readmitted.status is CommitStatus.COMMITTED
+                    # re-admitted with its own timeout: silent, it is expelled after it,
+                    # and a member that joined meanwhile takes the channel over
+                    other = ChannelSubscriber(t, group="g", **kw)
+                    try:
+                        assert other.channels == []
+                        eventually(lambda: other.channels == [0], timeout=TIMEOUT)
+                        assert other.last_committed(0) == positions[1]
+                    finally:
+                        other.close()
+            finally:
+                sub.close()
+        finally:
+            store.close()
