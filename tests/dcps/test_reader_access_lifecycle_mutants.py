@@ -11,6 +11,8 @@ is in the reader when the test reads: no waiting on clocks.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -192,7 +194,10 @@ class TestInstances:
         assert len(handles) == 3
         seen = []
         previous = None
-        while batch := w.reader.read_next_instance(previous):
+        for _ in range(4):  # bounded: a walk that never advances fails, it does not hang
+            batch = w.reader.read_next_instance(previous)
+            if not batch:
+                break
             previous = batch[0].info.instance_handle
             seen.append((previous, values(batch)))
         assert [h for h, _ in seen] == handles
@@ -204,8 +209,10 @@ class TestInstances:
         assert w.reader.read_next_instance(handles[2]) == []
         assert len(w.reader.read_next_instance(None, 1)) == 1
         # the iterator yields the same, then taking empties the reader
-        assert [b[0].info.instance_handle for b in w.reader.instances()] == handles
-        assert [len(b) for b in w.reader.instances(take=True)] == [len(vs) for _, vs in seen]
+        walked = [b for b, _ in zip(w.reader.instances(), range(4), strict=False)]
+        assert [b[0].info.instance_handle for b in walked] == handles
+        taken = [b for b, _ in zip(w.reader.instances(take=True), range(4), strict=False)]
+        assert [len(b) for b in taken] == [len(vs) for _, vs in seen]
         assert w.reader.read() == []
 
     @pytest.mark.parametrize("keys", [False, True])
@@ -283,3 +290,83 @@ class TestAutopurge:
         w.dispose(2)
         states = {s.data.sensor: s.info.instance_state for s in w.reader.read()}
         assert states == {1: I.ALIVE, 2: I.NOT_ALIVE_DISPOSED}
+
+
+class TestSampleInfo:
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_source_timestamp_and_writer(self, world: Any, keys: bool) -> None:
+        w = world(None, keyed()) if keys else world()
+        w.writer.write(Reading(1, 1.0, ""), timestamp=1_700_000_000_123_456_000)
+        w.writer.wait_for_acknowledgments(10)
+        (sample,) = w.reader.read()
+        assert sample.info.source_timestamp_ns == 1_700_000_000_123_456_000
+        assert sample.info.publication_handle == w.reader.matched_publications[0]
+        assert sample.info.instance_handle == w.reader.lookup_instance(Reading(1, 0.0, ""))
+
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_more_samples_than_one_drain_moves(self, world: Any, keys: bool) -> None:
+        """A SubscriptionKeys reader drains Cyclone in chunks of 256: all arrive."""
+        w = world(None, keyed()) if keys else world()
+        w.write(*((s, float(s)) for s in range(300)))
+        assert sorted(values(w.reader.read())) == [float(s) for s in range(300)]
+
+
+class TestDataAvailable:
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_data_available_comes_with_data_and_goes_with_the_access(
+        self, participant: dcps.DomainParticipant, world: Any, keys: bool
+    ) -> None:
+        """On a reader where dcps hears every arrival itself (autopurge, or its own keys)."""
+        extra = (purging(3600), keyed()) if keys else (purging(3600),)
+        w = world(None, *extra)
+        available = dcps.StatusCondition(w.reader, dcps.StatusKind.DATA_AVAILABLE)
+        ws = dcps.WaitSet(participant)
+        try:
+            ws.attach(available)
+            w.write((1, 1.0))
+            assert ws.wait(10) == [available]
+            assert values(w.reader.read()) == [1.0]
+            assert not available.triggered
+            w.reader.lookup_instance(Reading(1, 0.0, ""))  # drains nothing new
+            assert not available.triggered
+            with pytest.raises(dcps.DcpsTimeoutError):
+                ws.wait(0)
+            w.write((2, 2.0))
+            assert ws.wait(10) == [available]
+            assert len(w.reader.take_next_instance()) == 1  # either instance
+            assert not available.triggered
+        finally:
+            ws.close()
+
+
+class TestArrivals:
+    @pytest.mark.parametrize("keys", [False, True])
+    def test_the_purge_delay_runs_from_the_arrival(self, world: Any, keys: bool) -> None:
+        """dcps notes an instance's disposal when it arrives, not at the next access."""
+        extra = (purging(1.0), keyed()) if keys else (purging(1.0),)
+        w = world(None, *extra)
+        w.write((1, 1.0), (2, 2.0))
+        w.dispose(2)
+        disposed_at = time.monotonic()
+        # no access meanwhile: only dcps' own data listener sees the disposal
+        threading.Event().wait(max(0.0, disposed_at + 1.5 - time.monotonic()))
+        assert values(w.reader.read()) == [1.0]
+
+    def test_a_bounded_keyed_reader_reports_rejections_without_an_access(
+        self, participant: dcps.DomainParticipant, topic_name: str
+    ) -> None:
+        """Every 32 arrivals it drains Cyclone itself, and so finds what its limits refuse."""
+        heard = threading.Event()
+
+        class Listener(dcps.Listener):
+            def on_sample_rejected(self, reader: Any, status: Any) -> None:
+                heard.set()
+
+        limited = reader_qos(RELIABLE).with_(keyed(), qos.ResourceLimits(max_samples=4))
+        w = World(participant, topic_name, limited)
+        try:
+            w.reader.set_listener(Listener())
+            w.write(*((s, float(s)) for s in range(32)))
+            assert heard.wait(10)
+        finally:
+            w.close()
