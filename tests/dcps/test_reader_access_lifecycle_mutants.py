@@ -11,6 +11,7 @@ is in the reader when the test reads: no waiting on clocks.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -323,6 +324,7 @@ class TestDataAvailable:
         ws = dcps.WaitSet(participant)
         try:
             ws.attach(available)
+            assert not available.triggered  # nothing arrived yet
             w.write((1, 1.0))
             assert ws.wait(10) == [available]
             assert values(w.reader.read()) == [1.0]
@@ -370,3 +372,152 @@ class TestArrivals:
             assert heard.wait(10)
         finally:
             w.close()
+
+
+class TestEntities:
+    def test_on_a_subscriber_or_with_its_own(
+        self, participant: dcps.DomainParticipant, topic_name: str
+    ) -> None:
+        topic = dcps.Topic(participant, topic_name, Reading)
+        subscriber = dcps.Subscriber(participant)
+        try:
+            on_subscriber = dcps.DataReader(subscriber, topic)
+            assert on_subscriber.subscriber is subscriber
+            own = dcps.DataReader(participant, topic)
+            assert own.subscriber is not subscriber
+            assert own.subscriber.participant is participant
+            own.close()
+            assert own.subscriber.closed  # its own subscriber goes with it
+            on_subscriber.close()
+            assert not subscriber.closed
+        finally:
+            subscriber.close()
+            topic.close()
+
+    def test_a_writers_qos_is_refused_naming_the_reader(
+        self, participant: dcps.DomainParticipant, topic_name: str
+    ) -> None:
+        topic = dcps.Topic(participant, topic_name, Reading)
+        try:
+            with pytest.raises(dcps.BadParameterError, match="DataReader"):
+                dcps.DataReader(participant, topic, qos=qos.DataWriterQos())  # type: ignore[arg-type]
+        finally:
+            topic.close()
+
+    def test_a_plain_reader_keeps_its_own_history_depth(self, world: Any) -> None:
+        w = world({"reliable": True, "depth": 1})
+        w.write((1, 1.0), (1, 2.0), (1, 3.0))
+        assert values(w.reader.read()) == [3.0]
+
+    def test_a_reader_with_its_own_keys_has_its_own_instances(self, world: Any) -> None:
+        w = world(None, qos.SubscriptionKeys.of("label"))
+        w.writer.write(Reading(1, 1.0, "a"))
+        w.writer.write(Reading(2, 2.0, "a"))
+        w.writer.wait_for_acknowledgments(10)
+        first = w.reader.lookup_instance(Reading(1, 0.0, "a"))
+        assert first is not None
+        assert w.reader.lookup_instance(Reading(2, 0.0, "a")) == first
+        assert values(w.reader.read_next_instance()) == [1.0, 2.0]
+
+
+class TestLookup:
+    def test_an_unknown_key_has_no_handle_and_a_wrong_type_is_refused(self, world: Any) -> None:
+        w = world()
+        w.write((1, 1.0))
+        assert w.reader.lookup_instance(Reading(7, 0.0, "")) is None
+        assert isinstance(w.reader.lookup_instance(Reading(1, 0.0, "")), int)
+        with pytest.raises(dcps.DcpsError, match="expected sensors::Reading, got str"):
+            w.reader.lookup_instance("x")  # type: ignore[arg-type]
+
+    def test_a_disposed_instance_leaves_a_sample_with_its_key(self, world: Any) -> None:
+        w = world()
+        w.write((4, 1.0))
+        w.reader.take()
+        w.dispose(4)
+        (sample,) = w.reader.read()
+        assert sample.valid_data is False
+        assert sample.data.sensor == 4
+        assert sample.info.instance_state is I.NOT_ALIVE_DISPOSED
+
+    def test_take_next_instance_starts_after_the_handle_given(self, world: Any) -> None:
+        w = world()
+        w.write((1, 1.0), (2, 2.0))
+        handles = sorted(
+            h for h in (w.reader.lookup_instance(Reading(s, 0.0, "")) for s in (1, 2)) if h
+        )
+        (sample,) = w.reader.take_next_instance(handles[0])
+        assert sample.info.instance_handle == handles[1]
+        (left,) = w.reader.read()
+        assert left.info.instance_handle == handles[0]
+
+
+class TestListeners:
+    def test_a_listener_that_takes_data_available_consumes_the_status(
+        self, participant: dcps.DomainParticipant, world: Any
+    ) -> None:
+        """With an application on_data_available, DDS counts DATA_AVAILABLE as consumed:
+        a StatusCondition does not see it (here dcps hears the data too: autopurge)."""
+        heard = threading.Event()
+
+        class Listener(dcps.Listener):
+            def on_data_available(self, reader: Any) -> None:
+                heard.set()
+
+        w = world(None, purging(3600))
+        w.reader.set_listener(Listener())
+        available = dcps.StatusCondition(w.reader, dcps.StatusKind.DATA_AVAILABLE)
+        w.write((1, 1.0))
+        assert heard.wait(10)
+        assert not available.triggered
+        assert values(w.reader.read()) == [1.0]
+
+    def test_a_listener_given_at_creation_hears_data(
+        self, participant: dcps.DomainParticipant, topic_name: str
+    ) -> None:
+        heard = threading.Event()
+
+        class Listener(dcps.Listener):
+            def on_data_available(self, reader: Any) -> None:
+                heard.set()
+
+        topic = dcps.Topic(participant, topic_name, Reading)
+        reader = dcps.DataReader(
+            participant,
+            topic,
+            qos=reader_qos(RELIABLE).with_(purging(3600)),
+            listener=Listener(),
+        )
+        writer = dcps.DataWriter(participant, topic, qos=writer_qos(RELIABLE))
+        try:
+            writer.wait_for_readers()
+            writer.write(Reading(1, 1.0, ""))
+            assert heard.wait(10)
+        finally:
+            writer.close()
+            reader.close()
+            topic.close()
+
+
+class TestWaiting:
+    def test_waits_return_once_what_they_wait_for_is_there(self, world: Any) -> None:
+        w = world()
+        w.reader.wait_for_writers()
+        with pytest.raises(dcps.DcpsTimeoutError, match=r"waiting for 2 matched writer\(s\)"):
+            w.reader.wait_for_writers(2, timeout=0.2)
+        w.reader.wait_for_historical_data()
+        w.write((1, 1.0))
+        w.reader.wait_for_data()
+        assert values(w.reader.read()) == [1.0]
+
+    def test_an_async_take_wakes_when_data_arrives(self, world: Any) -> None:
+        """A plain reader without autopurge: only the waiting coroutine needs dcps' hook."""
+        w = world()
+
+        async def main() -> list[float]:
+            task = asyncio.create_task(w.reader.atake())
+            await asyncio.sleep(0)  # let it take nothing and wait
+            assert not task.done()
+            w.write((1, 1.0))
+            return values(await asyncio.wait_for(task, 10))
+
+        assert asyncio.run(main()) == [1.0]
