@@ -11,9 +11,12 @@ wait on what the store answers, never on a sleep.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +44,25 @@ MEMBER_TIMEOUT = 1.0
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
     """One embedded store for the module, and the keywords that reach it."""
-    with module_store(tmp_path_factory, worker_id, "substore2") as (_, domain, namespace):
-        yield {"domain_id": domain, "namespace": namespace}
+    with module_store(tmp_path_factory, worker_id, "substore2") as (store, domain, namespace):
+        yield {"store": store, "kw": {"domain_id": domain, "namespace": namespace}}
 
 
 @pytest.fixture
 def kw(served: dict[str, Any]) -> dict[str, Any]:
-    return dict(served)
+    return dict(served["kw"])
+
+
+@contextmanager
+def store_held(store: Store) -> Iterator[None]:
+    """The store's writes (so its commits) wait while this holds the file's write lock."""
+    db = sqlite3.connect(store.log.path, timeout=1.0, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
 
 
 @pytest.fixture
@@ -116,8 +131,15 @@ class TestLiveness:
         assert sub.commit(0, first).status is CommitStatus.COMMITTED
 
     def test_a_member_waiting_in_a_receive_stays_a_member(
-        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+        self,
+        kw: dict[str, Any],
+        opened: list[Any],
+        topic_name: str,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
+        """It heartbeats while it waits; its delivery rounds (with the store polls of a
+        waiting receive, and one asked for by ``flush()``) fail nowhere."""
+        caplog.set_level(logging.ERROR, logger="dcps.channels.subscriber")
         t = topic(topic_name)
         heard = Heard()
         sub = ChannelSubscriber(t, group="g", timeout=MEMBER_TIMEOUT, listeners=[heard], **kw)
@@ -132,7 +154,10 @@ class TestLiveness:
             assert not waiting.done()
             assert other.channels == []
             threading.Event().wait(MEMBER_TIMEOUT / 10)
+            if time.monotonic() > end - MEMBER_TIMEOUT:
+                sub.flow_control.flush()
         assert heard.events == [("assigned", frozenset({0}))]
+        assert [r.getMessage() for r in caplog.records] == []
         (first,) = publish(opened, kw, t, range(1))
         element = waiting.result(TIMEOUT)
         assert element is not None
@@ -152,6 +177,30 @@ class TestLiveness:
         assert sub.channels == []
 
 
+class TestAnonymousCommits:
+    def test_what_is_delivered_during_a_commit_is_committed_after_it(
+        self, served: dict[str, Any], kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        """One commit is in flight at a time; what is delivered meanwhile follows it."""
+        t = topic(topic_name)
+        positions = publish(opened, kw, t, range(2))
+        sub = ChannelSubscriber(t, **kw)
+        opened.append(sub)
+        with store_held(served["store"]):
+            first, second = sub.receive(), sub.receive()
+            # both delivered from one fetch, while the first commit waits for the store
+            assert first.result(TIMEOUT).position == positions[0]
+            assert second.result(TIMEOUT).position == positions[1]
+        eventually(lambda: sub.last_committed() == {0: positions[1]}, timeout=TIMEOUT)
+
+    def test_the_default_backlog(
+        self, kw: dict[str, Any], opened: list[Any], topic_name: str
+    ) -> None:
+        sub = ChannelSubscriber(topic(topic_name), **kw)
+        opened.append(sub)
+        assert sub.flow_control.max_backlog == 1024
+
+
 class TestRebalance:
     def test_channels_moved_to_a_new_member_are_revoked_not_lost(
         self, kw: dict[str, Any], opened: list[Any], topic_name: str
@@ -168,6 +217,9 @@ class TestRebalance:
         (moved,) = second.channels
         assert heard.events[1] == ("revoked", frozenset({moved}))
         assert first.channels == [1 - moved]
+        # what a member reports is about its own channels only
+        assert set(first.heads()) == set(first.tails()) == {1 - moved}
+        assert set(second.heads()) == set(second.tails()) == {moved}
 
 
 class TestStoreRestart:
@@ -211,3 +263,21 @@ class TestStoreRestart:
                 sub.close()
         finally:
             store.close()
+
+
+class TestStoreGone:
+    def test_close_leaves_without_the_store_and_without_raising(
+        self, tmp_path: Path, domain_id: int, namespace: str, topic_name: str
+    ) -> None:
+        """Leaving the group is tried for 2 s; then the member just goes."""
+        kw = {"domain_id": domain_id, "namespace": namespace}
+        store = Store(tmp_path / "store", sync=SyncMode.NORMAL, **kw)
+        store.start()
+        try:
+            sub = ChannelSubscriber(topic(topic_name), group="g", request_timeout=10.0, **kw)
+        finally:
+            store.close()
+        began = time.monotonic()
+        sub.close()
+        assert time.monotonic() - began < 6.0  # not the 10 s request timeout
+        assert sub.closed
