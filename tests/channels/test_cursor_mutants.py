@@ -6,21 +6,34 @@ timestamps' conversion to and from nanoseconds; and where a :class:`ChannelCurso
 puts the live batches that arrive (buffered when they follow on, kept when a fetch must
 come first, trimmed where they overlap). Everything is built directly, so each case is
 exact and takes microseconds; ``tests/channels/test_subscriber_mutants.py`` checks the
-same cursors through a subscriber and a store.
+same cursors through a subscriber and a store. The tail poll (the safety net for live
+batches lost before discovery) is checked on a real subscriber's cursors, its delivery
+thread held by the subscriber's lock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from dcps import BadParameterError
-from dcps.channels import CommitResult, CommitStatus, Position
+from dcps.channels import (
+    ChannelledTopic,
+    ChannelPublisher,
+    ChannelSubscriber,
+    CommitResult,
+    CommitStatus,
+    OrderBy,
+    Position,
+)
 from dcps.channels._cursors import FETCH_MAX, LIVE_KEPT, ChannelCursor, _Run, from_ns, to_ns
 from dcps.channels._position import trusted_position
 from dcps.wire._messages import LiveBatch
+from tests.support.embedded_store import module_store
+from tests.support.peers.channels_types import Msg
 
 
 class TestPosition:
@@ -224,3 +237,47 @@ class TestChannelCursor:
             ch.add_live(batch(first, 1))
         assert len(ch.live) == LIVE_KEPT
         assert ch.live[0].first == 101
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
+    """One embedded store for the module, and the keywords that reach it."""
+    with module_store(tmp_path_factory, worker_id, "cursors") as (_, domain, namespace):
+        yield {"domain_id": domain, "namespace": namespace}
+
+
+class TestPollTails:
+    def test_a_channel_whose_tail_reaches_the_cursor_is_fetched_again(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=2, retain_consumed=True)
+        with ChannelPublisher(t, order_by=OrderBy.fixed(0), **served) as pub:
+            assert pub.publish_many([Msg(0, s) for s in range(3)]).result(5.0) is not None
+        sub: ChannelSubscriber[Msg] = ChannelSubscriber(t, **served)
+        try:
+            with sub._lock:  # the delivery thread waits: only this test moves the cursors
+                cursors = sub._cursors
+                at_tail, past_tail = cursors.chans[0], cursors.chans[1]
+                at_tail.reset(2)  # the stored tail of channel 0 is offset 2: not buffered
+                past_tail.reset(0)  # channel 1 is empty (tail -1)
+                for ch in (at_tail, past_tail):
+                    ch.need_fetch = False
+                cursors.poll_tails()
+                assert (at_tail.need_fetch, past_tail.need_fetch) == (True, False)
+                at_tail.reset(3)  # past the tail now
+                at_tail.need_fetch = False
+                unknown = cursors.chans[1]
+                unknown.next = None  # a cursor that does not know where it stands yet
+                cursors.poll_tails()
+                assert (at_tail.need_fetch, unknown.need_fetch) == (False, False)
+                at_tail.reset(1)
+                at_tail.runs.append(_Run(1, 5, b"\x00\x00", [1, 1]))  # 1 and 2 buffered
+                at_tail.need_fetch = False
+                cursors.poll_tails()
+                assert at_tail.need_fetch is False  # the tail (2) is buffered
+                owned = dict(cursors.chans)
+                cursors.chans.clear()  # no channel owned: nothing to ask
+                cursors.poll_tails()
+                cursors.chans.update(owned)
+        finally:
+            sub.close()
