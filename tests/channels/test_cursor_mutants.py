@@ -281,3 +281,42 @@ class TestPollTails:
                 cursors.chans.update(owned)
         finally:
             sub.close()
+
+
+def published(served: dict[str, Any], t: ChannelledTopic, batches: list[range]) -> None:
+    """Publish each range as its own batch (each gets its own store timestamp)."""
+    with ChannelPublisher(t, order_by=OrderBy.fixed(0), **served) as pub:
+        for seqs in batches:
+            assert pub.publish_many([Msg(0, s) for s in seqs]).result(5.0) is not None
+
+
+class TestThroughASubscriber:
+    def test_elements_of_two_batches_keep_their_own_timestamps(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(0, 1), range(1, 2)])
+        with ChannelSubscriber(t, **served) as sub:
+            first, second = sub.receive(2).result(5.0)  # one fetch: one run of both
+            assert (first.position.offset, second.position.offset) == (0, 1)
+            assert first.timestamp < second.timestamp
+            again = ChannelSubscriber(t, **served)
+            with again:
+                assert [e.timestamp for e in again.receive(2).result(5.0)] == [
+                    first.timestamp,
+                    second.timestamp,
+                ]
+
+    def test_a_seek_drops_the_elements_kept_for_a_cancelled_receive(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(5)])
+        with ChannelSubscriber(t, **served) as sub:
+            with sub._lock:  # as the delivery thread does when a receive was cancelled
+                taken, _ = sub._cursors.collect(2, 5.0)
+                assert [e.position.offset for e in taken] == [0, 1]
+                sub._cursors.carry[:0] = taken
+            assert sub.seek(0, Position(0, 3)) == Position(0, 3)
+            (element,) = sub.receive(1).result(5.0)
+            assert element.position == Position(0, 4)
