@@ -359,9 +359,11 @@ class TestArrivals:
     ) -> None:
         """Every 32 arrivals it drains Cyclone itself, and so finds what its limits refuse."""
         heard = threading.Event()
+        told: list[tuple[Any, Any]] = []
 
         class Listener(dcps.Listener):
             def on_sample_rejected(self, reader: Any, status: Any) -> None:
+                told.append((reader, status))
                 heard.set()
 
         limited = reader_qos(RELIABLE).with_(keyed(), qos.ResourceLimits(max_samples=4))
@@ -370,6 +372,10 @@ class TestArrivals:
             w.reader.set_listener(Listener())
             w.write(*((s, float(s)) for s in range(32)))
             assert heard.wait(10)
+            reader, status = told[0]
+            assert reader is w.reader
+            assert status.total_count >= 1
+            assert status.last_reason is dcps.SampleRejectedReason.REJECTED_BY_SAMPLES_LIMIT
         finally:
             w.close()
 
@@ -521,3 +527,28 @@ class TestWaiting:
             return values(await asyncio.wait_for(task, 10))
 
         assert asyncio.run(main()) == [1.0]
+
+
+class TestWaitingMore:
+    def test_wait_for_data_waits_for_an_unread_sample(self, world: Any) -> None:
+        w = world()
+        w.write((1, 1.0))
+        w.reader.read()  # read: no unread sample left
+        with pytest.raises(dcps.DcpsTimeoutError):
+            w.reader.wait_for_data(timeout=0.2)
+
+    def test_an_async_take_takes_unread_samples_up_to_the_count(self, world: Any) -> None:
+        w = world()
+        w.write((1, 1.0))
+        w.reader.read()
+        w.write((2, 2.0), (3, 3.0))
+
+        async def main() -> tuple[list[float], list[float]]:
+            one = values(await asyncio.wait_for(w.reader.atake(1), 10))
+            rest = values(await asyncio.wait_for(w.reader.atake(), 10))
+            return one, rest
+
+        one, rest = asyncio.run(main())
+        assert len(one) == 1
+        assert sorted(one + rest) == [2.0, 3.0]
+        assert values(w.reader.read()) == [1.0]  # the read one stays
