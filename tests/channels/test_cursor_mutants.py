@@ -320,3 +320,15 @@ class TestThroughASubscriber:
             assert sub.seek(0, Position(0, 3)) == Position(0, 3)
             (element,) = sub.receive(1).result(5.0)
             assert element.position == Position(0, 4)
+
+    def test_a_live_batch_is_delivered_one_element_at_a_time(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        """A batch that arrives live (one timestamp for the run) taken part by part."""
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        with ChannelSubscriber(t, **served) as sub:
+            first = sub.receive()  # waiting before anything is published: it comes live
+            published(served, t, [range(4)])
+            got = [first.result(5.0)] + [sub.receive().result(5.0) for _ in range(3)]
+            assert [e.position.offset for e in got] == [0, 1, 2, 3]
+            assert [e.value.seq for e in got] == [0, 1, 2, 3]
