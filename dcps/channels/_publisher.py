@@ -245,7 +245,10 @@ class ChannelPublisher(Generic[T]):
             except (KeyError, TypeError):  # a new key, or unhashable key values
                 channel = self.channel_of(sample)
         now = _monotonic()
-        with self._lock:
+        # acquire/release rather than ``with``: half the cost (0.1-0.2 us per element)
+        lock = self._lock
+        lock.acquire()
+        try:
             # the shorter of the last two gaps: one pause of the publishing thread (the
             # scheduler, another thread holding the GIL) does not make a stream sparse
             gap = now - self._last_publish
@@ -262,6 +265,8 @@ class ChannelPublisher(Generic[T]):
                 batch.size += len(data)
             else:
                 batch, index = self._enqueue_locked(channel, data, gap)
+        finally:
+            lock.release()
         if not self.confirmed:
             return DONE
         future = _new_object(ElementFuture)  # ElementFuture(batch, index) without a frame
