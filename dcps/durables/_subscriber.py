@@ -722,13 +722,11 @@ class DurableSubscriber(Generic[T]):
             # the filter runs on the values first: no element is made for what it drops
             many = getattr(keep, "matches_many", None)
             flags = many(values) if many is not None else [keep.matches(v) for v in values]
-            unseen = [
-                (c, o) for f, c, o in zip(flags, columns[0], columns[1], strict=True) if not f
-            ]
-            if maybe is not None:  # and those ruled out undecoded
-                unseen += [
-                    (c, o) for m, c, o in zip(maybe, d.channels, d.offsets, strict=True) if not m
-                ]
+            every = flags
+            if maybe is not None:  # a flag per element of the delivery: acks go in its order
+                decoded = iter(flags)
+                every = [m and next(decoded) for m in maybe]
+            unseen = [(c, o) for f, c, o in zip(every, d.channels, d.offsets, strict=True) if not f]
             rows = (r for f, r in zip(flags, rows, strict=True) if f)  # type: ignore[assignment]
             self.filtered += len(unseen)
         topic = self.topic.name
