@@ -87,16 +87,16 @@ ANONYMOUS_DURABLE_PREFIX = "~anonymous-durable/"
 
 
 class FilterLike(Protocol):
-    """What decides which elements a durable keeps: a ContentFilter, or a layer's own."""
+    """What decides which elements a durable keeps: a ContentFilter, or a layer's own.
+
+    It may also have ``matches_many(values) -> flags`` (one call per delivery) and
+    ``preselect(blob, sizes) -> flags | None``, run on the encoded delivery: False rules
+    an element out (acknowledged unseen, never decoded), True leaves it to ``matches``;
+    None (or no such attribute) decodes every element. It must never rule out an element
+    ``matches`` would keep (``dcps.jms._preselect``).
+    """
 
     def matches(self, sample: Any) -> bool: ...
-
-
-# A filter may also have ``matches_many(values) -> flags`` (one call per delivery) and
-# ``preselect(blob, sizes) -> flags | None``: run on the encoded delivery, False rules an
-# element out (acknowledged unseen, never decoded), True leaves it to ``matches``; None
-# (or no such attribute) decodes every element. It must never rule out what ``matches``
-# keeps (``dcps.jms._preselect``).
 
 
 def _preselected(keep: FilterLike | None, blob: bytes, sizes: list[int]) -> list[bool] | None:
