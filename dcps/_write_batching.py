@@ -6,7 +6,7 @@ call and one acknowledgement per sample and reader. With write batching on (see
 packet only when it is full or flushed. :class:`FlushPolicy` decides the flushes:
 
 - **Idle: no delay.** A write that finds nothing queued and no flush within the
-  last :data:`MAX_DELAY_NS` flushes at once, so a lone sample (a command, a ping,
+  last :data:`QUIET_NS` flushes at once, so a lone sample (a command, a ping,
   a sensor reading at any rate below 1 kHz) leaves as fast as without batching.
 - **Burst: at most 1 ms.** A write that comes sooner is queued, and the first
   queued sample is sent at most :data:`MAX_DELAY_NS` later: by a later write
@@ -32,6 +32,8 @@ from dcps._cyclone.batching import write_flush
 
 #: The longest a queued sample waits for its packet to be sent (ns).
 MAX_DELAY_NS = 1_000_000
+#: A write this long (ns) after the last flush, with nothing queued, is sent at once.
+QUIET_NS = 1_000_000
 
 
 class FlushPolicy:
@@ -51,7 +53,7 @@ class FlushPolicy:
         with self._lock:
             queued = self._queued_at
             if queued == 0:
-                if now - self._flushed_at < MAX_DELAY_NS:
+                if now - self._flushed_at < QUIET_NS:
                     self._queued_at = now
                     _flusher.due(self, now + MAX_DELAY_NS)
                     return
