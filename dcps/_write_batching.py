@@ -34,6 +34,7 @@ from dcps._cyclone.batching import write_flush
 MAX_DELAY_NS = 1_000_000
 #: A write this long (ns) after the last flush, with nothing queued, is sent at once.
 QUIET_NS = 1_000_000
+_NEVER = 1 << 62
 
 
 class FlushPolicy:
@@ -99,18 +100,27 @@ class _Flusher:
         self._cond = threading.Condition(threading.Lock())
         self._due: dict[FlushPolicy, int] = {}
         self._thread: threading.Thread | None = None
+        self._wakes_at = _NEVER  # when the thread wakes by itself (monotonic ns)
 
     def due(self, policy: FlushPolicy, at: int) -> None:
-        """``policy`` has samples queued that must be sent by ``at`` (monotonic ns)."""
+        """``policy`` has samples queued that must be sent by ``at`` (monotonic ns).
+
+        The thread is woken only when it would otherwise wake too late: in a steady
+        stream each write that queues finds its writer still due (its deadline comes
+        first) or the thread already waking in time, so it wakes about once per
+        :data:`MAX_DELAY_NS` and takes the GIL from the writing thread no more often.
+        """
         with self._cond:
-            if policy not in self._due:
-                self._due[policy] = at
+            if policy in self._due:
+                return  # an earlier deadline stands; the flusher re-checks then
+            self._due[policy] = at
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="dcps-write-flusher", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            if at < self._wakes_at:
+                self._cond.notify()
 
     def drop(self, policy: FlushPolicy) -> None:
         with self._cond:
@@ -120,11 +130,14 @@ class _Flusher:
         while True:
             with self._cond:
                 while not self._due:
+                    self._wakes_at = _NEVER
                     self._cond.wait()
-                wait = min(self._due.values()) - time.monotonic_ns()
+                self._wakes_at = min(self._due.values())
+                wait = self._wakes_at - time.monotonic_ns()
                 if wait > 0:
                     self._cond.wait(wait / 1e9)
                 now = time.monotonic_ns()
+                self._wakes_at = now  # awake: due() need not notify
                 ready = [p for p, at in self._due.items() if at <= now]
                 for policy in ready:
                     del self._due[policy]
