@@ -17,6 +17,11 @@ So a sample waits at most 1 ms (plus scheduling delays on a loaded host), and
 only when its writer wrote another sample less than 1 ms before. Cyclone also
 sends the packet when it is full and before a write blocks on a full history.
 
+A program that exits without closing its writers still sends what they hold
+(an exit handler flushes them); one killed (SIGKILL) loses what its writers
+held, at most the last millisecond of a burst, as it loses what was sent but
+not yet acknowledged.
+
 Thread safety: a write's state update happens after its C write returned, and a
 flush clears the queued state before its C flush, so every sample is covered by
 a flush that starts after it was queued (an extra flush of an empty packet is
@@ -25,8 +30,10 @@ harmless).
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 
 from dcps._cyclone.batching import write_flush
 
@@ -47,6 +54,7 @@ class FlushPolicy:
         self._lock = threading.Lock()
         self._queued_at = 0  # monotonic ns of the first unsent write; 0: nothing queued
         self._flushed_at = 0  # monotonic ns of the last flush
+        _open.add(self)
 
     def written(self) -> None:
         """After a write (or dispose, unregister) returned: flush now or make sure one comes."""
@@ -91,6 +99,7 @@ class FlushPolicy:
         """Flush a last time and leave the flusher (the writer is about to be deleted)."""
         self.flush()
         _flusher.drop(self)
+        _open.discard(self)
 
 
 class _Flusher:
@@ -149,3 +158,17 @@ class _Flusher:
 
 
 _flusher = _Flusher()
+
+#: The policies of the writers not closed yet, flushed when the interpreter exits.
+_open: weakref.WeakSet[FlushPolicy] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Send what unclosed writers hold: a program that writes a burst and ends without
+    closing its writer must not lose the burst's end (the flusher is a daemon thread,
+    stopped at exit, and Cyclone deletes writers at exit without sending their batch).
+    Exit handlers run before the interpreter tears down the binding's entities and
+    before the C library's own clean-up."""
+    for policy in list(_open):
+        policy.flush()

@@ -17,6 +17,8 @@ apart without timing: a held sample would wait a minute.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -248,6 +250,31 @@ class TestWhenSamplesLeave:
 
 
 class TestLifecycle:
+    def test_a_program_that_ends_without_closing_its_writer_sends_what_it_held(
+        self, participant: dcps.DomainParticipant, domain_id: int, topic_name: str
+    ) -> None:
+        """The peer writes 200 samples with flush delays of a minute and exits without
+        closing: all but the first are sent only by the exit-time flush."""
+        reader = dcps.DataReader(
+            participant,
+            dcps.Topic(participant, topic_name, Reading),
+            qos=q.DataReaderQos(q.Reliability.RELIABLE, q.History.KEEP_ALL),
+        )
+        done = subprocess.run(
+            [sys.executable, str(PEERS_DIR / "burst_writer.py"), str(domain_id), topic_name, "200"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        got: list[float] = []
+        eventually(
+            lambda: got.extend(s.data.value for s in reader.take()) or len(got) >= 200,
+            20,
+            "every sample of the ended program",
+        )
+        assert sorted(got) == [float(i) for i in range(200)]
+
     def test_dispose_and_close_reach_the_remote_reader(
         self,
         participant: dcps.DomainParticipant,
