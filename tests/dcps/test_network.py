@@ -25,6 +25,7 @@ from dcps.channels import ChannelledTopic, ChannelPublisher, ChannelSubscriber
 from dcps.store import Store
 from tests.support.netns import PeerProcess, local_peer
 from tests.support.peers.channels_types import Msg
+from tests.support.store_process import StoreProcess
 from tests.support.topic_types import Blob
 from tests.support.waiting import eventually
 
@@ -549,6 +550,40 @@ class TestApply:
             # the store, the subscriber and the publisher of one process share one participant
             assert names.count("channel-node") == 1
             _release(participant)
+
+    def test_store_on_loopback_defaults_serves_clients_on_cyclones_defaults(
+        self, own_domain: int, topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A store process on the loopback defaults (60000-byte fragments) and clients on
+        Cyclone's (1344) exchange 1 MiB elements: published, pushed live, fetched again."""
+        monkeypatch.setenv("DCPS_INTERFACES", "lo")
+        monkeypatch.setenv("DCPS_MULTICAST_INTERFACES", "lo")
+        store = StoreProcess(tmp_path / "store", own_domain, "bignet")
+        monkeypatch.delenv("DCPS_INTERFACES")  # this process: CYCLONEDDS_URI only
+        monkeypatch.delenv("DCPS_MULTICAST_INTERFACES")
+        # retained: the first (anonymous) subscriber's delivery does not release them
+        topic = ChannelledTopic(topic_name, Blob, channel_count=1, retain_consumed=True)
+        kw: dict[str, Any] = {"domain_id": own_domain, "namespace": "bignet"}
+        payloads = [
+            (np.arange(1 << 20, dtype=np.uint32) * 7 + i).astype(np.uint8) for i in range(3)
+        ]
+        try:
+            with ChannelSubscriber(topic, **kw) as live, ChannelPublisher(topic, **kw) as pub:
+                positions = [pub.publish(Blob(i, p)).result(60) for i, p in enumerate(payloads)]
+                got = [e for _ in range(3) for e in live.receive(1).result(60)]
+                assert [e.position for e in got] == positions
+                assert all(
+                    np.array_equal(e.value.payload, p) for e, p in zip(got, payloads, strict=True)
+                )
+            with ChannelSubscriber(topic, **kw) as late:  # from the log, by FETCH replies
+                late.seek_to_head()
+                again = [e for _ in range(3) for e in late.receive(1).result(60)]
+                assert [e.position for e in again] == positions
+                assert all(
+                    np.array_equal(e.value.payload, p) for e, p in zip(again, payloads, strict=True)
+                )
+        finally:
+            store.kill()
 
     def test_domain_can_be_applied_again_once_released(self, own_domain: int) -> None:
         """Releasing the handle frees the domain id for a new configuration."""
