@@ -334,7 +334,7 @@ class NetworkConfig:
 
     .. versionadded:: 0.1
     .. versionadded:: 0.2 ``whc_high``, ``socket_receive_buffer``, ``socket_send_buffer``
-    .. versionchanged:: 0.3 loopback-only configurations default to 60000-byte
+    .. versionchanged:: 0.2 loopback-only configurations default to 60000-byte
        fragments and a 4 MiB socket receive buffer
     """
 
