@@ -11,6 +11,7 @@ store restart. ``tests/durables/test_durables.py`` checks the same end to end ov
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 import dcps.store._durables as durables_module
 from dcps.store._durables import DURABLE_HANDLERS, DurableService, secret_ident, siblings
 from dcps.store._log import ChannelLog, SyncMode
+from dcps.wire._admin_objects import DurableDeleted
 from dcps.wire._durables import (
     DURABLE_GROUP_PREFIX,
     AckStatus,
@@ -692,3 +694,162 @@ class TestTransactions:
         store.ask(DurableTxAckRequest(T, "d", "s1", ((0, 0),), "q", 1))
         with pytest.raises(OutOfResourcesError, match="more than 1 acknowledgements"):
             store.ask(DurableTxAckRequest(T, "d", "s1", ((0, 1),), "q", 1))
+
+
+def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What the store's durables logged (operators read these)."""
+    return [r.getMessage() for r in caplog.records if r.name == "dcps.store.durables"]
+
+
+class TestWhatOperatorsSee:
+    def test_delete_logs_what_it_discarded(
+        self, store: Store, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        caplog.set_level(logging.INFO, logger="dcps.store.durables")
+        store.subscribe()
+        store.publish(0, 1, 2)
+        store.svc.delete(T, "d", force=True)
+        store.subscribe("lv", kind=DurableKind.LAST_VALUE)
+        store.ask(DurableCloseRequest(T, "lv", "s1"))
+        deleted = store.svc.delete(T, "lv")
+        assert (deleted.existed, deleted.subscribers, deleted.discarded) == (True, 0, -1)
+        assert store.svc.delete(T, "lv") == DurableDeleted(False)
+        assert [m for m in logged(caplog) if "deleted" in m] == [
+            "durable 'd' of topic 'orders' deleted",
+            "durable 'd' of topic 'orders' deleted by an administrator (forced): "
+            "2 element(s) discarded",
+            "durable 'lv' of topic 'orders' deleted",
+            "durable 'lv' of topic 'orders' deleted by an administrator: 0 element(s) discarded",
+        ]
+
+    def test_reset_and_replace_are_logged(
+        self, store: Store, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        caplog.set_level(logging.INFO, logger="dcps.store.durables")
+        store.subscribe(filter="a > 1")
+        store.ask(DurableCloseRequest(T, "d", "s1"))
+        store.svc.reset(T, "d", lambda group: None, force=False)
+        store.subscribe(filter="a > 2", replace=True)
+        assert "durable 'd' of topic 'orders' reset by an administrator" in logged(caplog)
+        assert "durable 'd': replaced (topic or filter changed)" in logged(caplog)
+
+    def test_a_refusal_names_at_most_five_subscribers(self, store: Store) -> None:
+        for n in range(5):
+            store.subscribe(subscriber=f"s{n}")
+        message = (
+            "cannot delete durable 'd' of topic 'orders': it has 5 active subscriber(s) "
+            "(s0, s1, s2, s3, s4); close them first, or force it (dcps durables delete ... --force)"
+        )
+        with pytest.raises(PreconditionNotMetError) as five:
+            store.svc.delete(T, "d")
+        assert str(five.value) == message
+        store.subscribe(subscriber="s5")
+        with pytest.raises(PreconditionNotMetError) as six:
+            store.svc.reset(T, "d", lambda group: None, force=False)
+        assert "6 active subscriber(s) (s0, s1, s2, s3, s4 ...); close" in str(six.value)
+        assert "cannot reset durable 'd'" in str(six.value)
+
+    def test_a_forced_reset_tells_the_subscribers_why(self, store: Store) -> None:
+        store.subscribe()
+        store.svc.reset(T, "d", lambda group: None, force=True)
+        told = store.poll()
+        assert (told.notice, told.message) == (
+            Notice.CLOSED,
+            "an administrator ran reset on durable 'd'",
+        )
+
+    def test_a_reset_serial_durable_stays_serial_and_idles_from_the_reset(
+        self, store: Store
+    ) -> None:
+        store.subscribe(kind=DurableKind.SERIAL, ttl_ms=1000)
+        store.publish(0, 1, 2)
+        store.now += 5
+        store.svc.reset(T, "d", lambda group: None, force=True)
+        store.now += 0.9
+        store.svc.tick()  # idle since the reset, not since it was created
+        store.subscribe(kind=DurableKind.SERIAL)
+        store.subscribe(subscriber="s2", kind=DurableKind.SERIAL)
+        assert values(store.poll()) == [1, 2]
+        assert store.poll(subscriber="s2").offsets == ()  # serial: one holder at a time
+
+    def test_the_ttl_counts_from_the_time_out_of_the_last_subscriber(self, store: Store) -> None:
+        store.subscribe(ttl_ms=1000, timeout_ms=1000)
+        store.now += 1.1
+        store.svc.tick()
+        assert not store.svc.live("d", "s1")
+        store.now += 0.9
+        store.svc.tick()
+        assert [r.name for r in store.svc.reports(T)] == ["d"]
+        store.now += 0.2
+        store.svc.tick()
+        assert store.svc.reports(T) == []
+
+    def test_the_store_remembers_a_bounded_number_of_closings(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(durables_module, "_CLOSED_KEPT", 2)
+        store.subscribe(kind=DurableKind.STANDARD)
+        for n in (2, 3):
+            store.subscribe(subscriber=f"s{n}", kind=DurableKind.STANDARD)
+        # s1 and s2 were taken over: both are told so
+        assert store.poll(subscriber="s2").notice is Notice.CLOSED
+        assert store.poll().notice is Notice.CLOSED
+        store.subscribe(subscriber="s4", kind=DurableKind.STANDARD)
+        store.subscribe(subscriber="s5", kind=DurableKind.STANDARD)
+        # s3, s4 are the two remembered; s1 and s2 were told already
+        assert store.poll(subscriber="s3").notice is Notice.CLOSED
+        assert store.poll(subscriber="s4").notice is Notice.CLOSED
+        store.subscribe(subscriber="s6", kind=DurableKind.STANDARD)
+        store.subscribe(subscriber="s7", kind=DurableKind.STANDARD)
+        store.subscribe(subscriber="s8", kind=DurableKind.STANDARD)  # s5, s6, s7 closed
+        with pytest.raises(PreconditionNotMetError, match="not a subscriber"):
+            store.poll(subscriber="s5")  # the oldest of three is forgotten
+        assert store.poll(subscriber="s6").notice is Notice.CLOSED
+        assert store.poll(subscriber="s7").notice is Notice.CLOSED
+
+    def test_closing_forgets_the_secret_and_answers_ok(self, store: Store) -> None:
+        store.subscribe()
+        answer = store.ask(DurableCloseRequest(T, "d", "s1"))
+        assert answer.to_wire("c1", 9).status == 0
+        assert ((T, DURABLE_GROUP_PREFIX + "d", "s1"), None) in store.secrets
+
+    def test_info_and_reports_are_complete(self, store: Store) -> None:
+        store.subscribe(filter="x > 1")
+        store.publish(0, 1, 2)
+        store.poll()
+        store.ack((0, 1))
+        info = store.ask(DurableInfoRequest(T, "d"))
+        assert info == DurableInfo("d", T, DurableKind.SHARED, True, 1, 1, "x > 1")
+        (report,) = store.svc.reports(T, "d", channels=True)
+        assert [attrs.astuple(c) for c in report.channels] == [
+            (0, -1, 1, 2, 0, 1),
+            (1, -1, 0, 0, 0, -1),
+        ]
+
+    def test_a_transaction_over_two_durables_counts_both(self, store: Store) -> None:
+        for name in ("d1", "d2"):
+            store.subscribe(name)
+        store.publish(0, 1)
+        for name in ("d1", "d2"):
+            store.poll(name)
+            store.ask(DurableTxAckRequest(T, name, "s1", ((0, 0),), "q", 1))
+        assert store.svc.apply_acks(store.svc.take_enlisted("q", 1)) == 2
+        store.svc.drop_enlisted("never", 1)  # nothing to forget: no error
+
+    def test_a_refused_commit_names_the_state_of_the_element(self, store: Store) -> None:
+        store.subscribe()
+        store.subscribe(subscriber="s2")
+        store.publish(0, 1)
+        store.poll()
+        store.ask(DurableTxAckRequest(T, "d", "s1", ((0, 0),), "q", 1))
+        store.ask(DurableCloseRequest(T, "d", "s1"))
+        store.poll(subscriber="s2")  # now s2 holds it
+        with pytest.raises(PreconditionNotMetError) as refused:
+            store.svc.take_enlisted("q", 1)
+        assert "element (0, 0) of durable 'd' is not held for subscriber 's1'" in str(refused.value)
+
+    def test_refusals_say_exactly_why(self, store: Store) -> None:
+        store.subscribe(kind=DurableKind.LAST_VALUE)
+        with pytest.raises(PreconditionNotMetError) as refused:
+            store.ask(DurableTxAckRequest(T, "d", "s1", ((0, 1),), "q", 1))
+        assert str(refused.value) == "last-value durables are not acknowledged"
