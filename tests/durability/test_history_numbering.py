@@ -11,9 +11,13 @@ page, restart (a new service on the same directory) and page on from the cursor.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from dcps.store._durability import DurabilityService
 from dcps.store._durability_history import HistoryStore, Limits
@@ -140,3 +144,28 @@ def test_a_migrated_file_numbers_after_the_samples_it_keeps(tmp_path: Path) -> N
         add(h, "P", b"a", 3)
         seen, _ = page_after(h, 2)
         assert seen == [3]
+
+
+def test_a_mark_that_cannot_be_written_keeps_the_samples_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """TRANSIENT samples never needed the file: one that refuses the mark (here a trigger
+    another program left on the table) costs the guarantee across a restart, not the samples."""
+    with service(tmp_path) as h:
+        other = sqlite3.connect(tmp_path / "channels.db")
+        other.execute(
+            "CREATE TRIGGER no_mark BEFORE INSERT ON durability_sequence "
+            "BEGIN SELECT RAISE(ABORT, 'no room for the mark'); END"
+        )
+        other.commit()
+        other.close()
+        h.serve("T", "p", KEEP_ALL, False)
+        with caplog.at_level(logging.WARNING, logger="dcps.store.durability"):
+            add(h, "T", b"a", 1)
+            add(h, "T", b"a", 2)
+        assert page_after(h, 0)[0] == [1, 2]
+        warnings = [r.getMessage() for r in caplog.records]
+        assert len(warnings) == 1  # once per reserved block, not per sample
+        assert warnings[0].startswith(
+            "durability: could not save the sample numbering mark 4097 (no room for the mark)"
+        )
