@@ -12,6 +12,7 @@ store restart. ``tests/durables/test_durables.py`` checks the same end to end ov
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from dcps.wire._durables import (
 )
 from idl._errors import (
     BadParameterError,
+    DcpsError,
     InconsistentPolicyError,
     OutOfResourcesError,
     PreconditionNotMetError,
@@ -762,12 +764,12 @@ class TestWhatOperatorsSee:
         self, store: Store
     ) -> None:
         store.subscribe(kind=DurableKind.SERIAL, ttl_ms=1000)
-        store.publish(0, 1, 2)
+        store.publish(0, 1, 2, 3)
         store.now += 5
         store.svc.reset(T, "d", lambda group: None, force=True)
         store.now += 0.9
         store.svc.tick()  # idle since the reset, not since it was created
-        store.subscribe(kind=DurableKind.SERIAL)
+        store.subscribe(kind=DurableKind.SERIAL, window=2)
         store.subscribe(subscriber="s2", kind=DurableKind.SERIAL)
         assert values(store.poll()) == [1, 2]
         assert store.poll(subscriber="s2").offsets == ()  # serial: one holder at a time
@@ -810,7 +812,8 @@ class TestWhatOperatorsSee:
     def test_closing_forgets_the_secret_and_answers_ok(self, store: Store) -> None:
         store.subscribe()
         answer = store.ask(DurableCloseRequest(T, "d", "s1"))
-        assert answer.to_wire("c1", 9).status == 0
+        reply = answer.to_wire("c1", 9)
+        assert (reply.status, reply.client, reply.request_id) == (0, "c1", 9)
         assert ((T, DURABLE_GROUP_PREFIX + "d", "s1"), None) in store.secrets
 
     def test_info_and_reports_are_complete(self, store: Store) -> None:
@@ -853,3 +856,75 @@ class TestWhatOperatorsSee:
         with pytest.raises(PreconditionNotMetError) as refused:
             store.ask(DurableTxAckRequest(T, "d", "s1", ((0, 1),), "q", 1))
         assert str(refused.value) == "last-value durables are not acknowledged"
+
+
+class TestMoreRules:
+    def test_one_delivery_reads_each_channels_run_from_its_channel(self, store: Store) -> None:
+        store.publish(0, 1, 2, 3)
+        store.publish(1, 10, 11, 12, 13)
+        store.subscribe(start=StartMode.POSITIONS, starts=((0, 1), (1, 3)))
+        got = store.poll()
+        assert (positions(got), values(got)) == ([(0, 1), (0, 2), (1, 3)], [2, 3, 13])
+
+    def test_a_failed_create_names_what_it_was_doing(self, store: Store) -> None:
+        other = sqlite3.connect(store.log.path)
+        other.execute(
+            "CREATE TRIGGER no_durables BEFORE INSERT ON durables "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+        )
+        other.commit()
+        other.close()
+        with pytest.raises(DcpsError) as failed:
+            store.subscribe()
+        assert "creating durable 'd' of topic 'orders'" in str(failed.value)
+        assert not store.log.has_group(T, DURABLE_GROUP_PREFIX + "d")  # undone
+
+    def test_a_second_poll_with_nothing_answers_the_first_with_its_refusals(
+        self, store: Store
+    ) -> None:
+        store.subscribe()
+        first = Call(DurablePollRequest(T, "d", "s1", 10, wait_ms=1000))
+        store.svc.handle(first)
+        second = Call(DurablePollRequest(T, "d", "s1", 10, wait_ms=1000, acks=((0, 9),)))
+        store.svc.handle(second)
+        answered = store.answer_of(first)
+        assert (answered.offsets, answered.refused) == ((), ((0, 9, AckStatus.NO_ELEMENT),))
+        assert answered.notice is Notice.NONE
+        assert store.answer_of(second) is None  # waits in the first's place
+
+    def test_an_expired_poll_carries_its_refusals(self, store: Store) -> None:
+        store.subscribe()
+        call = Call(DurablePollRequest(T, "d", "s1", 10, wait_ms=1000, acks=((0, 9),)))
+        store.svc.handle(call)
+        store.now += 1.5
+        store.svc.tick()
+        got = store.answer_of(call)
+        assert (got.offsets, got.refused) == ((), ((0, 9, AckStatus.NO_ELEMENT),))
+
+    def test_reports_round_times_to_the_millisecond(self, store: Store) -> None:
+        store.subscribe(window=1)
+        store.subscribe("lv", kind=DurableKind.LAST_VALUE)
+        store.ask(DurableCloseRequest(T, "lv", "s1"))
+        store.now += 1.23456
+        shared, lv = sorted(store.svc.reports(T), key=lambda r: r.name)
+        assert shared.subscribers[0].idle_s == 1.235
+        assert (lv.idle_s, lv.outstanding) == (1.235, -1)
+
+    def test_creation_is_logged_with_kind_and_persistence(
+        self, store: Store, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        caplog.set_level(logging.INFO, logger="dcps.store.durables")
+        store.subscribe()
+        store.subscribe("m", kind=DurableKind.SERIAL, persistent=False)
+        assert logged(caplog) == [
+            "durable 'd' of topic 'orders' created (shared, persistent)",
+            "durable 'm' of topic 'orders' created (serial, in memory)",
+        ]
+
+    def test_a_last_value_durable_after_another_gets_every_update(self, store: Store) -> None:
+        store.subscribe("a")  # not last-value: skipped, the next one still served
+        store.subscribe("lv", kind=DurableKind.LAST_VALUE)
+        store.publish(0, 1, 2, 3)
+        got = store.poll("lv")
+        assert (positions(got), values(got)) == ([(0, 0), (0, 1), (0, 2)], [1, 2, 3])
+        assert got.redeliveries == (0, 0, 0)
