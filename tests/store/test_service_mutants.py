@@ -1,0 +1,181 @@
+"""The store service's request handling without DDS (issue 20's mutation run of
+``dcps/store/_service.py``: its validation, dispatch and refusal paths).
+
+A ``Store`` is built on a real log in a temporary directory and not started: no DDS
+entity exists. Requests are handled as the service thread handles them (``_handle``,
+``_publish``); the only part replaced is the last step, writing a reply to the client's
+DDS reply writer: the replies are kept in a list instead, as the client would read them.
+End to end over DDS: tests/store, tests/channels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dcps.store._log import SyncMode
+from dcps.store._service import Store, _Call
+from dcps.wire._codes import ErrorCode, Op
+from dcps.wire._messages import Reply
+from dcps.wire._replies import ChannelStates, Pong, Published, TopicConfig
+from dcps.wire._requests import EnsureTopicRequest, PingRequest, PublishRequest, StateRequest
+from idl._errors import BadParameterError
+
+
+class Answered(Store):
+    """A store whose replies are kept in ``replies`` instead of written over DDS."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        self.replies: list[Reply] = []
+        super().__init__(*args, **kw)
+
+    def _answer(self, client: str, request_id: int, reply: Reply) -> None:
+        self.replies.append(reply)
+
+    def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
+        pass  # live subscribers: none without DDS
+
+    def ask(self, request: Any, request_id: int = 1) -> Reply:
+        self._handle(_Call("c1", request_id, request))
+        return self.replies[-1]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Answered]:
+    s = Answered(tmp_path / "store", sync=SyncMode.NORMAL, key=None, admin_key=None)
+    try:
+        yield s
+    finally:
+        s.log.close()
+
+
+def publish(store: Answered, topic: str, channel: int, *blobs: bytes, rid: int = 1) -> Reply:
+    r = PublishRequest(topic, channel, [len(b) for b in blobs], b"".join(blobs))
+    store._publish([_Call("c1", rid, r)])
+    return store.replies[-1]
+
+
+class TestOptions:
+    @pytest.mark.parametrize("port", [-1, 65536, True, "80"])
+    def test_a_bad_metrics_port_is_refused(self, tmp_path: Path, port: Any) -> None:
+        with pytest.raises(BadParameterError) as refused:
+            Store(tmp_path / "s", metrics_port=port)
+        assert str(refused.value) == f"metrics_port must be 0..65535 or None, got {port!r}"
+        assert not (tmp_path / "s").exists()  # refused before anything is created
+
+    @pytest.mark.parametrize("threads", [0, True, 1.5])
+    def test_bad_fetch_threads_are_refused(self, tmp_path: Path, threads: Any) -> None:
+        with pytest.raises(BadParameterError) as refused:
+            Store(tmp_path / "s", fetch_threads=threads)
+        assert str(refused.value) == f"fetch_threads must be an int >= 1, got {threads!r}"
+
+    def test_the_edges_are_accepted(self, tmp_path: Path) -> None:
+        for port in (0, 65535, None):
+            s = Store(tmp_path / f"s{port}", metrics_port=port, fetch_threads=1, key=None)
+            s.log.close()
+
+
+class TestTopics:
+    def test_ensure_creates_then_checks(self, store: Answered) -> None:
+        created = store.ask(EnsureTopicRequest("t", 3, True, "T"))
+        assert TopicConfig.from_wire(created) == TopicConfig(3, True)
+        again = store.ask(EnsureTopicRequest("t"))  # 0 and None: whatever it has
+        assert TopicConfig.from_wire(again) == TopicConfig(3, True)
+        wrong = store.ask(EnsureTopicRequest("t", 4))
+        assert wrong.status == ErrorCode.INCONSISTENT_POLICY
+        assert wrong.error == "topic 't' has 3 channels in the store, not 4"
+        retain = store.ask(EnsureTopicRequest("t", 3, False))
+        assert retain.status == ErrorCode.INCONSISTENT_POLICY
+        assert retain.error == "topic 't' has retain_consumed=True in the store"
+
+    def test_a_new_topic_gets_the_default_channel_count(self, store: Answered) -> None:
+        got = TopicConfig.from_wire(store.ask(EnsureTopicRequest("t")))
+        assert got == TopicConfig(store.default_channel_count, False)
+
+    def test_a_store_may_refuse_client_topics(self, tmp_path: Path) -> None:
+        s = Answered(tmp_path / "s", allow_client_topics=False, key=None, admin_key=None)
+        try:
+            refused = s.ask(EnsureTopicRequest("t", 1))
+            assert refused.status == ErrorCode.ILLEGAL_OPERATION
+            assert refused.error.startswith(
+                "the store of namespace 'dcps' has no topic 't' and does not let clients "
+                "create topics (allow_client_topics=False)"
+            )
+            s.log.ensure_topic("t", 1)
+            assert TopicConfig.from_wire(s.ask(EnsureTopicRequest("t", 1))).channel_count == 1
+        finally:
+            s.log.close()
+
+
+class TestPublishAndState:
+    def test_each_publish_is_confirmed_with_its_placement(self, store: Answered) -> None:
+        store.ask(EnsureTopicRequest("t", 2))
+        store.log.create_group("t", "g")
+        first = Published.from_wire(publish(store, "t", 0, b"a", b"bb"))
+        assert (first.first, first.count, first.discarded) == (0, 2, False)
+        assert first.stamp > 0
+        second = Published.from_wire(publish(store, "t", 0, b"c"))
+        assert (second.first, second.count) == (2, 1)
+        states = ChannelStates.from_wire(store.ask(StateRequest("t", "g")))
+        assert (states.channel_count, states.channels, states.heads, states.tails) == (
+            2,
+            (0, 1),
+            (0, 0),
+            (2, -1),
+        )
+        assert (states.committed, states.explicit) == ((-1, -1), (False, False))
+
+    def test_a_topic_without_groups_discards(self, store: Answered) -> None:
+        store.ask(EnsureTopicRequest("t", 1))
+        got = Published.from_wire(publish(store, "t", 0, b"a"))
+        assert got.discarded
+        assert store.log.channel_state("t", 0).head == 1  # not kept
+
+    def test_a_bad_publish_fails_alone(self, store: Answered) -> None:
+        store.ask(EnsureTopicRequest("t", 1))
+        store.log.create_group("t", "g")
+        calls = [
+            _Call("c1", 1, PublishRequest("nope", 0, [1], b"a")),
+            _Call("c1", 2, PublishRequest("t", 5, [1], b"b")),
+            _Call("c1", 3, PublishRequest("t", 0, [1], b"c")),
+        ]
+        store._publish(calls)
+        by_id = {int(r.request_id): r for r in store.replies}
+        assert by_id[1].status == ErrorCode.BAD_PARAMETER
+        assert "nope" in by_id[1].error
+        assert by_id[2].status == ErrorCode.BAD_PARAMETER
+        assert Published.from_wire(by_id[3]).count == 1
+        assert store.log.channel_state("t", 0).tail == 0
+
+    def test_an_empty_publish_places_nothing(self, store: Answered) -> None:
+        store.ask(EnsureTopicRequest("t", 1))
+        got = Published.from_wire(publish(store, "t", 0))
+        assert (got.first, got.count, got.stamp) == (0, 0, 0)
+
+    def test_state_of_chosen_channels(self, store: Answered) -> None:
+        store.ask(EnsureTopicRequest("t", 3))
+        got = ChannelStates.from_wire(store.ask(StateRequest("t", "", (2,))))
+        assert (got.channels, got.committed) == ((2,), ())
+
+    def test_ping_names_the_incarnation_and_share(self, store: Answered) -> None:
+        got = Pong.from_wire(store.ask(PingRequest()))
+        assert got == Pong(store.incarnation, 0, 1)
+
+
+class TestFailures:
+    def test_a_failing_handler_becomes_an_error_reply_and_is_counted(self, store: Answered) -> None:
+        got = store.ask(StateRequest("nope"), request_id=7)
+        assert (got.client, int(got.request_id), got.status) == (
+            "c1",
+            7,
+            ErrorCode.BAD_PARAMETER,
+        )
+        assert "nope" in got.error
+
+    def test_every_request_kind_has_a_handler(self) -> None:
+        assert Op.PING in Store._HANDLERS
+        assert Store._SHARE_HANDLERS[Op.PING] is Store._HANDLERS[Op.PING]
+        assert Store._SHARE_HANDLERS[Op.JOIN] is not Store._HANDLERS[Op.JOIN]
