@@ -928,3 +928,56 @@ class TestMoreRules:
         got = store.poll("lv")
         assert (positions(got), values(got)) == ([(0, 0), (0, 1), (0, 2)], [1, 2, 3])
         assert got.redeliveries == (0, 0, 0)
+
+
+class TestSecondSample:
+    def test_a_run_in_one_channel_never_runs_on_into_the_next(self, store: Store) -> None:
+        store.publish(0, 1, 2)
+        store.publish(1, 10, 11, 12)
+        store.subscribe(start=StartMode.POSITIONS, starts=((0, 1), (1, 2)))
+        got = store.poll()
+        assert (positions(got), values(got)) == ([(0, 1), (1, 2)], [2, 12])
+
+    def test_a_serial_durable_is_serial_after_a_restart(self, store: Store) -> None:
+        store.subscribe(kind=DurableKind.SERIAL)
+        store.publish(0, 1, 2, 3)
+        again = store.restart()
+        try:
+            again.subscribe(kind=DurableKind.SERIAL, window=2)
+            again.subscribe(subscriber="s2", kind=DurableKind.SERIAL)
+            assert values(again.poll()) == [1, 2]
+            assert again.poll(subscriber="s2").offsets == ()
+        finally:
+            again.close()
+
+    def test_a_second_poll_answers_a_first_with_nothing_empty(self, store: Store) -> None:
+        store.subscribe()
+        first = Call(DurablePollRequest(T, "d", "s1", 10, wait_ms=1000))
+        store.svc.handle(first)
+        second = Call(DurablePollRequest(T, "d", "s1", 10, wait_ms=1000))
+        store.svc.handle(second)
+        answered = store.answer_of(first)
+        assert (answered.offsets, answered.refused, answered.outstanding) == ((), (), 0)
+        assert store.answer_of(second) is None
+
+    def test_acks_carried_by_a_poll_alone_are_written(self, store: Store) -> None:
+        store.subscribe(window=2)
+        store.publish(0, 1, 2)
+        store.poll()
+        store.svc.tick()  # the deliveries' round is over
+        store.poll(acks=((0, 0), (0, 1)))  # delivers nothing: only the acks to write
+        store.svc.tick()
+        again = store.restart()
+        try:
+            again.subscribe()
+            assert again.poll().offsets == ()
+        finally:
+            again.close()
+
+    def test_a_report_says_whether_the_durable_is_persistent(self, store: Store) -> None:
+        store.subscribe("p")
+        store.subscribe("m", persistent=False)
+        assert [(r.name, r.persistent) for r in store.svc.reports(T)] == [
+            ("m", False),
+            ("p", True),
+        ]

@@ -10,6 +10,7 @@ End to end over DDS: tests/store, tests/channels.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,16 @@ import pytest
 from dcps.store._log import SyncMode
 from dcps.store._service import Store, _Call
 from dcps.wire._codes import ErrorCode, Op
+from dcps.wire._durables import DurableKind, DurableSubscribeRequest
 from dcps.wire._messages import Reply
 from dcps.wire._replies import ChannelStates, Pong, Published, TopicConfig
-from dcps.wire._requests import EnsureTopicRequest, PingRequest, PublishRequest, StateRequest
+from dcps.wire._requests import (
+    EnsureTopicRequest,
+    HeartbeatRequest,
+    PingRequest,
+    PublishRequest,
+    StateRequest,
+)
 from idl._errors import BadParameterError
 
 
@@ -33,6 +41,8 @@ class Answered(Store):
         super().__init__(*args, **kw)
 
     def _answer(self, client: str, request_id: int, reply: Reply) -> None:
+        # what the DDS reply writer of ``client`` would carry: the same client and request
+        assert (client, request_id) == (reply.client, int(reply.request_id)), (client, reply)
         self.replies.append(reply)
 
     def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
@@ -78,6 +88,56 @@ class TestOptions:
             s.log.close()
 
 
+def requests(store: Store, kind: str, result: str) -> float:
+    """The store's count of answered requests of ``kind`` with ``result`` (its metrics)."""
+    value = store.metrics.registry.get_sample_value(
+        "dcps_store_requests_total", {"kind": kind, "result": result}
+    )
+    return value or 0.0
+
+
+class TestDefaults:
+    def test_a_store_serves_domain_0_of_namespace_dcps_as_share_0_of_1(
+        self, tmp_path: Path
+    ) -> None:
+        s = Store(tmp_path / "s", key=None, admin_key=None)
+        try:
+            assert (s.domain_id, s.namespace, str(s.share), s.failure) == (0, "dcps", "0/1", None)
+            assert len(s.incarnation) == 32
+            assert s.durability is None
+        finally:
+            s.log.close()
+
+    def test_a_share_of_a_split_namespace_serves_no_durables_nor_groups(
+        self, tmp_path: Path
+    ) -> None:
+        s = Answered(tmp_path / "s", share=(1, 2), key=None, admin_key=None)
+        try:
+            s.log.ensure_topic("t", 2)
+            refused = s.ask(DurableSubscribeRequest("t", "d", "s1", DurableKind.SHARED))
+            assert refused.status == ErrorCode.UNSUPPORTED
+            assert "split stores do not serve durables" in refused.error
+            beat = s.ask(HeartbeatRequest("t", "g", "m"))
+            assert beat.status == ErrorCode.ILLEGAL_OPERATION
+            assert beat.error == (
+                "store 1/2 does not coordinate groups: HEARTBEAT goes to the store of share 0/2"
+            )
+        finally:
+            s.log.close()
+
+    def test_the_coordinating_share_of_two_also_refuses_durables(self, tmp_path: Path) -> None:
+        s = Answered(tmp_path / "s", share=(0, 2), key=None, admin_key=None)
+        try:
+            s.log.ensure_topic("t", 2)
+            refused = s.ask(DurableSubscribeRequest("t", "d", "s1", DurableKind.SHARED))
+            assert refused.status == ErrorCode.UNSUPPORTED
+        finally:
+            s.log.close()
+
+    def test_commits_are_timed_for_the_metrics(self, store: Answered) -> None:
+        assert store.log.commit_observer == store.metrics.observe_commit
+
+
 class TestTopics:
     def test_ensure_creates_then_checks(self, store: Answered) -> None:
         created = store.ask(EnsureTopicRequest("t", 3, True, "T"))
@@ -90,6 +150,18 @@ class TestTopics:
         retain = store.ask(EnsureTopicRequest("t", 3, False))
         assert retain.status == ErrorCode.INCONSISTENT_POLICY
         assert retain.error == "topic 't' has retain_consumed=True in the store"
+
+    def test_a_new_topic_is_logged_once(
+        self, store: Answered, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        caplog.set_level(logging.INFO, logger="dcps.store")
+        store.ask(EnsureTopicRequest("t", 3, False, "T"))
+        store.ask(EnsureTopicRequest("u", 1))
+        store.ask(EnsureTopicRequest("t", 3))
+        assert [r.getMessage() for r in caplog.records if "created" in r.getMessage()] == [
+            "dcps store: topic 't' created (3 channels, type T)",
+            "dcps store: topic 'u' created (1 channels, type not named)",
+        ]
 
     def test_a_new_topic_gets_the_default_channel_count(self, store: Answered) -> None:
         got = TopicConfig.from_wire(store.ask(EnsureTopicRequest("t")))
@@ -149,6 +221,8 @@ class TestPublishAndState:
         assert by_id[2].status == ErrorCode.BAD_PARAMETER
         assert Published.from_wire(by_id[3]).count == 1
         assert store.log.channel_state("t", 0).tail == 0
+        assert requests(store, "publish", "bad_parameter") == 2
+        assert requests(store, "publish", "ok") == 1
 
     def test_an_empty_publish_places_nothing(self, store: Answered) -> None:
         store.ask(EnsureTopicRequest("t", 1))
@@ -174,6 +248,9 @@ class TestFailures:
             ErrorCode.BAD_PARAMETER,
         )
         assert "nope" in got.error
+        assert requests(store, "state", "bad_parameter") == 1
+        store.ask(PingRequest())
+        assert requests(store, "ping", "ok") == 1
 
     def test_every_request_kind_has_a_handler(self) -> None:
         assert Op.PING in Store._HANDLERS
