@@ -20,7 +20,12 @@ import pytest
 from dcps.store._log import SyncMode
 from dcps.store._service import Store, _Call
 from dcps.wire._codes import ErrorCode, Op
-from dcps.wire._durables import DurableKind, DurableSubscribeRequest
+from dcps.wire._durables import (
+    DurableDelivery,
+    DurableKind,
+    DurablePollRequest,
+    DurableSubscribeRequest,
+)
 from dcps.wire._messages import Reply
 from dcps.wire._replies import ChannelStates, Pong, Published, TopicConfig
 from dcps.wire._requests import (
@@ -256,3 +261,28 @@ class TestFailures:
         assert Op.PING in Store._HANDLERS
         assert Store._SHARE_HANDLERS[Op.PING] is Store._HANDLERS[Op.PING]
         assert Store._SHARE_HANDLERS[Op.JOIN] is not Store._HANDLERS[Op.JOIN]
+
+
+class TestWhatAPublishTells:
+    def test_a_publish_is_counted_by_topic_received_and_stored(self, store: Answered) -> None:
+        store.ask(EnsureTopicRequest("t", 1))
+        store.log.create_group("t", "g")
+        publish(store, "t", 0, b"ab", b"c")
+        value = store.metrics.registry.get_sample_value
+        assert value("dcps_store_published_elements_total", {"topic": "t"}) == 2
+        assert value("dcps_store_published_bytes_total", {"topic": "t"}) == 3
+        assert value("dcps_store_stored_elements_total", {"topic": "t"}) == 2
+        assert value("dcps_store_stored_bytes_total", {"topic": "t"}) == 3
+
+    def test_a_last_value_durable_sees_what_is_published(self, store: Answered) -> None:
+        store.ask(EnsureTopicRequest("t", 1))
+        store.ask(DurableSubscribeRequest("t", "lv", "s1", DurableKind.LAST_VALUE))
+        publish(store, "t", 0, b"\x01", b"\x02")
+        got = DurableDelivery.from_wire(store.ask(DurablePollRequest("t", "lv", "s1", 10)))
+        assert (got.offsets, got.data) == ((0, 1), b"\x01\x02")
+
+    def test_a_topics_type_identity_is_recorded(self, store: Answered) -> None:
+        store.ask(EnsureTopicRequest("t", 1, None, "T", "T#abc"))
+        assert store.log.topic("t").type_identity == "T#abc"
+        store.ask(EnsureTopicRequest("u", 1, None, "U"))
+        assert store.log.topic("u").type_identity == ""
