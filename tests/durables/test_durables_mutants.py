@@ -981,3 +981,22 @@ class TestSecondSample:
             ("m", False),
             ("p", True),
         ]
+
+
+class TestThirdSample:
+    def test_a_poll_that_delivers_also_carries_its_refusals(self, store: Store) -> None:
+        store.subscribe()
+        store.publish(0, 1)
+        got = store.poll(acks=((0, 9),))
+        assert (values(got), got.refused) == ([1], ((0, 9, AckStatus.NO_ELEMENT),))
+
+    def test_without_a_key_no_secret_is_kept(self, store: Store) -> None:
+        store.subscribe()
+        assert store.secrets == []
+
+    def test_a_time_out_is_logged(self, store: Store, caplog: pytest.LogCaptureFixture) -> None:
+        caplog.set_level(logging.INFO, logger="dcps.store.durables")
+        store.subscribe(timeout_ms=100)
+        store.now += 1
+        store.svc.tick()
+        assert "durable 'd': subscriber 's1' timed out" in logged(caplog)
