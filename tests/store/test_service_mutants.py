@@ -286,3 +286,24 @@ class TestWhatAPublishTells:
         assert store.log.topic("t").type_identity == "T#abc"
         store.ask(EnsureTopicRequest("u", 1, None, "U"))
         assert store.log.topic("u").type_identity == ""
+
+
+class TestAShareServesItsChannelsOnly:
+    def test_another_shares_channels_are_refused_by_name(self, tmp_path: Path) -> None:
+        s = Answered(tmp_path / "s", share=(1, 2), key=None, admin_key=None)
+        try:
+            s.log.ensure_topic("t", 4)
+            s.log.create_group("t", "g")
+            refused = publish(s, "t", 2, b"a")
+            assert refused.status == ErrorCode.BAD_PARAMETER
+            assert refused.error == (
+                "channels [2] of topic 't' are served by other stores: this store's share "
+                "1/2 serves channel c iff c % 2 == 1"
+            )
+            assert Published.from_wire(publish(s, "t", 3, b"b")).count == 1
+            state = s.ask(StateRequest("t", "", (0, 1)))
+            assert state.error.startswith("channels [0] of topic 't' are served by other")
+            mine = ChannelStates.from_wire(s.ask(StateRequest("t")))
+            assert mine.channels == (1, 3)
+        finally:
+            s.log.close()
