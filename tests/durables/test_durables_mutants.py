@@ -1000,3 +1000,50 @@ class TestThirdSample:
         store.now += 1
         store.svc.tick()
         assert "durable 'd': subscriber 's1' timed out" in logged(caplog)
+
+
+class TestFourthSample:
+    def test_a_third_waiting_poll_answers_the_second(self, store: Store) -> None:
+        store.subscribe()
+        calls = [Call(DurablePollRequest(T, "d", "s1", 10, wait_ms=1000)) for _ in range(3)]
+        for call in calls:
+            store.svc.handle(call)
+        for answered in (store.answer_of(calls[0]), store.answer_of(calls[1])):
+            assert (answered.offsets, answered.refused) == ((), ())
+        assert store.answer_of(calls[2]) is None
+
+    def test_a_waiting_poll_is_answered_at_its_deadline_exactly(self, store: Store) -> None:
+        store.subscribe()
+        call = Call(DurablePollRequest(T, "d", "s1", 10, wait_ms=1000))
+        store.svc.handle(call)
+        store.now += 1.0
+        store.svc.tick()
+        assert store.answer_of(call) is not None
+
+    def test_a_last_value_subscriber_is_told_of_a_new_filter_once(self, store: Store) -> None:
+        store.subscribe(kind=DurableKind.LAST_VALUE, filter="a > 1")
+        store.subscribe(subscriber="s2", kind=DurableKind.LAST_VALUE, filter="a > 2")
+        told = store.poll()
+        assert (told.notice, told.message) == (Notice.FILTER_CONFLICT, "a > 2")
+        store.publish(0, 5)
+        after = store.poll()
+        assert (after.notice, after.message, values(after)) == (Notice.NONE, "", [5])
+
+    def test_an_ack_after_the_round_is_written(self, store: Store) -> None:
+        store.subscribe()
+        store.publish(0, 1, 2)
+        store.poll()
+        store.svc.tick()  # the delivery counts are written
+        store.ack((0, 1))  # above the floor: kept as an ack of its own
+        again = store.restart()
+        try:
+            again.subscribe()
+            assert values(again.poll()) == [1]
+        finally:
+            again.close()
+
+    def test_a_subscriber_without_a_window_reports_none(self, store: Store) -> None:
+        store.subscribe()
+        store.subscribe(subscriber="s2", window=3)
+        subs = store.svc.reports(T)[0].subscribers
+        assert [(s.name, s.window) for s in subs] == [("s1", 0), ("s2", 3)]
