@@ -3,9 +3,9 @@
 
 A ``Store`` is built on a real log in a temporary directory and not started: no DDS
 entity exists. Requests are handled as the service thread handles them (``_handle``,
-``_publish``); the only part replaced is the last step, writing a reply to the client's
-DDS reply writer: the replies are kept in a list instead, as the client would read them.
-End to end over DDS: tests/store, tests/channels.
+``_publish``); the only parts replaced are the last steps, writing a reply to the
+client's DDS reply writer and a live batch to a channel's DDS writer: both are kept in
+lists instead. End to end over DDS: tests/store, tests/channels.
 """
 
 from __future__ import annotations
@@ -38,11 +38,23 @@ from dcps.wire._requests import (
 from idl._errors import BadParameterError
 
 
+class LiveWriter:
+    """Stands for a channel's DDS writer of live batches: keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[Any] = []
+
+    def write(self, batch: Any) -> None:
+        self.batches.append(batch)
+
+
 class Answered(Store):
-    """A store whose replies are kept in ``replies`` instead of written over DDS."""
+    """A store whose replies and live batches are kept in lists instead of written over
+    DDS (``replies``; ``live`` by (topic, channel))."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         self.replies: list[Reply] = []
+        self.live: dict[tuple[str, int], LiveWriter] = {}
         super().__init__(*args, **kw)
 
     def _answer(self, client: str, request_id: int, reply: Reply) -> None:
@@ -50,8 +62,8 @@ class Answered(Store):
         assert (client, request_id) == (reply.client, int(reply.request_id)), (client, reply)
         self.replies.append(reply)
 
-    def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
-        pass  # live subscribers: none without DDS
+    def _live_writer(self, topic: str, channel: int) -> Any:
+        return self.live.setdefault((topic, channel), LiveWriter())
 
     def ask(self, request: Any, request_id: int = 1) -> Reply:
         self._handle(_Call("c1", request_id, request))
@@ -147,6 +159,7 @@ class TestTopics:
     def test_ensure_creates_then_checks(self, store: Answered) -> None:
         created = store.ask(EnsureTopicRequest("t", 3, True, "T"))
         assert TopicConfig.from_wire(created) == TopicConfig(3, True)
+        assert sorted(store.live) == [("t", 0), ("t", 1), ("t", 2)]  # made before a publish
         again = store.ask(EnsureTopicRequest("t"))  # 0 and None: whatever it has
         assert TopicConfig.from_wire(again) == TopicConfig(3, True)
         wrong = store.ask(EnsureTopicRequest("t", 4))
@@ -196,6 +209,12 @@ class TestPublishAndState:
         assert first.stamp > 0
         second = Published.from_wire(publish(store, "t", 0, b"c"))
         assert (second.first, second.count) == (2, 1)
+        pushed = store.live[("t", 0)].batches  # live subscribers get each batch at once
+        assert [(b.first, list(b.sizes), bytes(b.blob)) for b in pushed] == [
+            (0, [1, 2], b"abb"),
+            (2, [1], b"c"),
+        ]
+        assert pushed[0].timestamp == first.stamp
         states = ChannelStates.from_wire(store.ask(StateRequest("t", "g")))
         assert (states.channel_count, states.channels, states.heads, states.tails) == (
             2,
