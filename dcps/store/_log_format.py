@@ -43,7 +43,7 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
-#: Version 14 keeps the durability service's numbering mark (``durability_sequence``: a
+#: Version 13 keeps the durability service's numbering mark (``durability_sequence``: a
 #: restarted service never numbers a sample as one it gave before);
 #: Version 12 lets a staged chunk's body sit in a segment file (``staged.segment``, ``pos``,
 #: ``crc``), so a commit moves the reference into ``batches`` instead of copying the body;
@@ -54,7 +54,7 @@ FORMAT_MAGIC = "dcps-channel-store"
 #: timestamp; 7 added the staging tables (two-phase commit); 6 key-value maps and
 #: queues; 5 the durability service's tables; 4 the durables'; 3
 #: ``topics.type_identity``; 2 stored batches as rows.
-FORMAT_VERSION = 14
+FORMAT_VERSION = 13
 #: The first version whose elements each have their own timestamp (a batch's
 #: ``ts`` plus ``ELEMENT_STEP_NS`` per element) and whose bodies may be in segments.
 SEGMENTS_VERSION = 8
@@ -135,7 +135,7 @@ CREATE TABLE durability_samples (
 );
 """
 
-# The durability service's numbering mark (version 14): at or above every sample number
+# The durability service's numbering mark (version 13): at or above every sample number
 # (seq) given that durability_samples does not hold; one row.
 _DURABILITY_SEQUENCE = """
 CREATE TABLE IF NOT EXISTS durability_sequence (
@@ -488,7 +488,7 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     the delivery counts (``durable_deliveries``, ``queue_elements.deliveries``) and
     ``durable_transactions``; 9 -> 10 the (empty) ``durable_delivered``; 10 -> 11 the
     (empty) tables ``temporary_topics`` and ``temporary_grants``; 11 -> 12 adds
-    ``staged.segment``, ``pos`` and ``crc`` (existing staged chunks stay inline); 13 -> 14
+    ``staged.segment``, ``pos`` and ``crc`` (existing staged chunks stay inline); 12 -> 13
     the (empty) ``durability_sequence`` (the service numbers after its kept samples). On
     failure the file keeps its old version.
     """
@@ -536,7 +536,7 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             for column, statement in _STAGED_SEGMENT_COLUMNS:
                 if column not in columns:  # (a file may have been downgraded by hand)
                     db.execute(statement)
-        if version < 14:
+        if version < 13:
             db.execute(_DURABILITY_SEQUENCE)  # (IF NOT EXISTS: idempotent)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")

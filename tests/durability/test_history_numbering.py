@@ -132,13 +132,13 @@ class TestNumberingAcrossRestarts:
 
 
 def test_a_migrated_file_numbers_after_the_samples_it_keeps(tmp_path: Path) -> None:
-    """A file from before the mark (format 13) has none: numbering goes on after its
+    """A file from before the mark (format 12) has none: numbering goes on after its
     highest kept sample, as before."""
     with service(tmp_path) as h:
         h.serve("P", "p", KEEP_ALL, True)
         add(h, "P", b"a", 1)
         add(h, "P", b"a", 2)
-    with migrated(tmp_path, 13, "DROP TABLE durability_sequence"):
+    with migrated(tmp_path, 12, "DROP TABLE durability_sequence"):
         pass
     with service(tmp_path) as h:
         add(h, "P", b"a", 3)
