@@ -172,7 +172,10 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: dict[int, int] | None = None
         self.member = uuid.uuid4().hex
         self.joined = False
-        _access(opts).bounds(opts.topic)  # unknown topic: fail at start
+        # No store request here: Spark also builds a stream reader in a planner
+        # process only to pickle its read function, and a connection there (a
+        # DDS participant, the store's discovery) cost each query 0.3-1 s. An
+        # unknown topic still fails at start, in initialOffset (its first call).
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 (PySpark's name)
         bounds = _access(self.opts).bounds(self.opts.topic)
