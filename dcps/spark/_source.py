@@ -33,7 +33,7 @@ from pyspark.sql.types import StructType
 
 from idl._errors import BadParameterError, PreconditionNotMetError
 
-from ._access import StoreAccess, connect_store
+from ._access import FETCH_CHUNK, StoreAccess, connect_store
 from ._decode import decode_run
 from ._faults import maybe_fail
 from ._options import SourceOptions
@@ -44,6 +44,10 @@ __all__ = ["ChannelRange", "DcpsDataSource", "offsets_json"]
 
 #: How long the store keeps a streaming query's group member without a commit (ms).
 _MEMBER_TIMEOUT_MS = 30_000
+#: Rows per Arrow batch a read task hands Spark: one FETCH reply's worth. Spark's JVM
+#: converts a batch while the task decodes the next, and no reply is copied into a
+#: larger run first (a whole partition in one batch left the JVM idle meanwhile).
+READ_ROWS = FETCH_CHUNK
 
 
 class ChannelRange(InputPartition):
@@ -117,9 +121,8 @@ def _plan(start: dict[int, int], end: dict[int, int], per_partition: int) -> lis
 def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) -> Iterator[Any]:
     t = opts.type()
     access = _access(opts)
-    step = max(1, opts.batch_rows * 64)
     first = True
-    for run in access.fetch_runs(opts.topic, part.channel, part.start, part.end, step):
+    for run in access.fetch_runs(opts.topic, part.channel, part.start, part.end, READ_ROWS):
         batch = decode_run(t, run, part.channel)
         if opts.start_ns is not None or opts.end_ns is not None:
             import pyarrow as pa  # third-party, loaded where rows are read (not on import)
