@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pyspark.sql.datasource import (
@@ -31,6 +31,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+if TYPE_CHECKING:
+    from ._sink import BatchWriter, StreamWriter
+
 from idl._errors import BadParameterError, PreconditionNotMetError
 
 from ._access import FETCH_CHUNK, StoreAccess, connect_store
@@ -38,7 +41,6 @@ from ._decode import decode_run
 from ._faults import maybe_fail
 from ._options import SourceOptions
 from ._schema import spark_schema
-from ._sink import BatchWriter, StreamWriter
 
 __all__ = ["ChannelRange", "DcpsDataSource", "offsets_json"]
 
@@ -298,7 +300,13 @@ class DcpsDataSource(DataSource):
         return _StreamReader(self.opts, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:  # noqa: N802 (PySpark's name)
+        # The sink is imported on use: Spark starts a new Python process for each
+        # streaming query's reader, which then does not load the sink's modules.
+        from ._sink import StreamWriter
+
         return StreamWriter(self.opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        from ._sink import BatchWriter  # on use, as in streamWriter
+
         return BatchWriter(self.opts, schema)
