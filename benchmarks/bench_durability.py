@@ -14,31 +14,36 @@ own (this module with ``--serve``), on loopback.
    from the reader's creation to its last take, per 100 k samples.
 2. **Cost to a live writer.** Throughput of a TRANSIENT writer to a plain
    reader in this process, with and without the service process matched
-   (alternating, same run; median msgs/s; target ratio >= 0.9). For
-   reference, a third case replaces the service by a plain reliable
-   KEEP_ALL reader in another process that never takes (this module with
-   ``--listen``): what the transport to any remote subscriber costs the
-   writer (each sample also goes out as a UDP datagram and must be
-   acknowledged), so the service's own share can be told apart. The writer
-   process's CPU per message is printed for each case: on a loaded machine
-   the rates swing with the scheduler, the CPU much less.
+   (alternating, same run; median msgs/s; target ratio >= 0.9). A TRANSIENT
+   writer batches by default (``DataWriter(batching=None)``, see
+   :mod:`dcps._write_batching`); the same served case with ``batching=False``
+   runs in the same rounds, to show what batching moves. For reference, a
+   fourth case replaces the service by a plain reliable KEEP_ALL reader in
+   another process that never takes (this module with ``--listen``): what
+   the transport to any remote subscriber costs the writer (each packet goes
+   out as a UDP datagram and must be acknowledged), so the service's own
+   share can be told apart. The writer process's CPU per message is printed
+   for each case: on a loaded machine the rates swing with the scheduler, the
+   CPU much less.
+3. **What batching costs in latency.** Round trips of a reliable writer's
+   pings to an echo in another process (this module with ``--echo``), with
+   batching on and off (alternating): idle pings (the next one once the
+   echo came back, a 2 ms pause between), which batching sends at once, and
+   a stream of pings 0.2 ms apart, which it may hold up to 1 ms. p50 and p99
+   round trip in microseconds.
 
-   Cyclone sends each write as its own datagram. Its write batching packs
-   them (``CYCLONEDDS_URI`` with ``<Internal><WriteBatch>true</WriteBatch>``,
-   deprecated in Cyclone 11 for a per-writer QoS the Python binding does not
-   expose), but sends a batch only when it is full or flushed: without a
-   flush policy a lone sample may never leave. dcps does not enable it.
-
-``--only late`` or ``--only live`` runs one part.
+``--only late``, ``--only live`` or ``--only latency`` runs one part.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -84,6 +89,45 @@ def serve(domain: int, namespace: str) -> None:
         for line in sys.stdin:
             _, topic = line.split()
             print(svc.history.count(topic), flush=True)
+
+
+def echo(domain: int) -> None:
+    """The latency peer: takes every ping (topic ``bench_ping``) and writes it back
+    (``bench_pong``) at once, without batching."""
+    with dcps.DomainParticipant(domain) as dp:
+        reliable = q.Reliability.reliable(timedelta(seconds=10))
+        pings = dcps.DataReader(
+            dp,
+            dcps.Topic(dp, "bench_ping", Reading),
+            qos=q.DataReaderQos(reliable, q.History.KEEP_ALL),
+        )
+        pongs = dcps.DataWriter(
+            dp,
+            dcps.Topic(dp, "bench_pong", Reading),
+            qos=q.DataWriterQos(reliable, q.History.KEEP_ALL),
+            batching=False,
+        )
+        pongs.wait_for_readers()
+        done = threading.Event()  # set when stdin closes: the benchmark is over
+        threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+        waiter = _Waiter(dp, pings)
+        print("ready", flush=True)
+        while not done.is_set():
+            for ping in pings.take():
+                pongs.write(ping.data)
+            waiter.wait(0.2)
+
+
+class _Waiter:
+    """Waits for unread samples of one reader (one wait set for every wait)."""
+
+    def __init__(self, dp: dcps.DomainParticipant, reader: dcps.DataReader[Reading]) -> None:
+        self.waitset = dcps.WaitSet(dp)
+        self.waitset.attach(dcps.ReadCondition(reader, sample_states=dcps.SampleState.NOT_READ))
+
+    def wait(self, seconds: float) -> None:
+        with contextlib.suppress(dcps.DcpsTimeoutError):
+            self.waitset.wait(seconds)
 
 
 class _Peer:
@@ -188,7 +232,11 @@ def late_joiner(
 
 
 def live_throughput(
-    dp: dcps.DomainParticipant, count: int, served: bool, listener: _Peer | None = None
+    dp: dcps.DomainParticipant,
+    count: int,
+    served: bool,
+    listener: _Peer | None = None,
+    batching: bool | None = None,
 ) -> tuple[float, float]:
     """msgs/s of a TRANSIENT writer to a plain reader in this process (its topic
     ``served_*`` is kept by the service, ``plain_*`` is not; ``listener``: a plain
@@ -210,6 +258,7 @@ def live_throughput(
             q.Reliability.reliable(timedelta(seconds=30)),
             q.History.KEEP_ALL,
         ),
+        batching=batching,  # None: on (a TRANSIENT writer)
     )
     reader = dcps.DataReader(
         dp, topic, qos=q.DataReaderQos(q.Reliability.RELIABLE, q.History.KEEP_ALL)
@@ -235,10 +284,85 @@ def live_throughput(
     return count / elapsed, cpu / count * 1e6
 
 
+def round_trips(
+    dp: dcps.DomainParticipant, pongs: dcps.DataReader[Reading], batching: bool, count: int
+) -> tuple[list[float], list[float]]:
+    """Round trips in us through the ``--echo`` process: idle pings, then a stream."""
+    reliable = q.Reliability.reliable(timedelta(seconds=10))
+    writer = dcps.DataWriter(
+        dp,
+        dcps.Topic(dp, "bench_ping", Reading),
+        qos=q.DataWriterQos(reliable, q.History.KEEP_ALL),
+        batching=batching,
+    )
+    writer.wait_for_readers()
+    waiter = _Waiter(dp, pongs)
+    pongs.take()  # late answers of the run before
+    idle: list[float] = []
+    for i in range(count):
+        writer.write(Reading(0, time.perf_counter(), i))
+        deadline = time.monotonic() + 10
+        while not (got := pongs.take()) and time.monotonic() < deadline:
+            waiter.wait(1)
+        now = time.perf_counter()
+        idle += [(now - pong.data.value) * 1e6 for pong in got]
+        time.sleep(0.002)  # the pause that makes the next ping an idle one
+    stream: list[float] = []
+    for i in range(count):
+        writer.write(Reading(1, time.perf_counter(), i))
+        time.sleep(0.0002)
+        now = time.perf_counter()
+        stream += [(now - pong.data.value) * 1e6 for pong in pongs.take()]
+    deadline = time.monotonic() + 10
+    while len(stream) < count and time.monotonic() < deadline:
+        waiter.wait(1)
+        now = time.perf_counter()
+        stream += [(now - pong.data.value) * 1e6 for pong in pongs.take()]
+    writer.close()
+    waiter.waitset.close()
+    return idle, stream
+
+
+def _percentiles(values: list[float]) -> str:
+    ordered = sorted(values)
+    if not ordered:
+        return "no answers"
+    p50 = ordered[len(ordered) // 2]
+    p99 = ordered[min(len(ordered) - 1, len(ordered) * 99 // 100)]
+    return f"p50 {p50:,.0f} us, p99 {p99:,.0f} us, max {ordered[-1]:,.0f} us"
+
+
+def latency(domain: int, count: int, runs: int) -> None:
+    """Print the round trips with batching on and off (alternating runs, pooled)."""
+    results: dict[bool, tuple[list[float], list[float]]] = {True: ([], []), False: ([], [])}
+    with dcps.DomainParticipant(domain) as dp:
+        pongs = dcps.DataReader(
+            dp,
+            dcps.Topic(dp, "bench_pong", Reading),
+            qos=q.DataReaderQos(q.Reliability.RELIABLE, q.History.KEEP_ALL),
+        )
+        peer = _Peer("--echo", str(domain))
+        try:
+            for _ in range(runs):
+                for batching in (False, True):
+                    idle, stream = round_trips(dp, pongs, batching, count)
+                    results[batching][0].extend(idle)
+                    results[batching][1].extend(stream)
+        finally:
+            peer.close()
+    for batching in (False, True):
+        idle, stream = results[batching]
+        print(
+            f"ping round trip, batching {'on ' if batching else 'off'}: idle {_percentiles(idle)}"
+            f" ({len(idle)} pings); stream every 0.2 ms {_percentiles(stream)} ({len(stream)})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--serve", nargs=2, metavar=("DOMAIN", "NAMESPACE"), help=argparse.SUPPRESS)
     parser.add_argument("--listen", type=int, metavar="DOMAIN", help=argparse.SUPPRESS)
+    parser.add_argument("--echo", type=int, metavar="DOMAIN", help=argparse.SUPPRESS)
     parser.add_argument(
         "--domain", type=int, default=int(os.environ.get("DCPS_BENCH_DOMAIN", "44"))
     )
@@ -246,7 +370,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, help="stored samples (default 100,000)")
     parser.add_argument("--runs", type=int, default=3, help="runs per live case (median)")
     parser.add_argument("--late-runs", type=int, default=3, help="late joiner runs (median)")
-    parser.add_argument("--only", choices=("late", "live"), help="run one part only")
+    parser.add_argument("--only", choices=("late", "live", "latency"), help="run one part only")
+    parser.add_argument("--pings", type=int, help="pings per latency run (default 300)")
     args = parser.parse_args()
     if args.serve:
         serve(int(args.serve[0]), args.serve[1])
@@ -254,30 +379,37 @@ def main() -> None:
     if args.listen is not None:
         listen(args.listen)
         return
+    if args.echo is not None:
+        echo(args.echo)
+        return
     count = args.count or (10_000 if args.quick else 100_000)
     live = 5_000 if args.quick else 30_000
     namespace = f"bench_dur_{uuid.uuid4().hex[:8]}"
     os.environ["DCPS_DURABILITY_NAMESPACE"] = namespace
     plain: list[tuple[float, float]] = []
     served: list[tuple[float, float]] = []
+    unbatched: list[tuple[float, float]] = []
     remote: list[tuple[float, float]] = []
     late: list[tuple[float, float | None, float]] = []
     with dcps.DomainParticipant(args.domain) as dp:
         service = _Service(args.domain, namespace)
-        listener = _Peer("--listen", str(args.domain)) if args.only != "late" else None
+        listener = _Peer("--listen", str(args.domain)) if args.only in (None, "live") else None
         try:
             if listener is not None:
                 live_throughput(dp, 2_000, served=False)  # warm-up
                 for _ in range(args.runs):  # alternating, so drift hits all alike
                     plain.append(live_throughput(dp, live, served=False))
                     served.append(live_throughput(dp, live, served=True))
+                    unbatched.append(live_throughput(dp, live, served=True, batching=False))
                     remote.append(live_throughput(dp, live, served=False, listener=listener))
-            if args.only != "live":
+            if args.only in (None, "late"):
                 late = [late_joiner(dp, service, count) for _ in range(args.late_runs)]
         finally:
             service.close()
             if listener is not None:
                 listener.close()
+    if args.only in (None, "latency"):
+        latency(args.domain, args.pings or (100 if args.quick else 300), args.runs)
     if late:
         rates = sorted(rate for rate, _, _ in late)
         cpus = [cpu for _, cpu, _ in late if cpu is not None]
@@ -291,17 +423,20 @@ def main() -> None:
             f"target >= 200,000); reader process CPU {reader_cpu:.2f} s per 100 k{kept}"
         )
     if plain:
-        without, with_ = (
-            statistics.median(r for r, _ in plain),
-            statistics.median(r for r, _ in served),
+        without, with_, off = (
+            statistics.median(r for r, _ in case) for case in (plain, served, unbatched)
         )
         reference = statistics.median(r for r, _ in remote)
-        cpu = [statistics.median(c for _, c in case) for case in (plain, served, remote)]
+        cpu = [statistics.median(c for _, c in case) for case in (plain, served, unbatched, remote)]
         print(
             f"live TRANSIENT writer ({live} msgs, median of {len(plain)}): without service "
             f"{without:,.0f} msgs/s, with service {with_:,.0f} msgs/s, ratio "
             f"{with_ / without:.2f} (target >= 0.9); per run "
             f"{', '.join(f'{s[0] / p[0]:.2f}' for s, p in zip(served, plain, strict=True))}"
+        )
+        print(
+            f"  the same with batching off: {off:,.0f} msgs/s, ratio {off / without:.2f}; per run "
+            f"{', '.join(f'{s[0] / p[0]:.2f}' for s, p in zip(unbatched, plain, strict=True))}"
         )
         print(
             f"  reference, a plain reader in another process instead of the service: "
@@ -310,8 +445,9 @@ def main() -> None:
         )
         print(
             f"  writer process CPU per msg: without service {cpu[0]:.1f} us, with service "
-            f"{cpu[1]:.1f} us (ratio {cpu[0] / cpu[1]:.2f}), with the plain remote reader "
-            f"{cpu[2]:.1f} us (ratio {cpu[0] / cpu[2]:.2f})"
+            f"{cpu[1]:.1f} us (ratio {cpu[0] / cpu[1]:.2f}), batching off {cpu[2]:.1f} us "
+            f"(ratio {cpu[0] / cpu[2]:.2f}), with the plain remote reader "
+            f"{cpu[3]:.1f} us (ratio {cpu[0] / cpu[3]:.2f})"
         )
 
 

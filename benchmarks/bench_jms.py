@@ -18,17 +18,19 @@ also reports the CPU the store process and this process spent draining, per mess
 their sum close to the drain's wall time means the two take turns (one poll in flight),
 so neither the client's filter nor the store alone sets the rate.
 
-Measured on the 2-core development machine under a load average of 8-11
-(100 000 messages, three runs): JMS 29-45 k filtered/s, content-filtered DDS
-reader 49-79 k/s; below the issue's 200 k/s target (see benchmarks/README.md).
-Again at a load of 10-15 (50 000 messages, four runs): JMS 15-50 k/s, DDS reader
-22-67 k/s; draining cost 6.5-8 µs of subscriber CPU and 5-7.4 µs of store CPU per
-message. The two take turns, so on idle cores the rate would be about 70 k/s, and
-about 135-200 k/s if polls overlapped (two in flight) and with the selector run in
-the store (only matches sent): changes to the durables' client and store, not this
-layer. A trial with two polls in flight (``dcps/durables/_subscriber.py``: ``_in_flight
-< 2`` instead of ``not _in_flight``, not committed) measured 39.2 -> 46.4 k and
-34.0 -> 46.2 k/s back to back at load 16-19, order kept.
+The selector ``bucket = 3`` reads one fixed-offset body member, so it runs on the
+encoded deliveries (``dcps/jms/_preselect.py``) and only the matches are decoded.
+Interleaved with the version that decoded every envelope first (same command, load
+11-21 from other work, 100 000 messages, six pairs): subscriber CPU per message
+13.0, 13.0, 7.9, 11.0, 11.2, 7.9 µs before, 8.1, 3.4, 3.6, 3.1, 4.0, 3.2 µs after;
+JMS/DDS rate ratio in the same run 0.70, 0.72, 1.23, 0.47, 1.05, 0.87 before (median
+0.79), 0.89, 0.91, 1.58, 1.69, 1.71, 3.01 after (median 1.64). Of the subscriber's
+~3.5 µs per message, ~1.4 are its main thread receiving and acknowledging the 10 %
+that match (~14 µs each) and ~2.1 the reply thread and Cyclone's threads; the store's
+share (3-6 µs per message at that load: delivering each message, then recording its
+acknowledgement) is now the larger one. Earlier, on a quiet machine (load ~1): JMS
+188 k filtered/s median (four runs), DDS reader 200 k/s, with 5.1 µs subscriber and
+3.8 µs store CPU per message; two polls in flight were tried then and were worse there.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ last sample of a burst; latency is the round trip of a ping answered by the sink
 (one-way is about half). Without namespace rights only the loopback cases run.
 
 Channelled topics (``--what channels``, also part of the default ``both``) run three
-processes of ``tests/peers/channels_host.py``: a store (SQLite synchronous=NORMAL),
+processes of ``tests/support/peers/channels_host.py``: a store (SQLite synchronous=NORMAL),
 a confirmed round-robin publisher and an anonymous subscriber. One host: all three
 over loopback. Two hosts: store and publisher on one, the subscriber on the other
 (the live tail crosses the LAN). Three hosts: the store alone on one host, as
@@ -45,9 +45,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-import netns
+from tests.support import netns
 
 #: Arguments for ``python -m benchmarks --quick`` (a smoke run of a few seconds).
 QUICK_ARGS = [
@@ -56,7 +54,9 @@ QUICK_ARGS = [
 ]  # fmt: skip
 
 ONE_HOST_CHANNELS = "channels: one host (loopback)"
-CHANNELS_PEER = Path(__file__).resolve().parent.parent / "tests" / "peers" / "channels_host.py"
+CHANNELS_PEER = (
+    Path(__file__).resolve().parent.parent / "tests" / "support" / "peers" / "channels_host.py"
+)
 
 
 def _measure(source: Any, sink: Any, count: int, size: int, pings: int) -> dict[str, float]:

@@ -14,6 +14,14 @@ Plain topics (all in the same run, alternating per size):
   processes; its KS topic, a sequence of octets), the physical limit of this
   machine: the median of its per-second rates after the first second.
 
+Network settings: the raw binding and ``ddsperf`` run with Cyclone's own
+defaults (``CYCLONEDDS_URI``, pinned to loopback by ``benchmarks/__init__.py``).
+Every dcps process (plain dcps, the store, its publisher and subscribers) runs
+with dcps's loopback defaults, as a user's loopback ``NetworkConfig`` gets them
+(``DCPS_INTERFACES=lo``: 60000-byte fragments and a 4 MiB socket receive
+buffer, see ``dcps.NetworkConfig``); ``--cyclone-defaults`` runs them with
+Cyclone's defaults instead (the comparison of ``docs/large-payloads.md``).
+
 Writer and reader are separate processes (one long-lived pair per API, fed
 commands over stdin), RELIABLE (max_blocking_time 10 s) and KEEP_ALL; the
 reader checks every sequence number arrived once. Rate = N / (the reader's
@@ -758,6 +766,26 @@ def report_profile(path: Path, who: str, count: int, rate: int, top: int = 7) ->
 # ---------------------------------------------------------------------- main
 
 
+def use_dcps_network(enabled: bool, domain: int) -> Any:
+    """Give this process and its dcps children dcps's loopback network defaults.
+
+    Only when the benchmarks' own loopback pin is in force (a ``CYCLONEDDS_URI``
+    set by the caller is left alone). Sets ``DCPS_INTERFACES=lo`` (and ``lo``
+    as a multicast interface) for the children, and configures ``domain`` in
+    this process at once, before its raw-binding latency ends could create it
+    with Cyclone's defaults. Returns the participant that keeps it configured.
+    """
+    from benchmarks import LOOPBACK_URI
+
+    if not enabled or os.environ.get("CYCLONEDDS_URI") != LOOPBACK_URI:
+        return None
+    os.environ["DCPS_INTERFACES"] = "lo"
+    os.environ["DCPS_MULTICAST_INTERFACES"] = "lo"
+    import dcps
+
+    return dcps.DomainParticipant(domain)
+
+
 def fmt(value: float, digits: int = 0) -> str:
     return f"{value:,.{digits}f}" if value == value else "-"
 
@@ -784,6 +812,11 @@ def main() -> None:
         "--latency-only", action="store_true", help="only the latency cases (--runs times)"
     )
     parser.add_argument("--no-latency", action="store_true", help="skip the latency cases")
+    parser.add_argument(
+        "--cyclone-defaults",
+        action="store_true",
+        help="dcps processes use Cyclone's network defaults, not dcps's loopback ones",
+    )
     parser.add_argument("--profile", metavar="DIR", help="py-spy the store path instead (see doc)")
     parser.add_argument("--peer", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -802,6 +835,7 @@ def main() -> None:
     sizes = [SIZES[n] for n in names]
     if args.latency_only:
         sizes = []
+    _network = use_dcps_network(not args.cyclone_defaults, args.domain)  # kept alive
     if args.profile:
         profile(args, sizes)
         return

@@ -62,6 +62,11 @@ The streaming source is reported in four figures, as issue 6 asks:
 streaming source (``FloorSource``: one offset, 1 000 generated rows, no dcps
 import, no DDS) through the same query shape; (b) minus that floor is what
 dcps adds to each query (the process start and PySpark import are Spark's).
+(c) is also measured for Spark alone: a Python streaming source handing out
+the same rows as prebuilt Arrow batches of the dcps schema (``PrebuiltSource``,
+decoded once per Python worker, no fetch, no decode): Spark's own cost of such
+a micro-batch, the ceiling of (c) on the machine. Each run runs the four stream
+cases once in turn, so that they share the load of the moment.
 
 The >= 500 000 rows/s target is judged on (c), the steady-state rate of the
 source, with (d) at 5 M rows (``--rows 5000000 --source-only``) as the end to
@@ -172,6 +177,78 @@ def floor_source() -> type:
             return FloorReader()
 
     return FloorSource
+
+
+#: Arrow batches of the prebuilt source, per (rows, channels), built once per Python worker.
+_PREBUILT: dict[tuple[int, int], list[Any]] = {}
+
+
+def prebuilt_batches(rows: int, channels: int, index: int) -> list[Any]:
+    """Partition ``index`` of the prebuilt source: ``rows / channels`` rows of ``Bench64``
+    as the dcps source returns them (the same schema, one batch per ``FETCH_CHUNK`` rows),
+    decoded once per Python worker and then handed out again (no fetch, no decode)."""
+    from dcps.spark._access import FETCH_CHUNK
+    from dcps.spark._decode import decode_batch
+
+    key = (rows, channels)
+    if key not in _PREBUILT:
+        each = rows // channels
+        data = payloads(0, each)
+        batch = decode_batch(Bench64, data, 0, np.arange(each), np.arange(each) * 1000 + 10**18)
+        _PREBUILT[key] = [batch.slice(i, FETCH_CHUNK) for i in range(0, each, FETCH_CHUNK)]
+    return _PREBUILT[key]
+
+
+def prebuilt_source(rows: int, channels: int) -> type:
+    """A PySpark streaming source handing out ``prebuilt_batches``: Spark's own cost of a
+    micro-batch of the dcps source's rows, the ceiling of (c).
+
+    Built in a function (pickled by value, as :func:`floor_source`); its read tasks
+    import this module for the batches.
+    """
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+    from pyspark.sql.types import StructType
+
+    class PrebuiltReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+        def initialOffset(self) -> dict[str, int]:  # noqa: N802 (PySpark's name)
+            return {"o": 0}
+
+        def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (PySpark's name)
+            pass
+
+        def getDefaultReadLimit(self) -> Any:  # noqa: N802 (PySpark's name)
+            return ReadAllAvailable()
+
+        def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
+            return {"o": rows}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
+            if start["o"] >= end["o"]:
+                return []
+            return [InputPartition(i) for i in range(channels)]
+
+        def read(self, partition: Any) -> Any:
+            from benchmarks.bench_spark import prebuilt_batches
+
+            return iter(prebuilt_batches(rows, channels, partition.value))
+
+    class PrebuiltSource(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return "dcps_bench_prebuilt"
+
+        def schema(self) -> StructType:
+            # imported, not closed over: run as __main__, Bench64 would be pickled by value
+            from benchmarks.bench_spark import Bench64
+            from dcps.spark import spark_schema
+
+            return spark_schema(Bench64)
+
+        def streamReader(self, schema: StructType) -> PrebuiltReader:  # noqa: N802
+            return PrebuiltReader()
+
+    return PrebuiltSource
 
 
 @dataclass
@@ -325,7 +402,7 @@ def spark_cases(
 
     def stream(extra: dict[str, str], label: str = "", source: str = "dcps") -> None:
         started = time.time()
-        expected = rows if source == "dcps" else FLOOR_ROWS
+        expected = FLOOR_ROWS if source == "dcps_bench_floor" else rows
         q = (
             spark.readStream.format(source)
             .options(**(base if source == "dcps" else {}), **extra)
@@ -349,22 +426,37 @@ def spark_cases(
                 ended - last - busy[-1]["durationMs"]["triggerExecution"] / 1000
             )
 
-    stream({})  # warm-up: workers, imports, DDS discovery in the workers
     dds, local = f"over DDS, {where}", f"data_dir file, {where}"
-    stream_cases: dict[str, dict[str, str]] = {dds: {}, local: {"data_dir": f"{tmp}/store"}}
+    ceiling = f"Spark alone (prebuilt Arrow batches), {where}"
+    floor = f"Spark alone (trivial Python source), {where}"
+    # label -> (format, extra options); every run runs each case once, in turn, so
+    # that the cases share the machine's load (medians of the runs)
+    stream_cases: dict[str, tuple[str, dict[str, str]]] = {
+        dds: ("dcps", {}),
+        local: ("dcps", {"data_dir": f"{tmp}/store"}),
+        ceiling: ("dcps_bench_prebuilt", {}),  # Spark's own cost of the rows: (c)'s ceiling
+        floor: ("dcps_bench_floor", {}),  # Spark's own fixed cost per query: (b)'s floor
+    }
     if args.sink_only:
         stream_cases = {}
-    for label, extra in stream_cases.items():
-        results[f"(d) source -> noop, {label}, end to end"] = median_rate(
-            rows, lambda _, e=extra, la=label: stream(e, la), runs
-        )
-    for label in stream_cases:  # without the query's start and stop
-        results[f"(c) source -> noop, {label}, per micro-batch"] = statistics.median(steady[label])
-    if stream_cases:  # Spark's own fixed cost per query, for (b)
+    else:
+        spark.dataSource.register(prebuilt_source(rows, channels))
         spark.dataSource.register(floor_source())
-        stream({}, source="dcps_bench_floor")  # warm-up
-        for _ in range(runs):
-            stream({}, f"Spark alone (trivial Python source), {where}", "dcps_bench_floor")
+    ends: dict[str, list[float]] = {}
+    for source, extra in stream_cases.values():  # warm-up: workers, imports, discovery
+        stream(extra, source=source)
+    for _ in range(runs):
+        for label, (source, extra) in stream_cases.items():
+            took = timed(lambda e=extra, la=label, so=source: stream(e, la, so))
+            ends.setdefault(label, []).append(rows / took)
+    for label in (dds, local):
+        if label in ends:
+            results[f"(d) source -> noop, {label}, end to end"] = statistics.median(ends[label])
+    for label in (dds, local, ceiling):
+        if label in steady:  # without the query's start and stop
+            results[f"(c) source -> noop, {label}, per micro-batch"] = statistics.median(
+                steady[label]
+            )
     if not args.source_only and not args.sink_only:
         results[f"batch read -> noop, over DDS, {where}"] = median_rate(
             rows,

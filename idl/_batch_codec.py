@@ -19,6 +19,7 @@ Private to the project (``dcps.channels`` and ``dcps.spark`` import it).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,7 +36,10 @@ __all__ = [
     "decoder_of",
     "encoder_of",
     "fixed_columns",
+    "leading_scalars",
     "leaf_of",
+    "read_leading",
+    "select_elements",
     "split_blob",
 ]
 
@@ -238,6 +242,105 @@ def decoder_of(cls: type) -> BatchDecoder:
         return list(map(cls, *values))
 
     return guarded(decode)
+
+
+# -- reading a few members without decoding -------------------------------------------
+#
+# A selector that reads only members at fixed offsets (numbers and booleans ahead of the
+# first string or sequence) can run on those members read straight from the encoded batch;
+# only the elements it may keep need decoding. Such a member also keeps its offset when its
+# struct is the first member of an enclosing final struct (a JMS envelope's body): nested
+# final structs take no alignment or header of their own in XCDR1 or plain XCDR2.
+
+
+def leading_scalars(t: type, version: int) -> dict[str, tuple[int, np.dtype[Any]]]:
+    """``name -> (offset, dtype)`` of the top-level numeric and boolean members of final
+    struct ``t`` that precede its first variable-size member, in serialised samples of
+    XCDR ``version`` (offsets from the start of the sample, its 4-byte header included).
+
+    Numeric arrays before that member are stepped over (not listed); the walk stops at the
+    first string, sequence, optional, enum, char or nested struct member. Empty for types
+    that are not final or not ``idl`` structs.
+    """
+    try:
+        info = describe(t)
+    except Exception:  # not an IDL struct: nothing to read
+        return {}
+    if info.extensibility != "final":
+        return {}
+    max_align = 8 if version == 1 else 4
+    out: dict[str, tuple[int, np.dtype[Any]]] = {}
+    pos = 0
+    for f in info.fields:
+        if f.optional:
+            break
+        leaf, shape = leaf_of(f)
+        if leaf.kind not in NUMERIC_KINDS:
+            break
+        scalar = scalar_dtype(leaf)
+        align = min(scalar.itemsize, max_align)
+        pos = (pos + align - 1) // align * align
+        if not shape:
+            out[f.name] = (4 + pos, scalar)
+        pos += scalar.itemsize * int(np.prod(shape) if shape else 1)
+    return out
+
+
+_LEADING: dict[tuple[type, int], dict[str, tuple[int, np.dtype[Any]]]] = {}
+
+
+def read_leading(
+    blob: bytes, sizes: Sequence[int], t: type, names: Sequence[str]
+) -> list[list[Any]] | None:
+    """Members ``names`` (from :func:`leading_scalars`) of every sample of a batch of
+    ``t`` (or of final structs whose first member is a ``t``), read from the encoded bytes:
+    one list of Python values per name, in batch order, as the samples' decoded members
+    would hold them.
+
+    None when they cannot all be read so: a member not at a fixed offset, a batch shorter
+    than :data:`_FIXED_MIN` elements, or any element with another encoding than the first
+    one's (little-endian XCDR1 or plain XCDR2) or too short to hold the members.
+    """
+    n = len(sizes)
+    if n < _FIXED_MIN or len(blob) < 4 or blob[0] or blob[1] not in (_CDR_LE, _PLAIN_CDR2_LE):
+        return None
+    version = 1 if blob[1] == _CDR_LE else 2
+    key = (t, version)
+    layout = _LEADING.get(key)
+    if layout is None:
+        layout = _LEADING[key] = leading_scalars(t, version)
+    if not names or any(name not in layout for name in names):
+        return None
+    data = np.frombuffer(blob, dtype=np.uint8)
+    size = np.fromiter(sizes, dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(size[:-1], out=starts[1:])
+    end = max(layout[name][0] + layout[name][1].itemsize for name in names)
+    if int(starts[-1] + size[-1]) != len(blob) or int(size.min()) < end:
+        return None
+    if (data[starts] != 0).any() or (data[starts + 1] != blob[1]).any():
+        return None
+    columns = []
+    for name in names:
+        offset, dtype = layout[name]
+        width = np.arange(dtype.itemsize, dtype=np.int64)
+        raw = data[(starts + offset)[:, None] + width]  # (n, itemsize) bytes, C order
+        if dtype.kind == "b":
+            column = raw.reshape(n) != 0
+        else:
+            column = raw.view(dtype.newbyteorder("<")).reshape(n)
+        columns.append(column.tolist())
+    return columns
+
+
+def select_elements(
+    blob: bytes, sizes: Sequence[int], indexes: Sequence[int]
+) -> tuple[bytes, list[int]]:
+    """The batch made of elements ``indexes`` (ascending) of batch ``(blob, sizes)``."""
+    starts = [0, *itertools.accumulate(sizes)]
+    view = memoryview(blob)
+    picked = [sizes[i] for i in indexes]
+    return b"".join([view[starts[i] : starts[i] + sizes[i]] for i in indexes]), picked
 
 
 # -- encoding samples ---------------------------------------------------------------

@@ -102,6 +102,11 @@ class ElementFuture(Future[Position | None]):
     do. So the futures of elements nobody looks at cost almost nothing.
     """
 
+    # False (on the class) until a Future method needs the Future's own state; then
+    # True on the instance. A class attribute, not ``"_state" in self.__dict__``:
+    # reading ``__dict__`` makes CPython build a dict for every future it is read on.
+    _lazy_state = False
+
     def __init__(self, batch: Batch, index: int) -> None:  # no Future.__init__: see class doc
         self._batch = batch
         self._index = index
@@ -111,8 +116,9 @@ class ElementFuture(Future[Position | None]):
             raise AttributeError(name)
         batch = self._batch
         with batch.lock:
-            if "_state" not in self.__dict__:
+            if not self._lazy_state:
                 Future.__init__(self)
+                self._lazy_state = True
                 if not batch.done:
                     batch.waiting.append(self)
                 elif batch.error is None:
@@ -121,7 +127,7 @@ class ElementFuture(Future[Position | None]):
                     )
                 else:
                     Future.set_exception(self, batch.error)
-        return self.__dict__[name]
+        return object.__getattribute__(self, name)
 
     @property
     def discarded(self) -> bool:
@@ -133,23 +139,23 @@ class ElementFuture(Future[Position | None]):
         return batch.done and batch.error is None and batch.discarded
 
     def done(self) -> bool:
-        if "_state" not in self.__dict__:
+        if not self._lazy_state:
             return self._batch.done
         return super().done()
 
     def cancelled(self) -> bool:
-        return "_state" in self.__dict__ and super().cancelled()
+        return self._lazy_state and super().cancelled()
 
     def running(self) -> bool:
-        return "_state" in self.__dict__ and super().running()
+        return self._lazy_state and super().running()
 
     def result(self, timeout: float | None = None) -> Position | None:
-        if "_state" not in self.__dict__ and self._batch.done:
+        if not self._lazy_state and self._batch.done:
             return self._batch.position(self._index)
         return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        if "_state" not in self.__dict__ and self._batch.done:
+        if not self._lazy_state and self._batch.done:
             return self._batch.error
         return super().exception(timeout)
 

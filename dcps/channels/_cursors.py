@@ -199,7 +199,17 @@ class ChannelCursors:
             ch = self.chans.get(c)
             if ch is not None:
                 committed = states.committed[i] if states.committed else states.heads[i] - 1
-                ch.reset(max(committed + 1, states.heads[i]))
+                resume = max(committed + 1, states.heads[i])
+                ch.reset(resume)
+                if states.tails[i] < resume:
+                    # Nothing stored from there on: what comes next comes live, and a
+                    # fetch would only return nothing. Skipping it matters at start-up,
+                    # where the fetches of all channels ran one after another before the
+                    # first element was delivered. (An element stored after this reply
+                    # whose push was missed shows as a gap before the next live batch,
+                    # or to poll_tails, and is fetched then, as after an empty fetch.)
+                    ch.drain_live()
+                    ch.need_fetch = bool(ch.live)
 
     def _drop(self, ch: ChannelCursor) -> None:
         self._waiter.unwatch(ch.reader)

@@ -171,6 +171,9 @@ class ChannelPublisher(Generic[T]):
         self._flusher: threading.Thread | None = None
         self._state = ClientState.OPEN
         self._wake = threading.Event()
+        # the linger thread waits with no batch queued (for one to start): only then
+        # does a new batch need to wake it (under the lock, like the queue itself)
+        self._linger_idle = False
         self._starved = False  # the linger thread waits for a free in-flight slot
         self._linger_thread = threading.Thread(
             target=self._linger_loop, name="dcps-publisher-linger", daemon=True
@@ -245,7 +248,10 @@ class ChannelPublisher(Generic[T]):
             except (KeyError, TypeError):  # a new key, or unhashable key values
                 channel = self.channel_of(sample)
         now = _monotonic()
-        with self._lock:
+        # acquire/release rather than ``with``: half the cost (0.1-0.2 us per element)
+        lock = self._lock
+        lock.acquire()
+        try:
             # the shorter of the last two gaps: one pause of the publishing thread (the
             # scheduler, another thread holding the GIL) does not make a stream sparse
             gap = now - self._last_publish
@@ -262,6 +268,8 @@ class ChannelPublisher(Generic[T]):
                 batch.size += len(data)
             else:
                 batch, index = self._enqueue_locked(channel, data, gap)
+        finally:
+            lock.release()
         if not self.confirmed:
             return DONE
         future = _new_object(ElementFuture)  # ElementFuture(batch, index) without a frame
@@ -333,7 +341,11 @@ class ChannelPublisher(Generic[T]):
                 blocking=False
             ):
                 self._send_locked(channel)
-            else:
+            elif self._linger_idle:
+                # it starts timing this batch's linger. Otherwise it waits already for
+                # an older batch (due sooner) or for a free slot (which a confirmation
+                # signals): a wake-up per new batch cost ~0.1 us per element at 64 B.
+                self._linger_idle = False
                 self._wake.set()
         return batch, index
 
@@ -412,6 +424,7 @@ class ChannelPublisher(Generic[T]):
                     return
                 oldest = min((b.started for b in self._pending.values()), default=None)
                 self._wake.clear()
+                self._linger_idle = oldest is None
             if oldest is None:
                 self._wake.wait()  # set when a batch starts (or on close)
                 continue

@@ -53,7 +53,7 @@ from dcps.wire._durables import (
 from dcps.wire._names import check_name
 from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption
 from dcps.wire._transport import Endpoint
-from idl._batch_codec import decoder_of
+from idl._batch_codec import decoder_of, select_elements
 from idl._errors import (
     AlreadyClosedError,
     BadParameterError,
@@ -87,9 +87,26 @@ ANONYMOUS_DURABLE_PREFIX = "~anonymous-durable/"
 
 
 class FilterLike(Protocol):
-    """What decides which elements a durable keeps: a ContentFilter, or a layer's own."""
+    """What decides which elements a durable keeps: a ContentFilter, or a layer's own.
+
+    It may also have ``matches_many(values) -> flags`` (one call per delivery) and
+    ``preselect(blob, sizes) -> flags | None``, run on the encoded delivery: False rules
+    an element out (acknowledged unseen, never decoded), True leaves it to ``matches``;
+    None (or no such attribute) decodes every element. It must never rule out an element
+    ``matches`` would keep (``dcps.jms._preselect``).
+    """
 
     def matches(self, sample: Any) -> bool: ...
+
+
+def _preselected(keep: FilterLike | None, blob: bytes, sizes: list[int]) -> list[bool] | None:
+    """Per element of an encoded delivery, whether ``keep`` may keep it (False: ruled out
+    undecoded); None when the filter cannot tell so or keeps them all (decode every one)."""
+    preselect = getattr(keep, "preselect", None)
+    if preselect is None:
+        return None
+    maybe: list[bool] | None = preselect(blob, sizes)
+    return None if maybe is None or all(maybe) else maybe
 
 
 def _positive_seconds(value: Timeout, what: str) -> float:
@@ -689,15 +706,27 @@ class DurableSubscriber(Generic[T]):
             self._deliver(d)
 
     def _deliver(self, d: DurableDelivery) -> None:
-        values = self._decode(d.data, list(d.sizes))
-        rows = zip(values, d.channels, d.offsets, d.stamps, d.redeliveries, strict=True)
-        keep = self._keep
+        sizes = list(d.sizes)
+        columns: tuple[Sequence[int], ...] = (d.channels, d.offsets, d.stamps, d.redeliveries)
+        keep = self._keep if self.kind.acknowledged else None
+        maybe = _preselected(keep, d.data, sizes)
+        if maybe is None:
+            values = self._decode(d.data, sizes)
+        else:  # only the elements the filter may keep are decoded
+            picked = list(itertools.compress(range(len(sizes)), maybe))
+            values = self._decode(*select_elements(d.data, sizes, picked))
+            columns = tuple(list(itertools.compress(c, maybe)) for c in columns)
+        rows = zip(values, *columns, strict=True)
         unseen: list[tuple[int, int]] = []
-        if keep is not None and self.kind.acknowledged:
+        if keep is not None:
             # the filter runs on the values first: no element is made for what it drops
             many = getattr(keep, "matches_many", None)
             flags = many(values) if many is not None else [keep.matches(v) for v in values]
-            unseen = [(c, o) for f, c, o in zip(flags, d.channels, d.offsets, strict=True) if not f]
+            every = flags
+            if maybe is not None:  # a flag per element of the delivery: acks go in its order
+                decoded = iter(flags)
+                every = [m and next(decoded) for m in maybe]
+            unseen = [(c, o) for f, c, o in zip(every, d.channels, d.offsets, strict=True) if not f]
             rows = (r for f, r in zip(flags, rows, strict=True) if f)  # type: ignore[assignment]
             self.filtered += len(unseen)
         topic = self.topic.name

@@ -46,6 +46,7 @@ from idl._public import show_as
 from ._destination import TemporaryTopic, Topic
 from ._envelope import SELECTOR_HEADERS, expiring, selector_headers
 from ._message import Message, expired, from_envelope
+from ._preselect import Preselect, preselect_of
 
 if TYPE_CHECKING:
     from ._session import TopicSession
@@ -96,6 +97,8 @@ class _Keep:
             kind, _, origin = head.partition(" no_local=")[2].partition(":")
             attr = "client_id" if kind == "client" else "connection_id"
         self.matches_many: Callable[[list[Any]], list[bool]] | None = None
+        #: Rules out, on the encoded batch, messages the selector drops (None: decode all).
+        self.preselect: Preselect | None = preselect_of(selector, body_type, envelope, headers)
         if match is not None and not attr:
             self.matches_many = compile_selector(
                 selector, body_type, root="s.body", headers=headers

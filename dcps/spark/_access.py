@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, TypeVar
 
-from dcps.store._log_reader import LogReader
 from dcps.wire._batches import ElementRun
 from idl._errors import (
     AlreadyClosedError,
@@ -32,6 +31,7 @@ from idl._errors import (
 
 if TYPE_CHECKING:
     from dcps.channels._client import StoreClient
+    from dcps.store._log_reader import LogReader
     from dcps.wire._replies import Fetched, Published
     from dcps.wire._staging import Staged, StagedAborted, StagedCommitted
     from dcps.wire._transport import Endpoint
@@ -75,6 +75,10 @@ class StoreAccess:
             # No full integrity check at open: every Spark worker opens the file, and
             # a check of a large file costs each of them minutes. Reads still check
             # each run they return and fail on a damaged page or batch.
+            # Imported here, not at the top: Spark starts a new Python process for each
+            # streaming query's reader, which over DDS then does not load the log's modules.
+            from dcps.store._log_reader import LogReader
+
             self._reader = LogReader.open(data_dir, verify=False)
             return
         # Imported here, not at the top, to keep the DDS transport (Cyclone entities)

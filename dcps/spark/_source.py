@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pyspark.sql.datasource import (
@@ -31,19 +31,25 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+if TYPE_CHECKING:
+    from ._sink import BatchWriter, StreamWriter
+
 from idl._errors import BadParameterError, PreconditionNotMetError
 
-from ._access import StoreAccess, connect_store
+from ._access import FETCH_CHUNK, StoreAccess, connect_store
 from ._decode import decode_run
 from ._faults import maybe_fail
 from ._options import SourceOptions
 from ._schema import spark_schema
-from ._sink import BatchWriter, StreamWriter
 
 __all__ = ["ChannelRange", "DcpsDataSource", "offsets_json"]
 
 #: How long the store keeps a streaming query's group member without a commit (ms).
 _MEMBER_TIMEOUT_MS = 30_000
+#: Rows per Arrow batch a read task hands Spark: one FETCH reply's worth. Spark's JVM
+#: converts a batch while the task decodes the next, and no reply is copied into a
+#: larger run first (a whole partition in one batch left the JVM idle meanwhile).
+READ_ROWS = FETCH_CHUNK
 
 
 class ChannelRange(InputPartition):
@@ -117,9 +123,8 @@ def _plan(start: dict[int, int], end: dict[int, int], per_partition: int) -> lis
 def _read(opts: SourceOptions, part: ChannelRange, schema_names: Sequence[str]) -> Iterator[Any]:
     t = opts.type()
     access = _access(opts)
-    step = max(1, opts.batch_rows * 64)
     first = True
-    for run in access.fetch_runs(opts.topic, part.channel, part.start, part.end, step):
+    for run in access.fetch_runs(opts.topic, part.channel, part.start, part.end, READ_ROWS):
         batch = decode_run(t, run, part.channel)
         if opts.start_ns is not None or opts.end_ns is not None:
             import pyarrow as pa  # third-party, loaded where rows are read (not on import)
@@ -172,7 +177,10 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target: dict[int, int] | None = None
         self.member = uuid.uuid4().hex
         self.joined = False
-        _access(opts).bounds(opts.topic)  # unknown topic: fail at start
+        # No store request here: Spark also builds a stream reader in a planner
+        # process only to pickle its read function, and a connection there (a
+        # DDS participant, the store's discovery) cost each query 0.3-1 s. An
+        # unknown topic still fails at start, in initialOffset (its first call).
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 (PySpark's name)
         bounds = _access(self.opts).bounds(self.opts.topic)
@@ -292,7 +300,13 @@ class DcpsDataSource(DataSource):
         return _StreamReader(self.opts, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:  # noqa: N802 (PySpark's name)
+        # The sink is imported on use: Spark starts a new Python process for each
+        # streaming query's reader, which then does not load the sink's modules.
+        from ._sink import StreamWriter
+
         return StreamWriter(self.opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
+        from ._sink import BatchWriter  # on use, as in streamWriter
+
         return BatchWriter(self.opts, schema)

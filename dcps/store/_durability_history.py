@@ -9,6 +9,12 @@ that long after its dispose. TRANSIENT data lives in memory only;
 PERSISTENT data is also written to the store's SQLite file (tables
 ``durability_*``, see docs/store-format.md) before the sample counts as
 kept, and read back when the service starts.
+
+Every kept sample gets the next number (``seq``, the cursor a reader pages by); a
+number is never given twice, across restarts too: the file keeps a mark
+(``durability_sequence.high``) at or above every number given that
+``durability_samples`` does not hold (a sample dropped, a TRANSIENT one), and a
+restarted service numbers after the mark and after every sample it keeps.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import bisect
 import fnmatch
 import functools
 import heapq
+import logging
 import operator
 import sqlite3
 import threading
@@ -54,6 +61,11 @@ _SEQ: Final = 5
 _FLAGS: Final = 6
 _PAYLOAD: Final = 7
 _stored = functools.partial(tuple.__new__, StoredSample)
+_log = logging.getLogger("dcps.store.durability")
+#: Numbers reserved at a time for samples the file does not keep (TRANSIENT topics'):
+#: one write of the mark per this many samples; a restarted service skips at most this
+#: many numbers (a cursor is opaque: a gap is harmless).
+_RESERVE: Final = 4096
 
 
 def _identity(s: _Kept) -> SampleIdentity:
@@ -162,6 +174,10 @@ class HistoryStore:
         self._topics: dict[tuple[str, str], _Topic] = {}
         self._seen: set[SampleIdentity] = set()
         self._seq = 0
+        #: the mark in the file: no number at or below it is given again
+        self._mark = 0
+        #: whether ``_mark`` moved past the file's (a dropped PERSISTENT sample's number)
+        self._mark_moved = False
         self._lock = threading.Lock()
         #: samples not kept because a limit was reached (for operators and tests)
         self.rejected = 0
@@ -196,6 +212,9 @@ class HistoryStore:
             topic.count += 1
             self._seen.add(_identity(sample))
             self._seq = max(self._seq, seq)
+        row = db.execute("SELECT high FROM durability_sequence").fetchone()
+        self._mark = 0 if row is None else row[0]
+        self._seq = max(self._seq, self._mark)
 
     # -- topics ----------------------------------------------------------------------
     def serve(self, topic: str, partition: str, limits: Limits, persistent: bool) -> None:
@@ -266,9 +285,13 @@ class HistoryStore:
                 return []
             db = self._db if t.persistent else None
             if db is None:
+                if self._db is not None:  # numbers the file will not hold: reserve them
+                    rows = rows if isinstance(rows, list) else list(rows)
+                    self._reserve(self._db, len(rows))
                 return self._keep(t, rows, now_ns, None)
-            with db:  # the drops' deletes and these inserts commit together
+            with db:  # the drops' deletes, the mark and these inserts commit together
                 kept = self._keep(t, rows, now_ns, db)
+                self._save_mark(db)
                 db.executemany(
                     "INSERT OR REPLACE INTO durability_samples VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [(s[_SEQ], *s[:5], s[_FLAGS], s[_PAYLOAD]) for s in kept],  # table order
@@ -392,7 +415,8 @@ class HistoryStore:
                         del t.instances[key]
                         gone += 1
                         if t.persistent and self._db is not None:
-                            with self._db:
+                            with self._db:  # with the samples' deletes and the mark
+                                self._save_mark(self._db)
                                 self._db.execute(
                                     "DELETE FROM durability_instances "
                                     "WHERE topic = ? AND partition = ? AND key = ?",
@@ -411,6 +435,30 @@ class HistoryStore:
             t.dropped = set()
         if db is not None:
             db.execute("DELETE FROM durability_samples WHERE seq = ?", (sample[_SEQ],))
+            if sample[_SEQ] > self._mark:  # saved by the caller, in the same transaction
+                self._mark = sample[_SEQ]
+                self._mark_moved = True
+
+    def _reserve(self, db: sqlite3.Connection, count: int) -> None:
+        """Make the file's mark cover the next ``count`` numbers, before they are given."""
+        if self._seq + count > self._mark:
+            self._mark = self._seq + count + _RESERVE
+            try:
+                with db:
+                    self._save_mark(db, force=True)
+            except sqlite3.Error as exc:  # TRANSIENT samples are kept all the same
+                _log.warning(
+                    "durability: could not save the sample numbering mark %d (%s); after a "
+                    "restart, numbers up to it may be given again",
+                    self._mark,
+                    exc,
+                )
+
+    def _save_mark(self, db: sqlite3.Connection, *, force: bool = False) -> None:
+        """Write the mark if it moved (in ``db``'s open transaction)."""
+        if force or self._mark_moved:
+            db.execute("INSERT OR REPLACE INTO durability_sequence VALUES (0, ?)", (self._mark,))
+            self._mark_moved = False
 
     def _insert(self, s: _Kept) -> None:
         assert self._db is not None

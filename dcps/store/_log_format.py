@@ -43,6 +43,8 @@ __all__ = [
 #: The log's file name inside a store's data directory.
 STORE_FILE = "channels.db"
 FORMAT_MAGIC = "dcps-channel-store"
+#: Version 13 keeps the durability service's numbering mark (``durability_sequence``: a
+#: restarted service never numbers a sample as one it gave before);
 #: Version 12 lets a staged chunk's body sit in a segment file (``staged.segment``, ``pos``,
 #: ``crc``), so a commit moves the reference into ``batches`` instead of copying the body;
 #: 11 keeps JMS temporary topics (owner, lease, grants) across a restart;
@@ -52,7 +54,7 @@ FORMAT_MAGIC = "dcps-channel-store"
 #: timestamp; 7 added the staging tables (two-phase commit); 6 key-value maps and
 #: queues; 5 the durability service's tables; 4 the durables'; 3
 #: ``topics.type_identity``; 2 stored batches as rows.
-FORMAT_VERSION = 12
+FORMAT_VERSION = 13
 #: The first version whose elements each have their own timestamp (a batch's
 #: ``ts`` plus ``ELEMENT_STEP_NS`` per element) and whose bodies may be in segments.
 SEGMENTS_VERSION = 8
@@ -132,6 +134,14 @@ CREATE TABLE durability_samples (
     payload BLOB NOT NULL
 );
 """
+
+# The durability service's numbering mark (version 13): at or above every sample number
+# (seq) given that durability_samples does not hold; one row.
+_DURABILITY_SEQUENCE = """
+CREATE TABLE IF NOT EXISTS durability_sequence (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    high INTEGER NOT NULL
+)"""
 
 # Key-value maps and queues (format version 6; docs/store-format.md).
 _MAPS_AND_QUEUES = """
@@ -285,6 +295,8 @@ CREATE TABLE commits (
     + _BATCHES
     + _DURABLES
     + _DURABILITY
+    + _DURABILITY_SEQUENCE
+    + ";"
     + _MAPS_AND_QUEUES
     + _STAGING
 )
@@ -476,7 +488,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
     the delivery counts (``durable_deliveries``, ``queue_elements.deliveries``) and
     ``durable_transactions``; 9 -> 10 the (empty) ``durable_delivered``; 10 -> 11 the
     (empty) tables ``temporary_topics`` and ``temporary_grants``; 11 -> 12 adds
-    ``staged.segment``, ``pos`` and ``crc`` (existing staged chunks stay inline). On
+    ``staged.segment``, ``pos`` and ``crc`` (existing staged chunks stay inline); 12 -> 13
+    the (empty) ``durability_sequence`` (the service numbers after its kept samples). On
     failure the file keeps its old version.
     """
     db.execute("BEGIN IMMEDIATE")
@@ -523,6 +536,8 @@ def migrate(db: sqlite3.Connection, version: int) -> None:
             for column, statement in _STAGED_SEGMENT_COLUMNS:
                 if column not in columns:  # (a file may have been downgraded by hand)
                     db.execute(statement)
+        if version < 13:
+            db.execute(_DURABILITY_SEQUENCE)  # (IF NOT EXISTS: idempotent)
         db.execute("UPDATE dcps_format SET value = ? WHERE key = 'version'", (str(FORMAT_VERSION),))
         db.execute("COMMIT")
     except BaseException:

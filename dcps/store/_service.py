@@ -123,6 +123,9 @@ __all__ = ["DEFAULT_FETCH_THREADS", "STORE_FILE", "Store", "StoreState", "TopicS
 _log = logging.getLogger("dcps.store")
 #: Refusals sent to clients over MAX_CLIENTS whose writers are kept (the oldest is deleted).
 _REFUSAL_WRITERS = 16
+# live writers made when a client ensures a topic, for its first channels (a writer
+# costs ~1 ms to make; the channels beyond get theirs at their first push)
+_EAGER_LIVE_WRITERS = 64
 #: Member secrets a store keeps (the least recently joined is forgotten first; that member's
 #: commits are then refused as "not a member" until it joins again).
 MAX_MEMBER_SECRETS = 65536
@@ -837,6 +840,14 @@ class Store:
         info = self._ensure(
             r.topic, r.channel_count, r.retain_consumed, r.type_name, r.type_identity
         )
+        # Publishers and subscribers ensure their topic when they connect: the live
+        # writers made now are discovered by the subscribers' readers before the first
+        # publish. Made at the first push instead, a channel's first elements went out
+        # before any reader matched and reached subscribers only by fetching, 30-60 ms
+        # later (the p99.9 of 47 ms at 1,000 elements/s of 64 B).
+        for channel in range(min(info.channel_count, _EAGER_LIVE_WRITERS)):
+            if self.share.serves(channel):
+                self._live_writer(r.topic, channel)
         self._reply(call, TopicConfig(info.channel_count, bool(info.retain_consumed)))
 
     def _publish(self, calls: list[_Call[PublishRequest]]) -> None:
@@ -923,18 +934,23 @@ class Store:
         if self.durables.wants(r.topic):
             self.durables.published(r.topic, r.channel, first, stamp, split_blob(r.blob, r.sizes))
 
-    def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
-        writer = self._batch_writers.get((r.topic, r.channel))
+    def _live_writer(self, topic: str, channel: int) -> Any:
+        """The writer of ``channel``'s live batches (made on first use)."""
+        writer = self._batch_writers.get((topic, channel))
         if writer is None:
             ep = self._endpoint
             assert ep is not None
             writer = ep.writer(
                 ep.batch_topic,
-                batch_partition(self.namespace, r.topic, r.channel),
+                batch_partition(self.namespace, topic, channel),
                 BATCH_WRITER_QOS,
                 seal=self._seal_live,
             )
-            self._batch_writers[(r.topic, r.channel)] = writer
+            self._batch_writers[(topic, channel)] = writer
+        return writer
+
+    def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
+        writer = self._live_writer(r.topic, r.channel)
         self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
         writer.write(
             LiveBatch(

@@ -18,6 +18,7 @@ from dcps import (
     PreconditionNotMetError,
 )
 from dcps import channels as channels_pkg
+from dcps._cyclone.binding import matched_readers
 from dcps.channels import (
     ChannelledTopic,
     ChannelOwnershipListener,
@@ -482,6 +483,26 @@ class TestGroups:
         again = dds.sub(retained, group="g")
         assert again.last_committed() == {}
         assert [e.value.seq for e in receive_n(again, 5)] == [0, 1, 2, 3, 4]
+
+
+class TestStartUp:
+    def test_a_member_joining_with_nothing_stored_after_its_commit_fetches_nothing(
+        self, store: Store, dds: Entities, topic: ChannelledTopic
+    ) -> None:
+        """A member whose channels hold nothing after its resume point gets its first
+        elements live, with no FETCH: the start-up fetches ran one channel after
+        another before anything was delivered (the latency tail of a new subscriber)."""
+        sub = dds.sub(topic, group="g")
+        pub = dds.pub(topic)
+        wait_until(lambda: len(sub.channels) == 4)
+        for c in range(4):  # its live readers hear the store's pushes
+            wait_until(lambda c=c: matched_readers(store._batch_writers[(topic.name, c)]))
+        publish_all(pub, [Msg(i, i) for i in range(8)])
+        assert sorted(e.value.seq for e in receive_n(sub, 8)) == list(range(8))
+        fetches = store.metrics.registry.get_sample_value(
+            "dcps_store_requests_total", {"kind": "fetch", "result": "ok"}
+        )
+        assert not fetches, f"{fetches} FETCH requests"
 
 
 class TestCommitAndSeek:

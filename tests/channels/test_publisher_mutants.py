@@ -415,6 +415,31 @@ class TestBatches:
         assert [first.result(TIMEOUT), second.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
         assert batches(store, topic_name) == [1, 1]
 
+    def test_a_batch_started_while_another_lingers_goes_out_after_its_own_linger(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """A batch started while the linger thread already times an older one (and is not
+        woken for it) still goes out, after its own linger, with no flush."""
+        pub = ChannelPublisher(
+            topic(topic_name, 2),
+            order_by=OrderBy.round_robin(),
+            linger=timedelta(milliseconds=200),
+            **kw,
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # channel 0, idle link: at once
+            second = pub.publish(Msg(0, 1))  # channel 1: lingers, the linger thread times it
+            time.sleep(0.05)  # the input under test: that thread is waiting for its linger
+            third = pub.publish(Msg(0, 2))  # channel 0 again: a new batch, lingers
+            eventually(lambda: pub.flow_control.backlog == 3, timeout=5)  # no flush: linger
+        assert [f.result(TIMEOUT) for f in (first, second, third)] == [
+            Position(0, 0),
+            Position(1, 0),
+            Position(0, 1),
+        ]
+        assert batches(store, topic_name, 0) == [1, 1]
+
     def test_unconfirmed_publishes_complete_at_once_and_are_stored(
         self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
     ) -> None:

@@ -25,6 +25,7 @@ from dcps.channels import ChannelledTopic, ChannelPublisher, ChannelSubscriber
 from dcps.store import Store
 from tests.support.netns import PeerProcess, local_peer
 from tests.support.peers.channels_types import Msg
+from tests.support.store_process import StoreProcess
 from tests.support.topic_types import Blob
 from tests.support.waiting import eventually
 
@@ -202,6 +203,41 @@ class TestCycloneXml:
         assert _text(xml, "General/FragmentSize") == "60000B"
         assert _text(xml, "General/MaxMessageSize") == "61024B"
         assert _find(NetworkConfig().to_cyclone_xml(0), "General/FragmentSize") == []
+
+    @pytest.mark.parametrize(
+        "interfaces", [["lo"], ["127.0.0.1"], [NetworkInterface(name="lo", multicast=True)]]
+    )
+    def test_loopback_only_gets_large_fragments_and_a_large_receive_buffer(
+        self, interfaces: list[Any]
+    ) -> None:
+        """Every interface loopback: 60000-byte fragments and a 4 MiB receive buffer asked for
+        (not required: the kernel may give less, and the domain still starts)."""
+        config = NetworkConfig(interfaces=interfaces)
+        assert config.loopback_only
+        xml = config.to_cyclone_xml(0)
+        assert _text(xml, "General/FragmentSize") == "60000B"
+        assert _text(xml, "General/MaxMessageSize") == "61024B"
+        (receive,) = _find(xml, "Internal/SocketReceiveBufferSize")
+        assert (receive.get("max"), receive.get("min")) == ("4194304B", None)
+
+    @pytest.mark.parametrize("interfaces", [[], ["eth0"], ["lo", "eth0"], ["10.0.0.5"]])
+    def test_real_interfaces_keep_cyclones_fragments(self, interfaces: list[str]) -> None:
+        """An interface that may leave the host (or none named) keeps Cyclone's 1344-byte
+        fragments and receive buffer: larger datagrams would be IP-fragmented on a real link."""
+        config = NetworkConfig(interfaces=interfaces)
+        assert not config.loopback_only
+        xml = config.to_cyclone_xml(0)
+        assert _find(xml, "General/FragmentSize") == []
+        assert _find(xml, "Internal/SocketReceiveBufferSize") == []
+
+    def test_explicit_settings_win_over_the_loopback_defaults(self) -> None:
+        """fragment_size and socket_receive_buffer given on loopback are used as given."""
+        xml = NetworkConfig(
+            interfaces=["lo"], fragment_size=1344, socket_receive_buffer=1 << 20
+        ).to_cyclone_xml(0)
+        assert _text(xml, "General/FragmentSize") == "1344B"
+        (receive,) = _find(xml, "Internal/SocketReceiveBufferSize")
+        assert (receive.get("min"), receive.get("max")) == ("1048576B", None)
 
     @pytest.mark.parametrize("size", [0, 100, 70000, 1.5, True, "60000"])
     def test_bad_fragment_size_is_named(self, size: Any) -> None:
@@ -402,6 +438,58 @@ class TestApply:
             (sample,) = eventually(lambda: reader.take())
             assert np.array_equal(sample.data.payload, payload)
 
+    def test_loopback_fragments_reach_a_reader_with_cyclones_defaults(
+        self, own_domain: int, topic_name: str
+    ) -> None:
+        """A loopback-only process sends 60000-byte fragments; a reader process configured by
+        Cyclone's defaults (1344-byte fragments) reassembles its 1 MiB samples whole."""
+        code = (
+            "import sys, time\n"
+            "import numpy as np\n"
+            "import dcps, idl, qos\n"
+            "class Blob(idl.Struct, typename='bench::Blob'):\n"
+            "    id: idl.key[idl.int32]\n"
+            "    payload: idl.sequence[idl.uint8]\n"
+            f"with dcps.DomainParticipant({own_domain}) as dp:\n"
+            "    assert dp.network is None, dp.network\n"
+            f"    topic = dcps.Topic(dp, {topic_name!r}, Blob)\n"
+            "    rqos = qos.DataReaderQos(qos.Reliability.RELIABLE, qos.History.KEEP_ALL)\n"
+            "    reader = dcps.DataReader(dp, topic, qos=rqos)\n"
+            "    print('ready', flush=True)\n"
+            "    got, deadline = [], time.monotonic() + 60\n"
+            "    while len(got) < 3 and time.monotonic() < deadline:\n"
+            "        got += [s.data for s in reader.take()]\n"
+            "        time.sleep(0.01)\n"
+            "    for s in got:\n"
+            "        total = int(np.asarray(s.payload, dtype=np.uint64).sum())\n"
+            "        print(s.id, len(s.payload), total)\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DCPS_")}
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+        )
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline() == "ready\n"
+            network = NetworkConfig(interfaces=[NetworkInterface(name="lo", multicast=True)])
+            assert network.effective_fragment_size == 60000
+            payload = np.arange(1 << 20, dtype=np.uint32).astype(np.uint8)
+            with dcps.DomainParticipant(own_domain, network=network) as participant:
+                topic = dcps.Topic(participant, topic_name, Blob)
+                reliable = [qos.Reliability.RELIABLE, qos.History.KEEP_ALL]
+                writer = dcps.DataWriter(participant, topic, qos=qos.DataWriterQos(*reliable))
+                writer.wait_for_readers()
+                for i in range(3):
+                    writer.write(Blob(i, payload))
+                writer.wait_for_acknowledgments(60)
+            out, _ = child.communicate(timeout=90)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        total = int(payload.astype(np.uint64).sum())
+        assert out.split("\n")[:3] == [f"{i} {1 << 20} {total}" for i in range(3)]
+
     def test_unresolvable_peer_is_refused_before_any_domain(self, own_domain: int) -> None:
         """A peer host name that does not resolve raises BadParameterError naming it.
 
@@ -462,6 +550,40 @@ class TestApply:
             # the store, the subscriber and the publisher of one process share one participant
             assert names.count("channel-node") == 1
             _release(participant)
+
+    def test_store_on_loopback_defaults_serves_clients_on_cyclones_defaults(
+        self, own_domain: int, topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A store process on the loopback defaults (60000-byte fragments) and clients on
+        Cyclone's (1344) exchange 1 MiB elements: published, pushed live, fetched again."""
+        monkeypatch.setenv("DCPS_INTERFACES", "lo")
+        monkeypatch.setenv("DCPS_MULTICAST_INTERFACES", "lo")
+        store = StoreProcess(tmp_path / "store", own_domain, "bignet")
+        monkeypatch.delenv("DCPS_INTERFACES")  # this process: CYCLONEDDS_URI only
+        monkeypatch.delenv("DCPS_MULTICAST_INTERFACES")
+        # retained: the first (anonymous) subscriber's delivery does not release them
+        topic = ChannelledTopic(topic_name, Blob, channel_count=1, retain_consumed=True)
+        kw: dict[str, Any] = {"domain_id": own_domain, "namespace": "bignet"}
+        payloads = [
+            (np.arange(1 << 20, dtype=np.uint32) * 7 + i).astype(np.uint8) for i in range(3)
+        ]
+        try:
+            with ChannelSubscriber(topic, **kw) as live, ChannelPublisher(topic, **kw) as pub:
+                positions = [pub.publish(Blob(i, p)).result(60) for i, p in enumerate(payloads)]
+                got = [e for _ in range(3) for e in live.receive(1).result(60)]
+                assert [e.position for e in got] == positions
+                assert all(
+                    np.array_equal(e.value.payload, p) for e, p in zip(got, payloads, strict=True)
+                )
+            with ChannelSubscriber(topic, **kw) as late:  # from the log, by FETCH replies
+                late.seek_to_head()
+                again = [e for _ in range(3) for e in late.receive(1).result(60)]
+                assert [e.position for e in again] == positions
+                assert all(
+                    np.array_equal(e.value.payload, p) for e, p in zip(again, payloads, strict=True)
+                )
+        finally:
+            store.kill()
 
     def test_domain_can_be_applied_again_once_released(self, own_domain: int) -> None:
         """Releasing the handle frees the domain id for a new configuration."""

@@ -133,6 +133,30 @@ class TestSizesQuick:
                 assert 0 < lat["p50"] <= lat["p99"] <= lat["p999"], (path, lat)
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
+class TestMultihostQuick:
+    def test_quick_run_measures_one_host_and_namespaces(self, domain_id: int) -> None:
+        """A --quick multihost run reports a positive rate for every plain and channelled
+        case, the network-namespace hosts included (it once failed on a moved import)."""
+        result = run_benchmarks(
+            "multihost", "--quick", "--", "--domain", str(domain_id), timeout=240
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        cases = [
+            "dcps: one host (loopback)",
+            "raw: one host (loopback)",
+            "channels: one host (loopback)",
+        ]
+        if "skipped" not in result.stderr:  # no network namespaces here (not root)
+            cases += ["dcps: two hosts (netns)", "channels: three hosts (store|pub|sub)"]
+        for case in cases:
+            rows = [line for line in result.stdout.splitlines() if line.startswith(case)]
+            assert rows, (case, result.stdout)
+            rate = float(rows[0].removeprefix(case).split()[0].replace(",", ""))
+            assert rate > 0, (case, result.stdout)
+
+
 class TestRunner:
     def test_list_names_every_benchmark(self) -> None:
         """--list shows each bench_*.py module by its short name."""

@@ -21,6 +21,7 @@ pytest.importorskip("pyspark")
 from dcps.channels import ChannelledTopic, ChannelPublisher
 from dcps.spark import _access
 from dcps.spark._source import DcpsDataSource
+from idl._errors import BadParameterError, DcpsTimeoutError
 from tests.support import spark_support  # noqa: F401 (puts tests/support/peers on sys.path)
 
 from spark_types import Reading  # isort: skip  (importable once spark_support ran)
@@ -158,3 +159,36 @@ class TestGroupCommits:
             assert committed(store, topic_name, "spark-job") == (14, 1)
         finally:
             reader.stop()
+
+
+class TestStreamReaderStart:
+    def test_making_a_stream_reader_asks_the_store_nothing(
+        self, domain_id: int, topic_name: str
+    ) -> None:
+        """Spark builds a stream reader in a planner process only to pickle it: building one
+        costs no store connection (none runs in this namespace, and it returns at once), and
+        the query's first call, initialOffset, is where a missing store fails, naming it."""
+        namespace = f"nostore{topic_name[-6:]}"
+        opts = {**options(domain_id, namespace, topic_name), "timeout": "1"}
+        source = DcpsDataSource(opts)
+        reader = source.streamReader(source.schema())
+        try:
+            assert not [k for k in _access._cache if k[1] == namespace]
+            with pytest.raises(DcpsTimeoutError, match=namespace):
+                reader.initialOffset()
+        finally:
+            reader.stop()
+
+    def test_an_unknown_topic_fails_at_the_first_offset(
+        self, store: Any, domain_id: int, namespace: str, topic_name: str
+    ) -> None:
+        """An unknown topic still fails at the start of the query, naming the topic."""
+        source = DcpsDataSource(options(domain_id, namespace, f"{topic_name}_missing"))
+        reader = source.streamReader(source.schema())
+        try:
+            with pytest.raises(BadParameterError, match=f"{topic_name}_missing"):
+                reader.initialOffset()
+        finally:
+            reader.stop()
+            for key in [k for k in _access._cache if k[1] == namespace]:
+                _access._cache.pop(key).close()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.embedded_store import worker_domain as worker_domain
 from tests.support.spark_faults import FAULTS_ENV
 from tests.support.spark_faults import environment as faults_environment
 
@@ -121,9 +122,3 @@ def store_process(tmp: Path, domain: int, namespace: str) -> Iterator[StoreProce
         yield store
     finally:
         store.stop()
-
-
-def worker_domain(worker_id: str) -> int:
-    """The DDS domain of this xdist worker (as the ``domain_id`` fixture computes it)."""
-    base = int(os.environ.get("DCPS_TEST_DOMAIN_BASE", "1"))
-    return base + (0 if worker_id == "master" else int(worker_id.removeprefix("gw")))

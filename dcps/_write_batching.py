@@ -1,0 +1,174 @@
+"""When a batching writer's queued samples leave: at once when idle, within 1 ms in a burst.
+
+Cyclone sends each sample as its own datagram to every remote reader: one system
+call and one acknowledgement per sample and reader. With write batching on (see
+:mod:`dcps._cyclone.batching`) it packs samples into one packet, but sends that
+packet only when it is full or flushed. :class:`FlushPolicy` decides the flushes:
+
+- **Idle: no delay.** A write that finds nothing queued and no flush within the
+  last :data:`QUIET_NS` flushes at once, so a lone sample (a command, a ping,
+  a sensor reading at any rate below 1 kHz) leaves as fast as without batching.
+- **Burst: at most 1 ms.** A write that comes sooner is queued, and the first
+  queued sample is sent at most :data:`MAX_DELAY_NS` later: by a later write
+  that finds the time up (a steady stream flushes itself, about one packet per
+  millisecond), or else by one process-wide flusher thread (the end of a burst).
+
+So a sample waits at most 1 ms (plus scheduling delays on a loaded host), and
+only when its writer wrote another sample less than 1 ms before. Cyclone also
+sends the packet when it is full and before a write blocks on a full history.
+
+A program that exits without closing its writers still sends what they hold
+(an exit handler flushes them); one killed (SIGKILL) loses what its writers
+held, at most the last millisecond of a burst, as it loses what was sent but
+not yet acknowledged.
+
+Thread safety: a write's state update happens after its C write returned, and a
+flush clears the queued state before its C flush, so every sample is covered by
+a flush that starts after it was queued (an extra flush of an empty packet is
+harmless).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+
+from dcps._cyclone.batching import write_flush
+
+#: The longest a queued sample waits for its packet to be sent (ns).
+MAX_DELAY_NS = 1_000_000
+#: A write this long (ns) after the last flush, with nothing queued, is sent at once.
+QUIET_NS = 1_000_000
+_NEVER = 1 << 62
+
+
+class FlushPolicy:
+    """The flushes of one batching writer (its C handle ``ref``)."""
+
+    __slots__ = ("__weakref__", "_flushed_at", "_lock", "_queued_at", "ref")
+
+    def __init__(self, ref: int) -> None:
+        self.ref = ref
+        self._lock = threading.Lock()
+        self._queued_at = 0  # monotonic ns of the first unsent write; 0: nothing queued
+        self._flushed_at = 0  # monotonic ns of the last flush
+        _open.add(self)
+
+    def written(self) -> None:
+        """After a write (or dispose, unregister) returned: flush now or make sure one comes."""
+        now = time.monotonic_ns()
+        with self._lock:
+            queued = self._queued_at
+            if queued == 0:
+                if now - self._flushed_at < QUIET_NS:
+                    self._queued_at = now
+                    _flusher.due(self, now + MAX_DELAY_NS)
+                    return
+            elif now - queued < MAX_DELAY_NS:
+                return
+            self._queued_at = 0
+            self._flushed_at = now
+        write_flush(self.ref)
+
+    def flush(self) -> int:
+        """Send what is queued now; Cyclone's return code."""
+        with self._lock:
+            self._queued_at = 0
+            self._flushed_at = time.monotonic_ns()
+        return write_flush(self.ref)
+
+    def flush_if_due(self, now: int) -> int:
+        """The flusher's call: flush if the first queued sample has waited long enough.
+
+        Returns 0 when flushed or nothing is queued, else when to come back (ns).
+        """
+        with self._lock:
+            queued = self._queued_at
+            if queued == 0:
+                return 0
+            if now - queued < MAX_DELAY_NS:
+                return queued + MAX_DELAY_NS
+            self._queued_at = 0
+            self._flushed_at = now
+        write_flush(self.ref)
+        return 0
+
+    def close(self) -> None:
+        """Flush a last time and leave the flusher (the writer is about to be deleted)."""
+        self.flush()
+        _flusher.drop(self)
+        _open.discard(self)
+
+
+class _Flusher:
+    """One daemon thread for the process: flushes the writers whose queued samples are due."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._due: dict[FlushPolicy, int] = {}
+        self._thread: threading.Thread | None = None
+        self._wakes_at = _NEVER  # when the thread wakes by itself (monotonic ns)
+
+    def due(self, policy: FlushPolicy, at: int) -> None:
+        """``policy`` has samples queued that must be sent by ``at`` (monotonic ns).
+
+        The thread is woken only when it would otherwise wake too late: in a steady
+        stream each write that queues finds its writer still due (its deadline comes
+        first) or the thread already waking in time, so it wakes about once per
+        :data:`MAX_DELAY_NS` and takes the GIL from the writing thread no more often.
+        """
+        with self._cond:
+            if policy in self._due:
+                return  # an earlier deadline stands; the flusher re-checks then
+            self._due[policy] = at
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="dcps-write-flusher", daemon=True
+                )
+                self._thread.start()
+            if at < self._wakes_at:
+                self._cond.notify()
+
+    def drop(self, policy: FlushPolicy) -> None:
+        with self._cond:
+            self._due.pop(policy, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due:
+                    self._wakes_at = _NEVER
+                    self._cond.wait()
+                self._wakes_at = min(self._due.values())
+                wait = self._wakes_at - time.monotonic_ns()
+                if wait > 0:
+                    self._cond.wait(wait / 1e9)
+                now = time.monotonic_ns()
+                self._wakes_at = now  # awake: due() need not notify
+                ready = [p for p, at in self._due.items() if at <= now]
+                for policy in ready:
+                    del self._due[policy]
+            for policy in ready:
+                again = policy.flush_if_due(now)
+                if again:
+                    with self._cond:
+                        self._due.setdefault(policy, again)
+
+
+_flusher = _Flusher()
+
+#: The policies of the writers not closed yet, flushed when the interpreter exits.
+_open: weakref.WeakSet[FlushPolicy] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    """Send what unclosed writers hold: a program that writes a burst and ends without
+    closing its writer must not lose the burst's end (the flusher is a daemon thread,
+    stopped at exit, and Cyclone deletes writers at exit without sending their batch).
+    Exit handlers run before the interpreter tears down the binding's entities and
+    before the C library's own clean-up."""
+    for policy in list(_open):
+        policy.flush()

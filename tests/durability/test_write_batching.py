@@ -1,0 +1,321 @@
+"""Write batching (``DataWriter(batching=...)``): what a remote reader gets, and when.
+
+A batching writer packs what it writes in a burst into shared packets and
+sends a packet when it is full or flushed (dcps/_write_batching.py decides the
+flushes). The remote reader here is a plain reader in another process
+(``tests/support/peers/plain_reader.py``): only remote readers see the
+batching, readers in the writer's process get every sample at once.
+
+Where a test must tell a held sample from a sent one, writer and reader are
+best effort: a reliable writer's heartbeats make the reader ask for what it
+misses, and Cyclone then resends held samples on its own after about 100 ms.
+
+Several tests stretch the flush delays to 60 s (``MAX_DELAY_NS``, ``QUIET_NS``,
+read at each write) so that what the policy holds back and what it sends at once can be told
+apart without timing: a held sample would wait a minute.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+import dcps
+import qos as q
+from dcps import _write_batching
+from tests.support.line_peer import LinePeer
+from tests.support.peers import PEERS_DIR
+from tests.support.topic_types import Reading
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.multiprocess]
+
+MINUTE_NS = 60_000_000_000
+
+
+@pytest.fixture(autouse=True)
+def _no_service_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRANSIENT writers here need no durability service: they do not wait for one."""
+    monkeypatch.setenv("DCPS_DURABILITY_WRITER_WAIT", "0")
+
+
+@pytest.fixture
+def participant(domain_id: int) -> Iterator[dcps.DomainParticipant]:
+    with dcps.DomainParticipant(domain_id) as dp:
+        yield dp
+
+
+def remote_reader(domain_id: int, topic_name: str, *args: str) -> Iterator[LinePeer]:
+    peer = LinePeer([str(PEERS_DIR / "plain_reader.py"), str(domain_id), topic_name, *args])
+    try:
+        peer.wait_line(lambda line: line == "ready")
+        yield peer
+    finally:
+        peer.kill()
+
+
+@pytest.fixture
+def remote(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
+    """A reliable reader of ``topic_name`` in another process."""
+    yield from remote_reader(domain_id, topic_name)
+
+
+@pytest.fixture
+def remote_best_effort(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
+    """A best-effort reader of ``topic_name`` in another process (nothing is resent)."""
+    yield from remote_reader(domain_id, topic_name, "best_effort")
+
+
+PROBE = -1.0  # the value of the samples that check a best-effort reader matched
+
+
+def received(peer: LinePeer) -> list[tuple[int, float, str]]:
+    """(sensor, value, instance state) of every sample the remote reader took so far."""
+    return [
+        (int(parts[1]), float(parts[2]), parts[3])
+        for parts in (line.split() for line in list(peer.lines))
+        if parts[:1] == ["got"] and float(parts[2]) != PROBE
+    ]
+
+
+def probed(peer: LinePeer) -> bool:
+    return any(line.split()[2:3] == [f"{PROBE:g}"] for line in list(peer.lines))
+
+
+def values(peer: LinePeer) -> list[float]:
+    return [value for _, value, _ in received(peer)]
+
+
+def batching_writer(
+    participant: dcps.DomainParticipant, topic_name: str, *peers: LinePeer
+) -> dcps.DataWriter[Reading]:
+    """A batching writer matched with ``peers`` (best effort if they are given)."""
+    best_effort = bool(peers)
+    topic = dcps.Topic(participant, topic_name, Reading)
+    # a reliable writer waits for the reader's acknowledgements when its history cache
+    # is full: under load longer than the default 100 ms (not what is tested here)
+    reliable = q.Reliability.reliable(timedelta(seconds=30))
+    reliability = q.Reliability.BEST_EFFORT if best_effort else reliable
+    writer = dcps.DataWriter(
+        participant,
+        topic,
+        qos=q.DataWriterQos(reliability, q.History.KEEP_ALL),
+        batching=True,
+    )
+    writer.wait_for_readers(1, timeout=20)
+    if best_effort:
+        # the reader drops best-effort samples of a writer it has not discovered yet
+        def probe() -> bool:
+            writer.write(Reading(0, PROBE, "probe"))
+            writer.flush()
+            return all(probed(peer) for peer in peers)
+
+        eventually(probe, 20, "the remote reader's match")
+    return writer
+
+
+def hold_for_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flush delays of a minute: a second write within it is held until flushed."""
+    monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
+    monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)
+
+
+def still_missing(peer: LinePeer, value: float, seconds: float = 0.5) -> bool:
+    """Whether ``value`` has not reached the remote reader within ``seconds`` (a bounded
+    look for something that must not happen: it can only pass wrongly, never fail)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if value in values(peer):
+            return False
+        time.sleep(0.02)
+    return True
+
+
+class TestWhereItIsOn:
+    @pytest.mark.parametrize(
+        ("durability", "batching", "expected"),
+        [
+            (q.Durability.VOLATILE, None, False),
+            (q.Durability.TRANSIENT_LOCAL, None, False),
+            (q.Durability.TRANSIENT, None, True),
+            (q.Durability.PERSISTENT, None, True),
+            (q.Durability.TRANSIENT, False, False),
+            (q.Durability.VOLATILE, True, True),
+        ],
+    )
+    def test_on_by_default_for_transient_and_persistent_writers(
+        self,
+        participant: dcps.DomainParticipant,
+        topic_name: str,
+        durability: q.Durability,
+        batching: bool | None,
+        expected: bool,
+    ) -> None:
+        topic = dcps.Topic(participant, topic_name, Reading)
+        with dcps.DataWriter(
+            participant, topic, qos=q.DataWriterQos(durability), batching=batching
+        ) as writer:
+            assert writer.batching is expected
+
+    def test_a_batching_value_that_is_not_a_bool_is_refused(
+        self, participant: dcps.DomainParticipant, topic_name: str
+    ) -> None:
+        topic = dcps.Topic(participant, topic_name, Reading)
+        with pytest.raises(dcps.BadParameterError, match="batching"):
+            dcps.DataWriter(participant, topic, batching="yes")  # type: ignore[arg-type]
+
+
+class TestWhenSamplesLeave:
+    def test_a_write_after_a_quiet_spell_is_sent_at_once(
+        self,
+        participant: dcps.DomainParticipant,
+        topic_name: str,
+        remote_best_effort: LinePeer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """No added latency when idle: with the flush delay at a minute, each sample
+        written after a quiet spell (here 0.1 s) still arrives: the write itself flushed
+        it. Unflushed, Cyclone sends a writer's first sample with its first heartbeat,
+        but later ones only with a flush."""
+        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
+        monkeypatch.setattr(_write_batching, "QUIET_NS", 100_000_000)
+        writer = batching_writer(participant, topic_name, remote_best_effort)
+        for value in (1.0, 2.0, 3.0, 4.0):
+            time.sleep(0.15)  # the quiet spell: the input of this test, not a synchronisation
+            writer.write(Reading(1, value, "lone"))
+            eventually(lambda v=value: v in values(remote_best_effort), 20, f"lone sample {value}")
+        assert values(remote_best_effort) == [1.0, 2.0, 3.0, 4.0]
+
+    def test_a_write_in_a_burst_is_held_until_a_flush(
+        self,
+        participant: dcps.DomainParticipant,
+        topic_name: str,
+        remote_best_effort: LinePeer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        hold_for_a_minute(monkeypatch)
+        writer = batching_writer(participant, topic_name, remote_best_effort)
+        writer.write(Reading(1, 1.0, "first"))  # after the probe's flush: held
+        writer.write(Reading(1, 2.0, "second"))
+        assert still_missing(remote_best_effort, 1.0), "a held sample was sent unflushed"
+        writer.flush()
+        eventually(lambda: values(remote_best_effort) == [1.0, 2.0], 20, "the flushed sample")
+
+    def test_waiting_for_acknowledgments_sends_what_is_held(
+        self,
+        participant: dcps.DomainParticipant,
+        topic_name: str,
+        remote: LinePeer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        hold_for_a_minute(monkeypatch)
+        writer = batching_writer(participant, topic_name)
+        for value in (1.0, 2.0, 3.0):
+            writer.write(Reading(1, value, "x"))
+        writer.wait_for_acknowledgments(20)  # a minute's delay would time this out
+        eventually(lambda: values(remote) == [1.0, 2.0, 3.0], 20, "every sample")
+
+    def test_the_flusher_sends_the_end_of_a_burst_without_another_write(
+        self,
+        participant: dcps.DomainParticipant,
+        topic_name: str,
+        remote_best_effort: LinePeer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The flusher thread sends a held sample once its delay is up (here 0.2 s)."""
+        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", 200_000_000)
+        monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)  # the second is held
+        writer = batching_writer(participant, topic_name, remote_best_effort)
+        writer.write(Reading(1, 1.0, "held"))  # after the probe's flush: held
+        writer.write(Reading(1, 2.0, "held"))
+        eventually(lambda: values(remote_best_effort) == [1.0, 2.0], 20, "the held samples")
+
+    def test_a_burst_arrives_whole_and_in_order(
+        self, participant: dcps.DomainParticipant, topic_name: str, remote: LinePeer
+    ) -> None:
+        """With the real 1 ms delay: packets flushed by later writes, by full packets
+        and, for the tail, by the flusher."""
+        writer = batching_writer(participant, topic_name)
+        for i in range(3000):
+            writer.write(Reading(i % 10, float(i), "burst"))
+        eventually(lambda: len(received(remote)) >= 3000, 60, "every sample of the burst")
+        for sensor in range(10):  # a take returns an instance's samples together
+            got = [value for s, value, _ in received(remote) if s == sensor]
+            assert got == [float(i) for i in range(sensor, 3000, 10)]
+
+
+class TestLifecycle:
+    def test_a_program_that_ends_without_closing_its_writer_sends_what_it_held(
+        self, participant: dcps.DomainParticipant, domain_id: int, topic_name: str
+    ) -> None:
+        """The peer writes 200 samples with flush delays of a minute and exits without
+        closing: all but the first are sent only by the exit-time flush."""
+        reader = dcps.DataReader(
+            participant,
+            dcps.Topic(participant, topic_name, Reading),
+            qos=q.DataReaderQos(q.Reliability.RELIABLE, q.History.KEEP_ALL),
+        )
+        done = subprocess.run(
+            [sys.executable, str(PEERS_DIR / "burst_writer.py"), str(domain_id), topic_name, "200"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        got: list[float] = []
+        eventually(
+            lambda: got.extend(s.data.value for s in reader.take()) or len(got) >= 200,
+            20,
+            "every sample of the ended program",
+        )
+        assert sorted(got) == [float(i) for i in range(200)]
+
+    def test_dispose_and_close_reach_the_remote_reader(
+        self,
+        participant: dcps.DomainParticipant,
+        topic_name: str,
+        remote: LinePeer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A held dispose is sent by close(), and close's own disposes too."""
+        hold_for_a_minute(monkeypatch)
+        writer = batching_writer(participant, topic_name)
+        writer.write(Reading(1, 1.0, "a"))
+        writer.write(Reading(2, 2.0, "b"))
+        writer.dispose(Reading(1, 0.0, ""))
+        writer.close()  # disposes sensor 2 (autodispose on)
+        eventually(
+            lambda: (
+                {(s, st) for s, _, st in received(remote)}
+                >= {(1, "NOT_ALIVE_DISPOSED"), (2, "NOT_ALIVE_DISPOSED")}
+            ),
+            20,
+            "both instances disposed at the remote reader",
+        )
+
+    def test_a_reader_in_the_writers_process_gets_held_samples_at_once(
+        self,
+        participant: dcps.DomainParticipant,
+        topic_name: str,
+        remote_best_effort: LinePeer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        hold_for_a_minute(monkeypatch)
+        writer = batching_writer(participant, topic_name, remote_best_effort)
+        local = dcps.DataReader(
+            participant,
+            writer.topic,
+            qos=q.DataReaderQos(q.Reliability.BEST_EFFORT, q.History.KEEP_ALL),
+        )
+        eventually(lambda: writer.publication_matched_status.current_count >= 2, 20, "match")
+        local.take()  # the probes
+        writer.write(Reading(1, 1.0, "a"))
+        writer.write(Reading(1, 2.0, "b"))
+        got = [s.data.value for s in local.take()]
+        assert got == [1.0, 2.0]
+        assert still_missing(remote_best_effort, 2.0)  # the remote reader waits for its packet
