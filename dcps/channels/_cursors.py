@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from dcps._record import new_record
+from dcps.wire._batches import ELEMENT_STEP_NS
 from dcps.wire._messages import LiveBatch
 from dcps.wire._names import BATCH_READER_QOS, batch_partition
 from dcps.wire._transport import Endpoint, Waiter, drop_endpoint
@@ -58,11 +59,28 @@ def from_ns(ns: int) -> datetime:
     )
 
 
+_STEPS: list[timedelta] = []
+
+
+def _steps(n: int) -> list[timedelta]:
+    """The offsets of elements ``0 .. n-1`` from their batch's time (``ELEMENT_STEP_NS``
+    apart), kept: the delivery thread adds one to each element's time. A longer list
+    replaces the kept one whole, so a list handed out never changes."""
+    global _STEPS
+    steps = _STEPS
+    if len(steps) < n:
+        count = max(n, 2 * len(steps), 1024)
+        steps = [timedelta(microseconds=i * ELEMENT_STEP_NS // 1000) for i in range(count)]
+        _STEPS = steps
+    return steps
+
+
 class _Run:
     """Elements of one channel at offsets ``first``, ``first + 1``, ... as received.
 
     Decoded all at once when first needed; ``taken`` of them are delivered.
-    ``stamps`` is the accept time (ns) of all of them, or a list of one per element.
+    ``stamps`` is the accept time (ns) of the first, the next ones following
+    ``ELEMENT_STEP_NS`` apart (as the store stamps a batch), or a list of one per element.
     """
 
     __slots__ = ("blob", "first", "sizes", "stamps", "taken", "values")
@@ -122,7 +140,8 @@ class ChannelCursor:
         if skip:
             blob = blob[sum(sizes[:skip]) :]
             sizes = sizes[skip:]
-        self.runs.append(_Run(first + skip, batch.timestamp, blob, sizes))
+        stamp = batch.timestamp + skip * ELEMENT_STEP_NS
+        self.runs.append(_Run(first + skip, stamp, blob, sizes))
 
     def drain_live(self) -> None:
         """Buffer kept live batches that now follow on; drop those already covered."""
@@ -331,9 +350,10 @@ class ChannelCursors:
                     and self._convert is None
                     and values.__class__ is list
                 ):
-                    when = from_ns(stamps)
+                    when = from_ns(stamps)  # element i: i microseconds later
+                    steps = _steps(stop)
                     out += [
-                        new_record(Element, (values[i], c, first + i, when, subscriber))
+                        new_record(Element, (values[i], c, first + i, when + steps[i], subscriber))
                         for i in range(begin, stop)
                     ]
                 else:
@@ -363,7 +383,7 @@ class ChannelCursors:
         first, stamps, subscriber = run.first, run.stamps, self._subscriber
         for i in range(begin, stop):
             value = values[i]
-            stamp = stamps if isinstance(stamps, int) else stamps[i]
+            stamp = stamps + i * ELEMENT_STEP_NS if isinstance(stamps, int) else stamps[i]
             if value is UNDECODABLE:
                 error = self._undecodable(c, run, values, i, stamp)
                 if not self._policy.should_raise(error):

@@ -249,9 +249,9 @@ class TestSplitStores:
             ]  # fmt: skip
             # seek by accept timestamp on the third store, and to the head (clears the commit)
             stamp = next(e.timestamp for e in got if e.channel == 5 and e.position.offset == 6)
-            # resumes strictly after the time: after element 6 (at or before it while a
-            # live batch's elements are all shown with the batch's first timestamp)
-            assert sub.seek(5, stamp).offset <= 6
+            # resumes strictly after the time: after element 6 (each element of a live
+            # batch shows its own time, the batch's plus a microsecond per element)
+            assert sub.seek(5, stamp).offset == 6
             assert sub.seek_to_head(4) == {4: Position(4, -1)}
             assert 4 not in sub.last_committed()
             assert sub.remaining_messages(4) == 10

@@ -13,6 +13,7 @@ thread held by the subscriber's lock.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -31,6 +32,7 @@ from dcps.channels import (
 )
 from dcps.channels._cursors import FETCH_MAX, LIVE_KEPT, ChannelCursor, _Run, from_ns, to_ns
 from dcps.channels._position import trusted_position
+from dcps.wire._batches import ELEMENT_STEP_NS
 from dcps.wire._messages import LiveBatch
 from tests.support.embedded_store import module_store
 from tests.support.peers.channels_types import Msg
@@ -180,9 +182,10 @@ class TestChannelCursor:
     def test_an_overlapping_batch_is_trimmed(self) -> None:
         ch = ready(10)
         ch.add_live(batch(8, 4))
-        assert buffered(ch) == [(10, bytes([10, 11]), [1, 1], 5)]
+        # trimmed by two elements: the run starts two element steps after the batch's time
+        assert buffered(ch) == [(10, bytes([10, 11]), [1, 1], 5 + 2 * ELEMENT_STEP_NS)]
         ch.add_live(batch(11, 2))
-        assert buffered(ch)[-1] == (12, bytes([12]), [1], 5)
+        assert buffered(ch)[-1] == (12, bytes([12]), [1], 5 + ELEMENT_STEP_NS)
         assert ch.end == 13
 
     def test_a_batch_already_buffered_adds_nothing(self) -> None:
@@ -216,7 +219,7 @@ class TestChannelCursor:
         assert buffered(ch) == [
             (10, bytes([10, 11]), [1, 1], 5),
             (12, bytes([12, 13]), [1, 1], 5),
-            (14, bytes([14]), [1], 5),
+            (14, bytes([14]), [1], 5 + ELEMENT_STEP_NS),
         ]
         assert [b.first for b in ch.live] == [16]
         ch.runs.append(_Run(15, 5, b"\x0f", [1]))  # what a fetch of the gap brings
@@ -306,6 +309,32 @@ class TestThroughASubscriber:
                     first.timestamp,
                     second.timestamp,
                 ]
+
+    def test_each_element_of_a_batch_has_its_own_time_and_a_seek_resumes_after_it(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        """The store stamps element i of a batch i microseconds after the batch's time: a
+        subscriber shows those times (live and fetched), so seeking to an element's own
+        time resumes right after it, not after its batch's first element. (20 elements
+        published at once: the publisher sends the first alone when idle, and batches
+        the rest.)"""
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            waiting = sub.receive(20)  # before anything is published: it comes live
+            published(served, t, [range(20)])
+            got = waiting.result(5.0)
+            while len(got) < 20:
+                got += sub.receive(20 - len(got)).result(5.0)
+            stamps = [e.timestamp for e in got]
+            assert all(a < b for a, b in itertools.pairwise(stamps)), stamps
+            assert sub.seek(0, stamps[10]) == Position(0, 10)
+            (after,) = sub.receive(1).result(5.0)
+            assert after.position == Position(0, 11)
+        with ChannelSubscriber(t, **served) as again:  # from the head: fetched
+            fetched = again.receive(20).result(5.0)
+            while len(fetched) < 20:
+                fetched += again.receive(20 - len(fetched)).result(5.0)
+            assert [e.timestamp for e in fetched] == stamps
 
     def test_a_seek_drops_the_elements_kept_for_a_cancelled_receive(
         self, served: dict[str, Any], topic_name: str
