@@ -12,25 +12,23 @@ wait on what the store answers, never on a sleep.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dcps.channels import (
-    ChannelledTopic,
     ChannelPublisher,
     ChannelSubscriber,
     CommitStatus,
     OrderBy,
-    Position,
 )
 from dcps.store import Store, SyncMode
+from tests.support.channel_entities import publish, store_held
+from tests.support.channel_entities import retained_topic as topic
 from tests.support.embedded_store import module_store
 from tests.support.peers.channels_types import Msg, receive_n
 from tests.support.waiting import eventually
@@ -51,43 +49,6 @@ def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator
 @pytest.fixture
 def kw(served: dict[str, Any]) -> dict[str, Any]:
     return dict(served["kw"])
-
-
-@contextmanager
-def store_held(store: Store) -> Iterator[None]:
-    """The store's writes (so its commits) wait while this holds the file's write lock."""
-    db = sqlite3.connect(store.log.path, timeout=1.0, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        yield
-    finally:
-        db.execute("ROLLBACK")
-        db.close()
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Any]]:
-    """Publishers and subscribers a test opens, closed (last first) when it ends."""
-    entities: list[Any] = []
-    try:
-        yield entities
-    finally:
-        for entity in reversed(entities):
-            entity.close()
-
-
-def topic(name: str, channels: int = 1) -> ChannelledTopic:
-    return ChannelledTopic(name, Msg, channel_count=channels, retain_consumed=True)
-
-
-def publish(
-    opened: list[Any], kw: dict[str, Any], t: ChannelledTopic, seqs: range, channel: int = 0
-) -> list[Position]:
-    pub: ChannelPublisher[Msg] = ChannelPublisher(t, order_by=OrderBy.fixed(channel), **kw)
-    opened.append(pub)
-    positions = pub.publish_many([Msg(channel, s) for s in seqs]).result(TIMEOUT)
-    assert positions is not None
-    return positions
 
 
 class Heard:

@@ -18,14 +18,14 @@ import pytest
 from dcps import AlreadyClosedError, BadParameterError, PreconditionNotMetError
 from dcps.channels import (
     ChannelledTopic,
-    ChannelPublisher,
     ChannelSubscriber,
     ClientState,
     CommitStatus,
-    OrderBy,
     Position,
     destroy_subscriber_group,
 )
+from tests.support.channel_entities import publish, subscriber
+from tests.support.channel_entities import retained_topic as topic
 from tests.support.embedded_store import module_store
 from tests.support.peers.channels_types import Msg, receive_n
 from tests.support.waiting import eventually
@@ -43,37 +43,6 @@ def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator
 @pytest.fixture
 def kw(served: dict[str, Any]) -> dict[str, Any]:
     return dict(served["kw"])
-
-
-@pytest.fixture
-def opened() -> Iterator[list[Any]]:
-    """Publishers and subscribers a test opens, closed (last first) when it ends."""
-    entities: list[Any] = []
-    try:
-        yield entities
-    finally:
-        for entity in reversed(entities):
-            entity.close()
-
-
-def topic(name: str, channels: int = 1) -> ChannelledTopic:
-    return ChannelledTopic(name, Msg, channel_count=channels, retain_consumed=True)
-
-
-def publish(
-    opened: list[Any], kw: dict[str, Any], t: ChannelledTopic, seqs: range, channel: int = 0
-) -> list[Position]:
-    pub: ChannelPublisher[Msg] = ChannelPublisher(t, order_by=OrderBy.fixed(channel), **kw)
-    opened.append(pub)
-    positions = pub.publish_many([Msg(channel, s) for s in seqs]).result(TIMEOUT)
-    assert positions is not None
-    return positions
-
-
-def subscriber(opened: list[Any], kw: dict[str, Any], t: ChannelledTopic, **extra: Any) -> Any:
-    sub: ChannelSubscriber[Msg] = ChannelSubscriber(t, **kw, **extra)
-    opened.append(sub)
-    return sub
 
 
 def seqs(elements: list[Any]) -> list[int]:
