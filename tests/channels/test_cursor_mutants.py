@@ -29,8 +29,17 @@ from dcps.channels import (
     CommitStatus,
     OrderBy,
     Position,
+    _cursors,
 )
-from dcps.channels._cursors import FETCH_MAX, LIVE_KEPT, ChannelCursor, _Run, from_ns, to_ns
+from dcps.channels._cursors import (
+    FETCH_MAX,
+    LIVE_KEPT,
+    ChannelCursor,
+    _Run,
+    _steps,
+    from_ns,
+    to_ns,
+)
 from dcps.channels._position import trusted_position
 from dcps.store import Store
 from dcps.wire._batches import ELEMENT_STEP_NS
@@ -643,3 +652,82 @@ class TestOwnership:
             while len(got) < 4:
                 got += sub.receive(10).result(5.0)
             assert sorted(where(got)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+class TestElementTimes:
+    def test_element_steps_reach_the_end_of_a_long_batch(self) -> None:
+        """Element ``i`` of a batch shows the batch's time plus ``i`` microseconds, however
+        long the batch: the kept steps grow to cover it, and are handed out again."""
+        n = 4 * max(len(_cursors._STEPS), 1024) + 3
+        steps = _steps(n)
+        assert len(steps) >= n
+        assert steps[:n] == [timedelta(microseconds=i) for i in range(n)]
+        assert _steps(n) is steps
+        assert _steps(5) is steps  # a shorter batch uses the kept list
+
+    @pytest.mark.parametrize("batches", [2, 3])
+    def test_a_fetched_run_of_several_batches_shows_each_elements_own_time(
+        self, served: dict[str, Any], topic_name: str, batches: int
+    ) -> None:
+        """Batches of one element fetched as one run: each element shows its own batch's
+        time (not the first's plus a microsecond), so a seek to it resumes right after it."""
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(b, b + 1) for b in range(batches)])
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            with sub._lock:
+                without_pushes(sub, {0: batches - 1})
+                out, _ = sub._cursors.collect(10, 5.0)  # one FETCH: one run of them all
+            assert where(out) == [(0, o) for o in range(batches)]
+            stamps = [e.timestamp for e in out]
+            assert all(a < b for a, b in itertools.pairwise(stamps)), stamps
+            for k in reversed(range(batches)):
+                assert sub.seek(0, stamps[k]) == Position(0, k)
+            (after,) = sub.receive(1).result(5.0)
+            assert after.position == Position(0, 1)
+
+    def test_a_fetched_single_batch_counts_its_elements_from_its_time(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(0, 1)])
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            with sub._lock:
+                without_pushes(sub, {0: 0})
+                (only,), _ = sub._cursors.collect(10, 5.0)
+            assert only.position == Position(0, 0)
+            assert sub.seek(0, only.timestamp) == Position(0, 0)
+            assert sub.seek(0, only.timestamp - timedelta(microseconds=1)) == Position(0, -1)
+
+
+class TestFastPath:
+    """A live batch (one time for all its elements) is built in one go only when no filter
+    or converter has to see each element."""
+
+    @pytest.mark.parametrize(
+        ("options", "values"),
+        [
+            ({"filter": lambda m: m.seq % 2 == 0}, [0, 2, 4]),
+            ({"converter": lambda m: m.seq * 10}, [0, 10, 20, 30, 40, 50]),
+            ({"filter": lambda m: m.seq % 2 == 0, "converter": lambda m: m.seq * 10}, [0, 20, 40]),
+        ],
+        ids=["filter", "converter", "both"],
+    )
+    def test_filter_and_converter_see_each_element_of_a_live_batch(
+        self, served: dict[str, Any], topic_name: str, options: dict[str, Any], values: list[int]
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        with ChannelSubscriber(t, **served, **options) as sub, sub._lock:
+            cursors = sub._cursors
+            ch = cursors.chans[0]
+            assert (ch.next, ch.need_fetch) == (0, False)  # nothing stored: all comes live
+            published(served, t, [range(6)])
+
+            def arrived() -> bool:
+                cursors.take_live()
+                return ch.end == 6
+
+            eventually(arrived, timeout=5.0, what="the live batches")
+            out, committed = cursors.collect(10, 5.0)
+        shown = [e.value if isinstance(e.value, int) else e.value.seq for e in out]
+        assert shown == values
+        assert committed == {0: 5}
