@@ -29,6 +29,7 @@ from dcps.channels import (
     CommitStatus,
     OrderBy,
     Position,
+    UndecodableElementError,
     _cursors,
 )
 from dcps.channels._cursors import (
@@ -716,18 +717,50 @@ class TestFastPath:
         self, served: dict[str, Any], topic_name: str, options: dict[str, Any], values: list[int]
     ) -> None:
         t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
-        with ChannelSubscriber(t, **served, **options) as sub, sub._lock:
-            cursors = sub._cursors
-            ch = cursors.chans[0]
-            assert (ch.next, ch.need_fetch) == (0, False)  # nothing stored: all comes live
-            published(served, t, [range(6)])
+        with ChannelSubscriber(t, **served, **options) as sub:
+            with sub._lock:
+                cursors = sub._cursors
+                ch = cursors.chans[0]
+                assert (ch.next, ch.need_fetch) == (0, False)  # nothing stored: all comes live
+                published(served, t, [range(6)])
 
-            def arrived() -> bool:
-                cursors.take_live()
-                return ch.end == 6
+                def arrived() -> bool:
+                    cursors.take_live()
+                    return ch.end == 6
 
-            eventually(arrived, timeout=5.0, what="the live batches")
-            out, committed = cursors.collect(10, 5.0)
-        shown = [e.value if isinstance(e.value, int) else e.value.seq for e in out]
-        assert shown == values
-        assert committed == {0: 5}
+                eventually(arrived, timeout=5.0, what="the live batches")
+                out, committed = cursors.collect(10, 5.0)
+            shown = [e.value if isinstance(e.value, int) else e.value.seq for e in out]
+            assert shown == values
+            assert committed == {0: 5}
+            # each element shows its own time (its batch's plus a microsecond per element
+            # before it): a seek to that time lands on it
+            for e in out:
+                assert sub.seek(0, e.timestamp) == e.position
+
+
+class TestUndecodable:
+    def test_the_error_names_the_elements_time_bytes_and_cause(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(2)])
+        bad = b"\x00\x01\x00\x00\x07"  # a CDR header and one byte: not a Msg
+        with ChannelSubscriber(t, **served) as sub:
+            sub._client.publish_async(t.name, 0, [len(bad)], bad).result(5.0)
+            published(served, t, [range(2, 3)])
+            good = sub.receive(10).result(5.0)
+            while len(good) < 2:
+                good += sub.receive(10).result(5.0)
+            assert where(good) == [(0, 0), (0, 1)]  # the receive stops before the bad one
+            with pytest.raises(UndecodableElementError) as caught:
+                sub.receive(10).result(5.0)
+            error = caught.value
+            assert error.position == Position(0, 2)
+            assert error.data == bad
+            assert isinstance(error.cause, Exception)
+            assert type(error.cause).__name__ in str(error)
+            assert good[1].timestamp < error.timestamp
+            assert sub.seek(0, error.timestamp) == Position(0, 2)  # its own time
+            (after,) = sub.receive(1).result(5.0)
+            assert (after.position, after.value.seq) == (Position(0, 3), 2)
