@@ -764,3 +764,23 @@ class TestUndecodable:
             assert sub.seek(0, error.timestamp) == Position(0, 2)  # its own time
             (after,) = sub.receive(1).result(5.0)
             assert (after.position, after.value.seq) == (Position(0, 3), 2)
+
+    def test_a_fetch_that_stops_at_an_undecodable_element_keeps_the_remaining_count(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        """After a seek back, the fetch brings the undecodable element first: the receive
+        fails, and the subscriber still counts what remains from that element on."""
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        bad = b"\x00\x01\x00\x00\x07"
+        with ChannelSubscriber(t, **served) as sub:
+            published(served, t, [range(2)])
+            sub._client.publish_async(t.name, 0, [len(bad)], bad).result(5.0)
+            published(served, t, [range(2, 3)])
+            good = sub.receive(10).result(5.0)
+            while len(good) < 2:
+                good += sub.receive(10).result(5.0)
+            assert sub.seek(0, Position(0, 1)) == Position(0, 1)  # forgets what was buffered
+            with pytest.raises(UndecodableElementError) as caught:
+                sub.receive(10).result(5.0)
+            assert caught.value.position == Position(0, 2)
+            assert sub.remaining_messages() == 2  # offsets 2 and 3
