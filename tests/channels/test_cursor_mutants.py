@@ -666,6 +666,12 @@ class TestElementTimes:
         assert _steps(n) is steps
         assert _steps(5) is steps  # a shorter batch uses the kept list
 
+    def test_the_first_batch_of_a_process_gets_its_steps(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(_cursors, "_STEPS", [])  # as in a process that delivered nothing
+        assert _steps(3)[:3] == [timedelta(0), timedelta(microseconds=1), timedelta(microseconds=2)]
+
     @pytest.mark.parametrize("batches", [2, 3])
     def test_a_fetched_run_of_several_batches_shows_each_elements_own_time(
         self, served: dict[str, Any], topic_name: str, batches: int
