@@ -29,13 +29,25 @@ from dcps.channels import (
     CommitStatus,
     OrderBy,
     Position,
+    UndecodableElementError,
+    _cursors,
 )
-from dcps.channels._cursors import FETCH_MAX, LIVE_KEPT, ChannelCursor, _Run, from_ns, to_ns
+from dcps.channels._cursors import (
+    FETCH_MAX,
+    LIVE_KEPT,
+    ChannelCursor,
+    _Run,
+    _steps,
+    from_ns,
+    to_ns,
+)
 from dcps.channels._position import trusted_position
+from dcps.store import Store
 from dcps.wire._batches import ELEMENT_STEP_NS
 from dcps.wire._messages import LiveBatch
 from tests.support.embedded_store import module_store
 from tests.support.peers.channels_types import Msg
+from tests.support.waiting import eventually
 
 
 class TestPosition:
@@ -243,10 +255,24 @@ class TestChannelCursor:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
+def embedded(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[tuple[Store, dict[str, Any]]]:
     """One embedded store for the module, and the keywords that reach it."""
-    with module_store(tmp_path_factory, worker_id, "cursors") as (_, domain, namespace):
-        yield {"domain_id": domain, "namespace": namespace}
+    with module_store(tmp_path_factory, worker_id, "cursors") as (store, domain, namespace):
+        yield store, {"domain_id": domain, "namespace": namespace}
+
+
+@pytest.fixture(scope="module")
+def served(embedded: tuple[Store, dict[str, Any]]) -> dict[str, Any]:
+    """The keywords that reach the module's store."""
+    return embedded[1]
+
+
+@pytest.fixture(scope="module")
+def counted(embedded: tuple[Store, dict[str, Any]]) -> Store:
+    """The module's store, whose metrics count the FETCHes a test's cursors send."""
+    return embedded[0]
 
 
 class TestPollTails:
@@ -361,3 +387,406 @@ class TestThroughASubscriber:
             got = [first.result(5.0)] + [sub.receive().result(5.0) for _ in range(3)]
             assert [e.position.offset for e in got] == [0, 1, 2, 3]
             assert [e.value.seq for e in got] == [0, 1, 2, 3]
+
+
+def fetches(store: Store) -> float:
+    """The FETCH requests the store answered so far (each is counted before its reply
+    leaves, so a reply received is already counted)."""
+    value = store.metrics.registry.get_sample_value(
+        "dcps_store_requests_total", {"kind": "fetch", "result": "ok"}
+    )
+    return value or 0.0
+
+
+def fetched(store: Store, topic: str) -> float:
+    """The elements of ``topic`` the store sent in FETCH replies so far."""
+    value = store.metrics.registry.get_sample_value(
+        "dcps_store_fetched_elements_total", {"topic": topic}
+    )
+    return value or 0.0
+
+
+def on_channel(served: dict[str, Any], t: ChannelledTopic, channel: int, seqs: range) -> None:
+    """Publish ``Msg(channel, s)`` for each ``s`` of ``seqs`` into ``channel`` (one call)."""
+    with ChannelPublisher(t, order_by=OrderBy.fixed(channel), **served) as pub:
+        assert pub.publish_many([Msg(channel, s) for s in seqs]).result(5.0) is not None
+
+
+def where(elements: list[Any]) -> list[tuple[int, int]]:
+    """(channel, offset) of each element."""
+    return [(e.position.channel, e.position.offset) for e in elements]
+
+
+def stored_as_live(sub: ChannelSubscriber[Any], t: ChannelledTopic, first: int, count: int) -> Any:
+    """Elements ``first .. first + count - 1`` of channel 0 as the live batch the store
+    pushed for them (read back from the store: the same bytes and times)."""
+    run = sub._client.fetch(t.name, 0, first, count, 5.0).run
+    assert (run.first, run.count) == (first, count)
+    stamp = int(run.timestamps()[0])
+    return LiveBatch(t.name, 0, first, stamp, run.element_sizes().tolist(), run.data, b"")
+
+
+def without_pushes(sub: ChannelSubscriber[Any], tails: dict[int, int]) -> None:
+    """(The subscriber's lock held, its cursors due to fetch.) Wait for the store's pushes
+    of what was stored before the subscriber started (a new batch reader gets the last
+    ones: TRANSIENT_LOCAL) and forget them, so that the cursors get only what the store's
+    FETCHes and the test give them: ``tails`` is each channel's last stored offset."""
+    cursors = sub._cursors
+
+    def arrived() -> bool:
+        cursors.take_live()
+        return all(
+            any(b.first + len(b.sizes) == tail + 1 for b in cursors.chans[c].live)
+            for c, tail in tails.items()
+        )
+
+    eventually(arrived, timeout=5.0, what="the pushes of the stored batches")
+    for c in tails:
+        cursors.chans[c].live.clear()
+
+
+class TestRoundRobin:
+    def test_each_round_starts_at_the_next_channel(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        """One element per receive: the channels take turns, from the lowest, each round
+        starting one channel further (three channels, so a round that went backwards or
+        skipped one shows)."""
+        t = ChannelledTopic(topic_name, Msg, channel_count=3, retain_consumed=True)
+        for c in range(3):
+            on_channel(served, t, c, range(3))
+        with ChannelSubscriber(t, **served) as sub:
+            got = [sub.receive().result(5.0) for _ in range(6)]
+            assert where(got) == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
+            assert [e.value.key for e in got] == [0, 1, 2, 0, 1, 2]
+            # a larger receive takes all it can from the channel whose turn it is first
+            more = sub.receive(2).result(5.0)
+            assert where(more) == [(0, 2), (1, 2)]
+
+
+class TestResume:
+    def test_a_channel_with_nothing_stored_after_the_commit_starts_without_a_fetch(
+        self, served: dict[str, Any], counted: Store, topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(3)])
+        with ChannelSubscriber(t, group="g", **served) as first:
+            got = first.receive(3).result(5.0)
+            while len(got) < 3:
+                got += first.receive(3 - len(got)).result(5.0)
+            assert first.commit(0, Position(0, 2)).is_success
+        before = fetches(counted)
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            with sub._lock:  # the delivery thread waits: only this test moves the cursor
+                cursors = sub._cursors
+                ch = cursors.chans[0]
+                published(served, t, [range(3, 5)])
+
+                def arrived() -> bool:
+                    cursors.take_live()
+                    return bool(ch.runs or ch.live)
+
+                eventually(arrived, timeout=5.0, what="the live batch")
+                out, committed = cursors.collect(5, 5.0)
+            assert where(out) == [(0, 3), (0, 4)]
+            assert [e.value.seq for e in out] == [3, 4]
+            assert committed == {0: 4}
+            assert fetches(counted) == before  # resumed past the tail: all came live
+
+    def test_a_channel_whose_tail_is_the_resume_point_is_fetched_at_once(
+        self, served: dict[str, Any], counted: Store, topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(3)])
+        with ChannelSubscriber(t, group="g", **served) as first:
+            got = first.receive(3).result(5.0)
+            while len(got) < 3:
+                got += first.receive(3 - len(got)).result(5.0)
+            assert first.commit(0, Position(0, 1)).is_success
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            with sub._lock:
+                before = fetches(counted)
+                out, _ = sub._cursors.collect(5, 5.0)  # the first round: no tail poll
+                assert fetches(counted) == before + 1
+            assert where(out) == [(0, 2)]
+            assert [e.value.seq for e in out] == [2]
+
+
+class TestFetch:
+    def test_a_fetch_asks_only_for_the_gap_before_kept_live_batches(
+        self, served: dict[str, Any], counted: Store, topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(10)])
+        with ChannelSubscriber(t, **served) as sub, sub._lock:
+            cursors = sub._cursors
+            ch = cursors.chans[0]
+            assert (ch.next, ch.need_fetch) == (0, True)
+            without_pushes(sub, {0: 9})
+            ch.add_live(stored_as_live(sub, t, 5, 5))  # came live while a fetch was due
+            before, sent = fetches(counted), fetched(counted, t.name)
+            out, committed = cursors.collect(20, 5.0)
+            assert where(out) == [(0, o) for o in range(10)]
+            assert [e.value.seq for e in out] == list(range(10))
+            assert committed == {0: 9}
+            # one FETCH, of the five elements before the kept batch
+            assert (fetches(counted) - before, fetched(counted, t.name) - sent) == (1, 5)
+
+    def test_kept_live_batches_after_a_second_gap_are_reached_in_the_same_round(
+        self, served: dict[str, Any], counted: Store, topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(20)])
+        with ChannelSubscriber(t, **served) as sub, sub._lock:
+            cursors = sub._cursors
+            ch = cursors.chans[0]
+            without_pushes(sub, {0: 19})
+            ch.add_live(stored_as_live(sub, t, 5, 5))
+            ch.add_live(stored_as_live(sub, t, 15, 5))  # the push of 10-14 was missed
+            before, sent = fetches(counted), fetched(counted, t.name)
+            out, _ = cursors.collect(30, 5.0)
+            assert where(out) == [(0, o) for o in range(20)]
+            assert [e.value.seq for e in out] == list(range(20))
+            assert (fetches(counted) - before, fetched(counted, t.name) - sent) == (2, 10)
+            assert (list(ch.live), ch.need_fetch) == ([], False)
+
+    def test_a_full_fetch_is_followed_by_another_in_the_same_round(
+        self, served: dict[str, Any], counted: Store, topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        stored = FETCH_MAX + 88
+        published(served, t, [range(stored)])
+        with ChannelSubscriber(t, **served) as sub, sub._lock:
+            cursors = sub._cursors
+            without_pushes(sub, {0: stored - 1})
+            before, sent = fetches(counted), fetched(counted, t.name)
+            out, committed = cursors.collect(2 * FETCH_MAX, 5.0)
+            assert [e.position.offset for e in out] == list(range(stored))
+            assert [e.value.seq for e in out] == list(range(stored))
+            assert committed == {0: stored - 1}
+            # FETCH_MAX, then the 88 left: no third, empty fetch
+            assert (fetches(counted) - before, fetched(counted, t.name) - sent) == (2, stored)
+            assert cursors.chans[0].need_fetch is False
+
+    def test_a_fetch_of_exactly_fetch_max_asks_again(
+        self, served: dict[str, Any], counted: Store, topic_name: str
+    ) -> None:
+        """A full reply may not be the end: the cursor asks once more (and gets nothing)."""
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(FETCH_MAX)])
+        with ChannelSubscriber(t, **served) as sub, sub._lock:
+            cursors = sub._cursors
+            without_pushes(sub, {0: FETCH_MAX - 1})
+            before = fetches(counted)
+            out, _ = cursors.collect(2 * FETCH_MAX, 5.0)
+            assert len(out) == FETCH_MAX
+            assert fetches(counted) - before == 2
+
+
+class TestRetention:
+    """A topic that does not retain consumed elements: a commit ahead of what was
+    delivered releases them, and the cursor's fetch skips over the gap."""
+
+    def test_elements_released_before_the_cursor_are_skipped(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=False)
+        with ChannelSubscriber(t, group="g", **served):
+            pass  # the group exists: what is published now is kept for it
+        published(served, t, [range(10)])
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            with sub._lock:  # pushed before the commit, they would be delivered
+                without_pushes(sub, {0: 9})
+            assert sub.commit(0, Position(0, 4)).is_success  # releases 0-4
+            assert sub.head(0) == Position(0, 5)
+            got = sub.receive(10).result(5.0)
+            while len(got) < 5:
+                got += sub.receive(10).result(5.0)
+            assert where(got) == [(0, o) for o in range(5, 10)]
+            assert [e.value.seq for e in got] == list(range(5, 10))
+            assert sub.remaining_messages() == 0
+
+    def test_a_cursor_behind_a_released_channel_moves_to_its_head(
+        self, served: dict[str, Any], counted: Store, topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=False)
+        with ChannelSubscriber(t, group="g", **served):
+            pass
+        published(served, t, [range(10)])
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            assert sub.remaining_messages() == 10
+            assert sub.commit(0, Position(0, 9)).is_success  # releases all of it
+            with sub._lock:
+                without_pushes(sub, {0: 9})
+                before = fetches(counted)
+                out, _ = sub._cursors.collect(5, 5.0)
+                assert out == []
+                assert fetches(counted) == before + 1
+            assert sub.remaining_messages() == 0
+            waiting = sub.receive()
+            published(served, t, [range(10, 11)])
+            element = waiting.result(5.0)
+            assert element.position == Position(0, 10)
+            assert element.value.seq == 10
+
+
+class TestOwnership:
+    def test_elements_kept_for_a_cancelled_receive_go_with_their_channel(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        """Elements taken for a receive that was cancelled wait for the next one; if their
+        channel is taken away meanwhile they go with it: regained, the channel starts again
+        after its last commit, and each element comes once."""
+        t = ChannelledTopic(topic_name, Msg, channel_count=2, retain_consumed=True)
+        for c in range(2):
+            on_channel(served, t, c, range(2))
+        with ChannelSubscriber(t, **served) as sub:
+            with sub._lock:
+                cursors = sub._cursors
+                taken, _ = cursors.collect(4, 5.0)
+                assert where(taken) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+                cursors.carry[:0] = taken  # as when the receive was cancelled
+                assert cursors.own({0}) == (set(), {1})
+                assert where(cursors.carry) == [(0, 0), (0, 1)]
+                assert cursors.own({0, 1}) == ({1}, set())
+            got = sub.receive(10).result(5.0)
+            while len(got) < 4:
+                got += sub.receive(10).result(5.0)
+            assert sorted(where(got)) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+class TestElementTimes:
+    def test_element_steps_reach_the_end_of_a_long_batch(self) -> None:
+        """Element ``i`` of a batch shows the batch's time plus ``i`` microseconds, however
+        long the batch: the kept steps grow to cover it, and are handed out again."""
+        n = 4 * max(len(_cursors._STEPS), 1024) + 3
+        steps = _steps(n)
+        assert len(steps) >= n
+        assert steps[:n] == [timedelta(microseconds=i) for i in range(n)]
+        assert _steps(n) is steps
+        assert _steps(5) is steps  # a shorter batch uses the kept list
+
+    def test_the_first_batch_of_a_process_gets_its_steps(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(_cursors, "_STEPS", [])  # as in a process that delivered nothing
+        assert _steps(3)[:3] == [timedelta(0), timedelta(microseconds=1), timedelta(microseconds=2)]
+
+    @pytest.mark.parametrize("batches", [2, 3])
+    def test_a_fetched_run_of_several_batches_shows_each_elements_own_time(
+        self, served: dict[str, Any], topic_name: str, batches: int
+    ) -> None:
+        """Batches of one element fetched as one run: each element shows its own batch's
+        time (not the first's plus a microsecond), so a seek to it resumes right after it."""
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(b, b + 1) for b in range(batches)])
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            with sub._lock:
+                without_pushes(sub, {0: batches - 1})
+                out, _ = sub._cursors.collect(10, 5.0)  # one FETCH: one run of them all
+            assert where(out) == [(0, o) for o in range(batches)]
+            stamps = [e.timestamp for e in out]
+            assert all(a < b for a, b in itertools.pairwise(stamps)), stamps
+            for k in reversed(range(batches)):
+                assert sub.seek(0, stamps[k]) == Position(0, k)
+            (after,) = sub.receive(1).result(5.0)
+            assert after.position == Position(0, 1)
+
+    def test_a_fetched_single_batch_counts_its_elements_from_its_time(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(0, 1)])
+        with ChannelSubscriber(t, group="g", **served) as sub:
+            with sub._lock:
+                without_pushes(sub, {0: 0})
+                (only,), _ = sub._cursors.collect(10, 5.0)
+            assert only.position == Position(0, 0)
+            assert sub.seek(0, only.timestamp) == Position(0, 0)
+            assert sub.seek(0, only.timestamp - timedelta(microseconds=1)) == Position(0, -1)
+
+
+class TestFastPath:
+    """A live batch (one time for all its elements) is built in one go only when no filter
+    or converter has to see each element."""
+
+    @pytest.mark.parametrize(
+        ("options", "values"),
+        [
+            ({"filter": lambda m: m.seq % 2 == 0}, [0, 2, 4]),
+            ({"converter": lambda m: m.seq * 10}, [0, 10, 20, 30, 40, 50]),
+            ({"filter": lambda m: m.seq % 2 == 0, "converter": lambda m: m.seq * 10}, [0, 20, 40]),
+        ],
+        ids=["filter", "converter", "both"],
+    )
+    def test_filter_and_converter_see_each_element_of_a_live_batch(
+        self, served: dict[str, Any], topic_name: str, options: dict[str, Any], values: list[int]
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        with ChannelSubscriber(t, **served, **options) as sub:
+            with sub._lock:
+                cursors = sub._cursors
+                ch = cursors.chans[0]
+                assert (ch.next, ch.need_fetch) == (0, False)  # nothing stored: all comes live
+                published(served, t, [range(6)])
+
+                def arrived() -> bool:
+                    cursors.take_live()
+                    return ch.end == 6
+
+                eventually(arrived, timeout=5.0, what="the live batches")
+                out, committed = cursors.collect(10, 5.0)
+            shown = [e.value if isinstance(e.value, int) else e.value.seq for e in out]
+            assert shown == values
+            assert committed == {0: 5}
+            # each element shows its own time (its batch's plus a microsecond per element
+            # before it): a seek to that time lands on it
+            for e in out:
+                assert sub.seek(0, e.timestamp) == e.position
+
+
+class TestUndecodable:
+    def test_the_error_names_the_elements_time_bytes_and_cause(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        published(served, t, [range(2)])
+        bad = b"\x00\x01\x00\x00\x07"  # a CDR header and one byte: not a Msg
+        with ChannelSubscriber(t, **served) as sub:
+            sub._client.publish_async(t.name, 0, [len(bad)], bad).result(5.0)
+            published(served, t, [range(2, 3)])
+            good = sub.receive(10).result(5.0)
+            while len(good) < 2:
+                good += sub.receive(10).result(5.0)
+            assert where(good) == [(0, 0), (0, 1)]  # the receive stops before the bad one
+            with pytest.raises(UndecodableElementError) as caught:
+                sub.receive(10).result(5.0)
+            error = caught.value
+            assert error.position == Position(0, 2)
+            assert error.data == bad
+            assert isinstance(error.cause, Exception)
+            assert type(error.cause).__name__ in str(error)
+            assert good[1].timestamp < error.timestamp
+            assert sub.seek(0, error.timestamp) == Position(0, 2)  # its own time
+            (after,) = sub.receive(1).result(5.0)
+            assert (after.position, after.value.seq) == (Position(0, 3), 2)
+
+    def test_a_fetch_that_stops_at_an_undecodable_element_keeps_the_remaining_count(
+        self, served: dict[str, Any], topic_name: str
+    ) -> None:
+        """After a seek back, the fetch brings the undecodable element first: the receive
+        fails, and the subscriber still counts what remains from that element on."""
+        t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
+        bad = b"\x00\x01\x00\x00\x07"
+        with ChannelSubscriber(t, **served) as sub:
+            published(served, t, [range(2)])
+            sub._client.publish_async(t.name, 0, [len(bad)], bad).result(5.0)
+            published(served, t, [range(2, 3)])
+            good = sub.receive(10).result(5.0)
+            while len(good) < 2:
+                good += sub.receive(10).result(5.0)
+            assert sub.seek(0, Position(0, 1)) == Position(0, 1)  # forgets what was buffered
+            with pytest.raises(UndecodableElementError) as caught:
+                sub.receive(10).result(5.0)
+            assert caught.value.position == Position(0, 2)
+            assert sub.remaining_messages() == 2  # offsets 2 and 3
