@@ -12,6 +12,7 @@ run time.
 """
 
 import sqlite3
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -603,3 +604,155 @@ class TestDiscarded:
         future.result(TIMEOUT)
         assert not future.discarded
         assert pub.discarded_count == 0
+
+
+def linger_cpu(pub: ChannelPublisher[Any]) -> float:
+    """CPU seconds the publisher's linger thread has used so far."""
+    return time.clock_gettime(time.pthread_getcpuclockid(pub._linger_thread.ident))  # type: ignore[arg-type]
+
+
+class TestWakeUps:
+    """Session 8: when queued batches go out, and what the publisher's threads cost meanwhile."""
+
+    def test_a_confirmation_meeting_a_busy_publisher_neither_waits_nor_strands_the_queue(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """The link goes idle while another thread holds the publisher (a publish in
+        progress): the confirming thread does not wait for it, and the queued batch still
+        goes out at once when it is free (no flush, long before ``linger``)."""
+        pub = ChannelPublisher(topic(topic_name), linger=LONG, **kw)
+        opened.append(pub)
+        confirmed = threading.Event()
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # idle link: sent at once
+            queued = pub.publish(Msg(0, 1))  # lingers behind it
+            (reply,) = pub._in_flight
+            # runs on the confirming thread right after the publisher's own callback
+            reply.add_done_callback(lambda _: confirmed.set())
+            # take the publisher's lock as a publish() in progress would, once the linger
+            # thread has taken in the queued batch (it clears its wake-up under that lock)
+            # and waits out its linger
+            eventually(lambda: not pub._wake.is_set(), timeout=5)
+            pub._lock.acquire()
+        try:
+            assert confirmed.wait(TIMEOUT), "the confirming thread waited for the publisher"
+            assert first.result(0) == Position(0, 0)
+            assert not queued.done()
+        finally:
+            pub._lock.release()
+        assert queued.result(TIMEOUT) == Position(0, 1)
+        assert batches(store, topic_name) == [1, 1]
+
+    def test_only_due_batches_go_out(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """When the oldest queued batch is due (``linger`` after its first sample), a
+        younger one of another channel stays queued until its own ``linger``."""
+        pub = ChannelPublisher(
+            topic(topic_name, 2), order_by=OrderBy.round_robin(), linger=timedelta(seconds=1), **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            pub.publish(Msg(0, 0))  # channel 0, idle link: at once
+            older = pub.publish(Msg(0, 1))  # channel 1: lingers
+            time.sleep(0.3)  # the input under test: the next batch starts 0.3 s later
+            started = time.monotonic()
+            younger = pub.publish(Msg(0, 2))  # channel 0: a new batch, lingers
+            eventually(lambda: pub.flow_control.backlog >= 2, timeout=5)  # the older is due
+            if time.monotonic() - started < 0.9:  # well before the younger is due
+                assert pub.flow_control.backlog == 2, "a batch went out before its linger"
+            eventually(lambda: pub.flow_control.backlog == 3, timeout=5)
+            assert not older.done()
+            assert not younger.done()
+        assert [older.result(TIMEOUT), younger.result(TIMEOUT)] == [Position(1, 0), Position(0, 1)]
+        assert batches(store, topic_name, 0) == [1, 1]
+
+    def test_a_waiting_linger_thread_uses_no_cpu(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """While a batch lingers, and then while it is due but the window is full, the
+        linger thread sleeps until something changes: it neither spins nor polls."""
+        pub = ChannelPublisher(
+            topic(topic_name), max_in_flight=1, linger=timedelta(milliseconds=900), **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # fills the window
+            queued = pub.publish(Msg(0, 1))  # lingers 0.9 s, then waits for the slot
+            before = linger_cpu(pub)
+            time.sleep(0.5)  # the measured interval: the batch lingers
+            lingering = linger_cpu(pub) - before
+            eventually(lambda: pub._starved, timeout=5)  # due, and no free slot
+            before = linger_cpu(pub)
+            time.sleep(0.5)  # the measured interval: the window stays full
+            starved = linger_cpu(pub) - before
+        assert lingering < 0.002, f"the linger thread used {lingering:.3f} s of CPU lingering"
+        assert starved < 0.002, f"the linger thread used {starved:.3f} s of CPU waiting for a slot"
+        assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+    def test_flush_waits_out_a_timeout_under_a_second(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """flush(0.9 s) waits for a confirmation that comes within it."""
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        opened.append(pub)
+        db = sqlite3.connect(
+            store.log.path, timeout=1.0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            future = pub.publish(Msg(0, 0))
+            # the store's writes resume 0.1 s into the flush
+            releaser = threading.Timer(0.1, db.execute, ["ROLLBACK"])
+            releaser.start()
+            pub.flush(timedelta(milliseconds=900))
+            assert future.result(0) == Position(0, 0)
+        finally:
+            releaser.join()
+            db.close()
+
+    def test_flush_gives_up_on_a_slot_at_its_own_deadline(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """A flush of 0.1 s waiting for a free slot gives up after about 0.1 s, not later."""
+        pub = ChannelPublisher(topic(topic_name), max_in_flight=1, linger=LONG, **kw)
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))
+            queued = pub.publish(Msg(0, 1))
+            started = time.monotonic()
+            with pytest.raises(DcpsTimeoutError):
+                pub.flush(timedelta(milliseconds=100))
+            took = time.monotonic() - started
+            assert took < 0.8, f"flush(0.1 s) gave up after {took:.2f} s"
+        assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+
+class TestDefaults:
+    def test_the_default_window_and_batch_count(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """By default 8 batches may await each store, and a batch holds up to 1024 samples."""
+        pub = ChannelPublisher(topic(topic_name), linger=LONG, **kw)
+        opened.append(pub)
+        assert pub.flow_control.max_backlog == 8 * max(1, pub._client.store_count)
+        pub.publish_many([Msg(0, i) for i in range(1100)]).result(TIMEOUT)
+        assert batches(store, topic_name) == [1, 1024, 75]
+
+    def test_a_sub_second_linger_still_sends_a_sparse_stream_at_once(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """With linger 0.9 s, a sample coming after two gaps of 0.25 s (over linger/4)
+        goes out at once, with the queued ones, long before their linger."""
+        pub = ChannelPublisher(topic(topic_name), linger=timedelta(milliseconds=900), **kw)
+        opened.append(pub)
+        with store_held(store):
+            pub.publish(Msg(0, 0))  # idle link: sent at once
+            pub.publish(Msg(0, 1))  # right after, one in flight: lingers
+            time.sleep(0.25)  # the input under test: gaps over linger/4 (0.225 s)
+            pub.publish(Msg(0, 2))  # one pause only: lingers
+            time.sleep(0.25)
+            pub.publish(Msg(0, 3))  # two long gaps: sent at once, with 1 and 2
+            assert pub.flow_control.backlog == 2
+        pub.flush()
+        assert batches(store, topic_name) == [1, 3]
