@@ -566,13 +566,17 @@ class TestWindow:
         db = sqlite3.connect(store.log.path, timeout=1.0, isolation_level=None)
         try:
             db.execute("BEGIN IMMEDIATE")
+            started = time.monotonic()
             future = pub.publish(Msg(0, 0))
             error = future.exception(TIMEOUT)
+            took = time.monotonic() - started
         finally:
             db.execute("ROLLBACK")
             db.close()
         assert isinstance(error, DcpsTimeoutError), repr(error)
         assert str(error) == "the store did not answer in time"
+        # the publisher's timeout is the request's (not a floor of 2 s, say)
+        assert 1.0 <= took < 1.8, f"the batch failed after {took:.2f} s"
         with pytest.raises(DcpsError):
             future.result(0)
         assert not future.discarded
