@@ -760,3 +760,33 @@ class TestDefaults:
             assert pub.flow_control.backlog == 2
         pub.flush()
         assert batches(store, topic_name) == [1, 3]
+
+
+class TestPartialConfirmations:
+    """One in-flight batch answered while another still waits: the store holds its writes
+    and the publisher's request timeout (2 s) answers the first batch sent, 1 s before
+    the second."""
+
+    def test_flow_control_flush_sends_as_soon_as_one_slot_frees(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """flow_control.flush() with the window full sends the queued batch as soon as one
+        slot frees, while another batch is still in flight (not once all are answered)."""
+        pub = ChannelPublisher(
+            topic(topic_name), max_in_flight=2, linger=LONG, timeout=timedelta(seconds=2), **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # idle link: sent at once
+            time.sleep(1.0)  # the input under test: the second batch is sent 1 s later
+            second = pub.publish(Msg(0, 1))
+            pub.flow_control.flush()  # a slot is free: sent now
+            assert pub.flow_control.backlog == 2
+            third = pub.publish(Msg(0, 2))  # lingers
+            pub.flow_control.flush()  # the window is full: sent when a slot frees
+            assert isinstance(first.exception(TIMEOUT), DcpsTimeoutError)
+            assert not second.done()
+            eventually(lambda: pub.flow_control.backlog == 2, timeout=0.6, what="the send")
+        assert third.result(TIMEOUT) == Position(0, 2)
+        pub.flush()  # the second is answered too (in time or not): the store kept all three
+        assert stored(store, topic_name) == [0, 1, 2]
