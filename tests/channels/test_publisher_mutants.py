@@ -790,3 +790,30 @@ class TestPartialConfirmations:
         assert third.result(TIMEOUT) == Position(0, 2)
         pub.flush()  # the second is answered too (in time or not): the store kept all three
         assert stored(store, topic_name) == [0, 1, 2]
+
+    def test_a_queued_batch_lingers_while_another_is_in_flight(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """A batch answered while another is still in flight does not send the queued
+        batch: it keeps growing (the link is not idle) until the last one is answered."""
+        pub = ChannelPublisher(
+            topic(topic_name), max_in_flight=2, linger=LONG, timeout=timedelta(seconds=2), **kw
+        )
+        opened.append(pub)
+        answered = threading.Event()
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # idle link: sent at once
+            (reply,) = pub._in_flight
+            # runs on the confirming thread right after the publisher's own callback
+            reply.add_done_callback(lambda _: answered.set())
+            time.sleep(1.0)  # the input under test: the second batch is sent 1 s later
+            pub.publish(Msg(0, 1))
+            pub.flow_control.flush()  # a slot is free: sent now
+            pub.publish(Msg(0, 2))  # lingers
+            assert answered.wait(TIMEOUT)  # the first batch timed out; the second waits
+            assert isinstance(first.exception(0), DcpsTimeoutError)
+            pub.publish(Msg(0, 3))  # joins the queued batch
+            assert pub.flow_control.backlog == 1
+        pub.flush()
+        assert stored(store, topic_name) == [0, 1, 2, 3]
+        assert batches(store, topic_name) == [1, 1, 2]
