@@ -817,3 +817,49 @@ class TestPartialConfirmations:
         pub.flush()
         assert stored(store, topic_name) == [0, 1, 2, 3]
         assert batches(store, topic_name) == [1, 1, 2]
+
+
+class TestGivingUp:
+    def test_a_background_flush_that_times_out_leaves_the_batch_queued(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """flow_control.flush() with the window full past the publisher's timeout gives up
+        quietly (no error escapes its thread); the batch stays queued and goes out later."""
+        pub = ChannelPublisher(
+            topic(topic_name),
+            max_in_flight=1,
+            linger=LONG,
+            timeout=timedelta(milliseconds=300),
+            **kw,
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))
+            queued = pub.publish(Msg(0, 1))
+            pub.flow_control.flush()  # no slot: a helper thread waits 0.3 s for one
+            helper = pub._flusher
+            assert helper is not None
+            helper.join(TIMEOUT)
+            assert not helper.is_alive()
+            assert not queued.done()
+            assert pub.flow_control.backlog == 1
+        assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+    def test_a_closing_publisher_says_so_and_refuses_samples(
+        self, kw: dict[str, Any], topic_name: str, store: Store
+    ) -> None:
+        """While close() waits for the store, the publisher is CLOSING: it refuses new
+        samples, and is CLOSED once the store answered."""
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        with store_held(store):
+            future = pub.publish(Msg(0, 0))
+            closer = threading.Thread(target=pub.close)
+            closer.start()
+            eventually(lambda: pub.state is ClientState.CLOSING, timeout=5)
+            assert pub.closed
+            with pytest.raises(AlreadyClosedError):
+                pub.publish(Msg(0, 1))
+        closer.join(TIMEOUT)
+        assert pub.state is ClientState.CLOSED
+        assert future.result(0) == Position(0, 0)
+        assert stored(store, topic_name) == [0]
