@@ -214,11 +214,28 @@ class TestChannels:
     ) -> None:
         pub = ChannelPublisher(topic(topic_name, 3), **kw)
         opened.append(pub)
-        for k in range(65536 + 3):
+        for k in range(65536 + 1):
+            pub.channel_of(Msg(k, 0))
+            assert len(pub._key_memo) <= 65536  # at most 65536 keys, even one past
+        for k in range(65536 + 1, 65536 + 3):
             pub.channel_of(Msg(k, 0))
         assert len(pub._key_memo) <= 65536
         for k in (0, 65536, 65538):
             assert pub.channel_of(Msg(k, 0)) == zlib.crc32(Msg.__idl__.serialize_key(Msg(k, 0))) % 3
+
+    def test_a_known_key_is_remembered_not_computed_again(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        """The publisher remembers each key's channel by the key fields' values (the key
+        CDR costs as much as the whole sample): after one publish of each key, the memo
+        holds exactly those keys and their channels."""
+        pub = ChannelPublisher(topic(topic_name, 7), **kw)
+        opened.append(pub)
+        futures = [pub.publish(Msg(k, k)) for k in range(5)]
+        pub.flush()
+        expected = {k: zlib.crc32(Msg.__idl__.serialize_key(Msg(k, 0))) % 7 for k in range(5)}
+        assert pub._key_memo == expected
+        assert [f.result(TIMEOUT).channel for f in futures] == list(expected.values())
 
 
 class TestRefusals:
