@@ -856,11 +856,27 @@ class TestGivingUp:
             pub.flow_control.flush()  # no slot: a helper thread waits 0.3 s for one
             helper = pub._flusher
             assert helper is not None
+            # named in thread dumps; a daemon, so it never holds up the interpreter's exit
+            assert helper.name == "dcps-publisher-flush"
+            assert helper.daemon
             helper.join(TIMEOUT)
             assert not helper.is_alive()
             assert not queued.done()
             assert pub.flow_control.backlog == 1
         assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+    def test_the_linger_thread_is_a_named_daemon(self, kw: dict[str, Any], topic_name: str) -> None:
+        """The publisher's linger thread shows in thread dumps by name, never holds up the
+        interpreter's exit (a daemon), and ends with close()."""
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        thread = pub._linger_thread
+        try:
+            assert thread.name == "dcps-publisher-linger"
+            assert thread.daemon
+            assert thread in threading.enumerate()
+        finally:
+            pub.close()
+        assert not thread.is_alive()
 
     def test_a_closing_publisher_says_so_and_refuses_samples(
         self, kw: dict[str, Any], topic_name: str, store: Store
