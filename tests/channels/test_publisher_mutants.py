@@ -12,6 +12,7 @@ run time.
 """
 
 import sqlite3
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -213,11 +214,28 @@ class TestChannels:
     ) -> None:
         pub = ChannelPublisher(topic(topic_name, 3), **kw)
         opened.append(pub)
-        for k in range(65536 + 3):
+        for k in range(65536 + 1):
+            pub.channel_of(Msg(k, 0))
+            assert len(pub._key_memo) <= 65536  # at most 65536 keys, even one past
+        for k in range(65536 + 1, 65536 + 3):
             pub.channel_of(Msg(k, 0))
         assert len(pub._key_memo) <= 65536
         for k in (0, 65536, 65538):
             assert pub.channel_of(Msg(k, 0)) == zlib.crc32(Msg.__idl__.serialize_key(Msg(k, 0))) % 3
+
+    def test_a_known_key_is_remembered_not_computed_again(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        """The publisher remembers each key's channel by the key fields' values (the key
+        CDR costs as much as the whole sample): after one publish of each key, the memo
+        holds exactly those keys and their channels."""
+        pub = ChannelPublisher(topic(topic_name, 7), **kw)
+        opened.append(pub)
+        futures = [pub.publish(Msg(k, k)) for k in range(5)]
+        pub.flush()
+        expected = {k: zlib.crc32(Msg.__idl__.serialize_key(Msg(k, 0))) % 7 for k in range(5)}
+        assert pub._key_memo == expected
+        assert [f.result(TIMEOUT).channel for f in futures] == list(expected.values())
 
 
 class TestRefusals:
@@ -565,13 +583,17 @@ class TestWindow:
         db = sqlite3.connect(store.log.path, timeout=1.0, isolation_level=None)
         try:
             db.execute("BEGIN IMMEDIATE")
+            started = time.monotonic()
             future = pub.publish(Msg(0, 0))
             error = future.exception(TIMEOUT)
+            took = time.monotonic() - started
         finally:
             db.execute("ROLLBACK")
             db.close()
         assert isinstance(error, DcpsTimeoutError), repr(error)
         assert str(error) == "the store did not answer in time"
+        # the publisher's timeout is the request's (not a floor of 2 s, say)
+        assert 1.0 <= took < 1.8, f"the batch failed after {took:.2f} s"
         with pytest.raises(DcpsError):
             future.result(0)
         assert not future.discarded
@@ -603,3 +625,274 @@ class TestDiscarded:
         future.result(TIMEOUT)
         assert not future.discarded
         assert pub.discarded_count == 0
+
+
+def linger_cpu(pub: ChannelPublisher[Any]) -> float:
+    """CPU seconds the publisher's linger thread has used so far."""
+    return time.clock_gettime(time.pthread_getcpuclockid(pub._linger_thread.ident))  # type: ignore[arg-type]
+
+
+class TestWakeUps:
+    """Session 8: when queued batches go out, and what the publisher's threads cost meanwhile."""
+
+    def test_a_confirmation_meeting_a_busy_publisher_neither_waits_nor_strands_the_queue(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """The link goes idle while another thread holds the publisher (a publish in
+        progress): the confirming thread does not wait for it, and the queued batch still
+        goes out at once when it is free (no flush, long before ``linger``)."""
+        pub = ChannelPublisher(topic(topic_name), linger=LONG, **kw)
+        opened.append(pub)
+        confirmed = threading.Event()
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # idle link: sent at once
+            queued = pub.publish(Msg(0, 1))  # lingers behind it
+            (reply,) = pub._in_flight
+            # runs on the confirming thread right after the publisher's own callback
+            reply.add_done_callback(lambda _: confirmed.set())
+            # take the publisher's lock as a publish() in progress would, once the linger
+            # thread has taken in the queued batch (it clears its wake-up under that lock)
+            # and waits out its linger
+            eventually(lambda: not pub._wake.is_set(), timeout=5)
+            pub._lock.acquire()
+        try:
+            assert confirmed.wait(TIMEOUT), "the confirming thread waited for the publisher"
+            assert first.result(0) == Position(0, 0)
+            assert not queued.done()
+        finally:
+            pub._lock.release()
+        assert queued.result(TIMEOUT) == Position(0, 1)
+        assert batches(store, topic_name) == [1, 1]
+
+    def test_only_due_batches_go_out(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """When the oldest queued batch is due (``linger`` after its first sample), a
+        younger one of another channel stays queued until its own ``linger``."""
+        pub = ChannelPublisher(
+            topic(topic_name, 2), order_by=OrderBy.round_robin(), linger=timedelta(seconds=1), **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            pub.publish(Msg(0, 0))  # channel 0, idle link: at once
+            older = pub.publish(Msg(0, 1))  # channel 1: lingers
+            time.sleep(0.3)  # the input under test: the next batch starts 0.3 s later
+            started = time.monotonic()
+            younger = pub.publish(Msg(0, 2))  # channel 0: a new batch, lingers
+            eventually(lambda: pub.flow_control.backlog >= 2, timeout=5)  # the older is due
+            if time.monotonic() - started < 0.9:  # well before the younger is due
+                assert pub.flow_control.backlog == 2, "a batch went out before its linger"
+            eventually(lambda: pub.flow_control.backlog == 3, timeout=5)
+            assert not older.done()
+            assert not younger.done()
+        assert [older.result(TIMEOUT), younger.result(TIMEOUT)] == [Position(1, 0), Position(0, 1)]
+        assert batches(store, topic_name, 0) == [1, 1]
+
+    def test_a_waiting_linger_thread_uses_no_cpu(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """While a batch lingers, and then while it is due but the window is full, the
+        linger thread sleeps until something changes: it neither spins nor polls."""
+        pub = ChannelPublisher(
+            topic(topic_name), max_in_flight=1, linger=timedelta(milliseconds=900), **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # fills the window
+            queued = pub.publish(Msg(0, 1))  # lingers 0.9 s, then waits for the slot
+            before = linger_cpu(pub)
+            time.sleep(0.5)  # the measured interval: the batch lingers
+            lingering = linger_cpu(pub) - before
+            eventually(lambda: pub._starved, timeout=5)  # due, and no free slot
+            before = linger_cpu(pub)
+            time.sleep(0.5)  # the measured interval: the window stays full
+            starved = linger_cpu(pub) - before
+        assert lingering < 0.002, f"the linger thread used {lingering:.3f} s of CPU lingering"
+        assert starved < 0.002, f"the linger thread used {starved:.3f} s of CPU waiting for a slot"
+        assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+    def test_flush_waits_out_a_timeout_under_a_second(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """flush(0.9 s) waits for a confirmation that comes within it."""
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        opened.append(pub)
+        db = sqlite3.connect(
+            store.log.path, timeout=1.0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            future = pub.publish(Msg(0, 0))
+            # the store's writes resume 0.1 s into the flush
+            releaser = threading.Timer(0.1, db.execute, ["ROLLBACK"])
+            releaser.start()
+            pub.flush(timedelta(milliseconds=900))
+            assert future.result(0) == Position(0, 0)
+        finally:
+            releaser.join()
+            db.close()
+
+    def test_flush_gives_up_on_a_slot_at_its_own_deadline(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """A flush of 0.1 s waiting for a free slot gives up after about 0.1 s, not later."""
+        pub = ChannelPublisher(topic(topic_name), max_in_flight=1, linger=LONG, **kw)
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))
+            queued = pub.publish(Msg(0, 1))
+            started = time.monotonic()
+            with pytest.raises(DcpsTimeoutError):
+                pub.flush(timedelta(milliseconds=100))
+            took = time.monotonic() - started
+            assert took < 0.8, f"flush(0.1 s) gave up after {took:.2f} s"
+        assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+
+class TestDefaults:
+    def test_the_default_window_and_batch_count(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """By default 8 batches may await each store, and a batch holds up to 1024 samples."""
+        pub = ChannelPublisher(topic(topic_name), linger=LONG, **kw)
+        opened.append(pub)
+        assert pub.flow_control.max_backlog == 8 * max(1, pub._client.store_count)
+        pub.publish_many([Msg(0, i) for i in range(1100)]).result(TIMEOUT)
+        assert batches(store, topic_name) == [1, 1024, 75]
+
+    def test_a_sub_second_linger_still_sends_a_sparse_stream_at_once(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """With linger 0.9 s, a sample coming after two gaps of 0.25 s (over linger/4)
+        goes out at once, with the queued ones, long before their linger."""
+        pub = ChannelPublisher(topic(topic_name), linger=timedelta(milliseconds=900), **kw)
+        opened.append(pub)
+        with store_held(store):
+            pub.publish(Msg(0, 0))  # idle link: sent at once
+            pub.publish(Msg(0, 1))  # right after, one in flight: lingers
+            time.sleep(0.25)  # the input under test: gaps over linger/4 (0.225 s)
+            pub.publish(Msg(0, 2))  # one pause only: lingers
+            time.sleep(0.25)
+            pub.publish(Msg(0, 3))  # two long gaps: sent at once, with 1 and 2
+            assert pub.flow_control.backlog == 2
+        pub.flush()
+        assert batches(store, topic_name) == [1, 3]
+
+
+class TestPartialConfirmations:
+    """One in-flight batch answered while another still waits: the store holds its writes
+    and the publisher's request timeout (2 s) answers the first batch sent, 1 s before
+    the second."""
+
+    def test_flow_control_flush_sends_as_soon_as_one_slot_frees(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """flow_control.flush() with the window full sends the queued batch as soon as one
+        slot frees, while another batch is still in flight (not once all are answered)."""
+        pub = ChannelPublisher(
+            topic(topic_name), max_in_flight=2, linger=LONG, timeout=timedelta(seconds=2), **kw
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # idle link: sent at once
+            time.sleep(1.0)  # the input under test: the second batch is sent 1 s later
+            second = pub.publish(Msg(0, 1))
+            pub.flow_control.flush()  # a slot is free: sent now
+            assert pub.flow_control.backlog == 2
+            third = pub.publish(Msg(0, 2))  # lingers
+            pub.flow_control.flush()  # the window is full: sent when a slot frees
+            assert isinstance(first.exception(TIMEOUT), DcpsTimeoutError)
+            assert not second.done()
+            eventually(lambda: pub.flow_control.backlog == 2, timeout=0.6, what="the send")
+        assert third.result(TIMEOUT) == Position(0, 2)
+        pub.flush()  # the second is answered too (in time or not): the store kept all three
+        assert stored(store, topic_name) == [0, 1, 2]
+
+    def test_a_queued_batch_lingers_while_another_is_in_flight(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """A batch answered while another is still in flight does not send the queued
+        batch: it keeps growing (the link is not idle) until the last one is answered."""
+        pub = ChannelPublisher(
+            topic(topic_name), max_in_flight=2, linger=LONG, timeout=timedelta(seconds=2), **kw
+        )
+        opened.append(pub)
+        answered = threading.Event()
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))  # idle link: sent at once
+            (reply,) = pub._in_flight
+            # runs on the confirming thread right after the publisher's own callback
+            reply.add_done_callback(lambda _: answered.set())
+            time.sleep(1.0)  # the input under test: the second batch is sent 1 s later
+            pub.publish(Msg(0, 1))
+            pub.flow_control.flush()  # a slot is free: sent now
+            pub.publish(Msg(0, 2))  # lingers
+            assert answered.wait(TIMEOUT)  # the first batch timed out; the second waits
+            assert isinstance(first.exception(0), DcpsTimeoutError)
+            pub.publish(Msg(0, 3))  # joins the queued batch
+            assert pub.flow_control.backlog == 1
+        pub.flush()
+        assert stored(store, topic_name) == [0, 1, 2, 3]
+        assert batches(store, topic_name) == [1, 1, 2]
+
+
+class TestGivingUp:
+    def test_a_background_flush_that_times_out_leaves_the_batch_queued(
+        self, kw: dict[str, Any], opened: list, topic_name: str, store: Store
+    ) -> None:
+        """flow_control.flush() with the window full past the publisher's timeout gives up
+        quietly (no error escapes its thread); the batch stays queued and goes out later."""
+        pub = ChannelPublisher(
+            topic(topic_name),
+            max_in_flight=1,
+            linger=LONG,
+            timeout=timedelta(milliseconds=300),
+            **kw,
+        )
+        opened.append(pub)
+        with store_held(store):
+            first = pub.publish(Msg(0, 0))
+            queued = pub.publish(Msg(0, 1))
+            pub.flow_control.flush()  # no slot: a helper thread waits 0.3 s for one
+            helper = pub._flusher
+            assert helper is not None
+            # named in thread dumps; a daemon, so it never holds up the interpreter's exit
+            assert helper.name == "dcps-publisher-flush"
+            assert helper.daemon
+            helper.join(TIMEOUT)
+            assert not helper.is_alive()
+            assert not queued.done()
+            assert pub.flow_control.backlog == 1
+        assert [first.result(TIMEOUT), queued.result(TIMEOUT)] == [Position(0, 0), Position(0, 1)]
+
+    def test_the_linger_thread_is_a_named_daemon(self, kw: dict[str, Any], topic_name: str) -> None:
+        """The publisher's linger thread shows in thread dumps by name, never holds up the
+        interpreter's exit (a daemon), and ends with close()."""
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        thread = pub._linger_thread
+        try:
+            assert thread.name == "dcps-publisher-linger"
+            assert thread.daemon
+            assert thread in threading.enumerate()
+        finally:
+            pub.close()
+        assert not thread.is_alive()
+
+    def test_a_closing_publisher_says_so_and_refuses_samples(
+        self, kw: dict[str, Any], topic_name: str, store: Store
+    ) -> None:
+        """While close() waits for the store, the publisher is CLOSING: it refuses new
+        samples, and is CLOSED once the store answered."""
+        pub = ChannelPublisher(topic(topic_name), **kw)
+        with store_held(store):
+            future = pub.publish(Msg(0, 0))
+            closer = threading.Thread(target=pub.close)
+            closer.start()
+            eventually(lambda: pub.state is ClientState.CLOSING, timeout=5)
+            assert pub.closed
+            with pytest.raises(AlreadyClosedError):
+                pub.publish(Msg(0, 1))
+        closer.join(TIMEOUT)
+        assert pub.state is ClientState.CLOSED
+        assert future.result(0) == Position(0, 0)
+        assert stored(store, topic_name) == [0]
