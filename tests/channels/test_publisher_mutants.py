@@ -16,7 +16,6 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -35,6 +34,7 @@ from dcps import (
 from dcps.channels import ChannelledTopic, ChannelPublisher, ClientState, OrderBy, Position
 from dcps.store import Store
 from idl._batch_codec import encoder_of
+from tests.support.channel_entities import store_held
 from tests.support.embedded_store import module_store
 from tests.support.peers.channels_types import Msg
 from tests.support.waiting import eventually
@@ -67,17 +67,6 @@ def kw(served: dict[str, Any]) -> dict[str, Any]:
     return dict(served["kw"])
 
 
-@pytest.fixture
-def opened() -> Iterator[list[ChannelPublisher[Any]]]:
-    """Publishers a test opens, closed when it ends."""
-    pubs: list[ChannelPublisher[Any]] = []
-    try:
-        yield pubs
-    finally:
-        for pub in reversed(pubs):
-            pub.close()
-
-
 def topic(name: str, channels: int = 1, kind: type = Msg, retain: bool = True) -> ChannelledTopic:
     return ChannelledTopic(name, kind, channel_count=channels, retain_consumed=retain)
 
@@ -93,18 +82,6 @@ def stored(store: Store, name: str, channel: int = 0) -> list[int]:
     run, _ = store.log.reader().fetch(name, channel, 0, 100000)
     decode = Msg.deserialize
     return [decode(bytes(p)).seq for p in run.payloads()]
-
-
-@contextmanager
-def store_held(store: Store) -> Iterator[None]:
-    """The store's writes (so its confirmations) wait while this holds the file's write lock."""
-    db = sqlite3.connect(store.log.path, timeout=1.0, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        yield
-    finally:
-        db.execute("ROLLBACK")
-        db.close()
 
 
 class TestParameters:
