@@ -46,7 +46,7 @@ from dcps.store import Store
 from dcps.wire._batches import ELEMENT_STEP_NS
 from dcps.wire._messages import LiveBatch
 from tests.support.embedded_store import module_store
-from tests.support.peers.channels_types import Msg
+from tests.support.peers.channels_types import Msg, receive_n
 from tests.support.waiting import eventually
 
 
@@ -357,9 +357,7 @@ class TestThroughASubscriber:
             (after,) = sub.receive(1).result(5.0)
             assert after.position == Position(0, 11)
         with ChannelSubscriber(t, **served) as again:  # from the head: fetched
-            fetched = again.receive(20).result(5.0)
-            while len(fetched) < 20:
-                fetched += again.receive(20 - len(fetched)).result(5.0)
+            fetched = receive_n(again, 20, 5.0)
             assert [e.timestamp for e in fetched] == stamps
 
     def test_a_seek_drops_the_elements_kept_for_a_cancelled_receive(
@@ -471,9 +469,7 @@ class TestResume:
         t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
         published(served, t, [range(3)])
         with ChannelSubscriber(t, group="g", **served) as first:
-            got = first.receive(3).result(5.0)
-            while len(got) < 3:
-                got += first.receive(3 - len(got)).result(5.0)
+            receive_n(first, 3, 5.0)  # all three, before committing
             assert first.commit(0, Position(0, 2)).is_success
         before = fetches(counted)
         with ChannelSubscriber(t, group="g", **served) as sub:
@@ -499,9 +495,7 @@ class TestResume:
         t = ChannelledTopic(topic_name, Msg, channel_count=1, retain_consumed=True)
         published(served, t, [range(3)])
         with ChannelSubscriber(t, group="g", **served) as first:
-            got = first.receive(3).result(5.0)
-            while len(got) < 3:
-                got += first.receive(3 - len(got)).result(5.0)
+            receive_n(first, 3, 5.0)  # all three, before committing
             assert first.commit(0, Position(0, 1)).is_success
         with ChannelSubscriber(t, group="g", **served) as sub:
             with sub._lock:
