@@ -553,8 +553,24 @@ class Store:
         self._watch_shares()
         if self._requests is None:  # refused: an overlapping store serves this share
             return
+        # The publishes of the take go first, in one transaction, ahead of other clients'
+        # requests (a client's own requests keep their order: once one of its requests
+        # waits, its later publishes wait too). Clients' requests have no order among
+        # themselves, and a subscriber's commit or a fetch no longer splits the
+        # publishers' transaction nor delays their live push (the latency path).
         publishes: list[_Call[PublishRequest]] = []
+        later: list[Any] = []
+        waiting: set[Any] = set()  # clients with a request in ``later``
         for sample in self._requests.take(N=1024):
+            client = getattr(sample, "client", None)
+            if getattr(sample, "op", None) != Op.PUBLISH or client in waiting:
+                later.append(sample)
+                waiting.add(client)
+                continue
+            call = self._admit(sample)
+            if call is not None:
+                publishes.append(call)
+        for sample in later:  # in order; requests are admitted one by one (a JOIN's secret)
             call = self._admit(sample)
             if call is None:
                 continue
