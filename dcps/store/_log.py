@@ -75,7 +75,6 @@ __all__ = [
     "FORMAT_MAGIC",
     "FORMAT_VERSION",
     "INLINE_MAX",
-    "NORMAL_INLINE_MAX",
     "STORE_FILE",
     "ChannelLog",
     "ChannelState",
@@ -108,16 +107,6 @@ def default_channel_count(partition_count: int = DEFAULT_PARTITION_COUNT) -> int
     return n
 
 
-#: Batch bodies of this many bytes or more go to segment files when the log syncs
-#: ``NORMAL`` (:data:`INLINE_MAX` with ``FULL``). Without an fsync per commit a
-#: segment ``write`` is the cheaper home from a few KiB: store CPU per PUBLISH request
-#: of 64 B elements, inline -> segment (issue 19): 1 element 56-66 -> 64-71 us, 11
-#: elements about even, 44 (4 KiB) 62-78 -> 57-58, 150 102-108 -> 69-80, 340 (31 KiB)
-#: 189 -> 109 us. With ``FULL`` the segment's own ``fdatasync`` costs more than
-#: the WAL copy it saves (44 elements: 130-139 -> 204-207 us).
-NORMAL_INLINE_MAX = 4 * 1024
-
-
 class SyncMode(enum.Enum):
     """How hard the log pushes each transaction to disk (SQLite ``synchronous``)."""
 
@@ -144,8 +133,7 @@ class ChannelLog:
 
     Batch bodies of ``inline_max`` bytes or more are written to segment
     files (``<path>-segments/``, rolled at ``segment_bytes``) instead of
-    their SQLite row; by default :data:`INLINE_MAX` (32 KiB) with ``FULL``
-    sync and :data:`NORMAL_INLINE_MAX` (4 KiB) with ``NORMAL``.
+    their SQLite row.
     """
 
     def __init__(
@@ -156,15 +144,13 @@ class ChannelLog:
         clock: Callable[[], int] = time.time_ns,
         verify: bool = True,
         reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-        inline_max: int | None = None,
+        inline_max: int = INLINE_MAX,
         segment_bytes: int = SEGMENT_BYTES,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
-        self._full_sync = SyncMode(sync) is SyncMode.FULL
-        if inline_max is None:
-            inline_max = INLINE_MAX if self._full_sync else NORMAL_INLINE_MAX
         self._inline_max = inline_max
+        self._full_sync = SyncMode(sync) is SyncMode.FULL
         self._segments = SegmentFiles(self.path, roll_bytes=segment_bytes, durable=self._full_sync)
         self._released: list[tuple[int, int]] = []  # segments to delete after the commit
         self._doomed: list[tuple[float, int, int]] = []  # (released at, tid, seq), committed
