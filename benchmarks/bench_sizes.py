@@ -102,6 +102,15 @@ def label(size: int) -> str:
     return next(k for k, v in SIZES.items() if v == size)
 
 
+def size_of(name: str) -> int:
+    """A size of ``--sizes``: a label (``64B``, ``4KiB``) or its bytes (``64``, ``4096``)."""
+    if name in SIZES:
+        return SIZES[name]
+    if name.isdigit() and int(name) in SIZES.values():
+        return int(name)
+    raise SystemExit(f"--sizes: unknown size {name!r}; one of {', '.join(SIZES)} (or its bytes)")
+
+
 # ---------------------------------------------------------------------- types
 
 
@@ -797,7 +806,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="64 B, 4 KiB, 1 MiB, few elements")
     parser.add_argument("--runs", type=int, help="runs per case (median; default 3, --quick 1)")
-    parser.add_argument("--sizes", help="comma-separated, of " + ", ".join(SIZES))
+    parser.add_argument(
+        "--sizes", help="comma-separated, of " + ", ".join(SIZES) + " (or their bytes: 64,4096)"
+    )
     parser.add_argument("--json", help="write every run's figures to this file")
     parser.add_argument("--no-ddsperf", action="store_true", help="skip Debian's ddsperf")
     parser.add_argument(
@@ -832,7 +843,7 @@ def main() -> None:
         if args.sizes
         else (["64B", "4KiB", "1MiB"] if args.quick else list(SIZES))
     )
-    sizes = [SIZES[n] for n in names]
+    sizes = [size_of(n) for n in names]
     if args.latency_only:
         sizes = []
     _network = use_dcps_network(not args.cyclone_defaults, args.domain)  # kept alive
