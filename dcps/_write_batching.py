@@ -59,13 +59,14 @@ _NEVER = 1 << 62
 class FlushPolicy:
     """The flushes of one batching writer (its C handle ``ref``)."""
 
-    __slots__ = ("__weakref__", "_lock", "_queued_at", "_wrote_at", "ref")
+    __slots__ = ("__weakref__", "_lock", "_looks", "_queued_at", "_wrote_at", "ref")
 
     def __init__(self, ref: int) -> None:
         self.ref = ref
         self._lock = threading.Lock()
         self._queued_at = 0  # monotonic ns of the first unsent write; 0: nothing queued
         self._wrote_at = 0  # monotonic ns of the last write
+        self._looks = 0  # the flusher's looks that found the current run still going
         _open.add(self)
 
     def written(self) -> None:
@@ -78,12 +79,27 @@ class FlushPolicy:
             if follows:
                 if queued == 0:
                     self._queued_at = now
-                    _flusher.due(self, now + MAX_DELAY_NS)
+                    _flusher.due(self, self._next_look(now, now))
                     return
                 if now - queued < MAX_DELAY_NS:
                     return
+            else:
+                self._looks = 0  # a new run: the flusher looks for its end soon
             self._queued_at = 0
         write_flush(self.ref)
+
+    def _next_look(self, now: int, queued: int) -> int:
+        """When the flusher looks next whether the run ended (lock held).
+
+        A run has ended when the writer wrote nothing for :data:`QUIET_NS`: the
+        first look comes then, so the end of a short burst leaves within about
+        0.1 ms. Each look that finds the run going doubles the wait to the next
+        one, up to the time the first queued sample is due: a long run wakes
+        the flusher (and takes the GIL from the writing thread) about once per
+        :data:`MAX_DELAY_NS`, as the run flushes itself by then anyway.
+        """
+        backoff = min(QUIET_NS << self._looks, MAX_DELAY_NS)
+        return min(queued + MAX_DELAY_NS, max(self._wrote_at + QUIET_NS, now + backoff))
 
     def flush(self) -> int:
         """Send what is queued now; Cyclone's return code."""
@@ -92,7 +108,8 @@ class FlushPolicy:
         return write_flush(self.ref)
 
     def flush_if_due(self, now: int) -> int:
-        """The flusher's call: flush if the first queued sample has waited long enough.
+        """The flusher's call: flush if the run of writes ended or the first queued
+        sample has waited :data:`MAX_DELAY_NS`.
 
         Returns 0 when flushed or nothing is queued, else when to come back (ns).
         """
@@ -100,8 +117,9 @@ class FlushPolicy:
             queued = self._queued_at
             if queued == 0:
                 return 0
-            if now - queued < MAX_DELAY_NS:
-                return queued + MAX_DELAY_NS
+            if now - self._wrote_at < QUIET_NS and now - queued < MAX_DELAY_NS:
+                self._looks = min(self._looks + 1, 16)  # the backoff is capped anyway
+                return self._next_look(now, queued)
             self._queued_at = 0
         write_flush(self.ref)
         return 0
