@@ -1,37 +1,44 @@
-"""When a batching writer's queued samples leave: at once unless it writes in a tight run.
+"""When a batching writer's queued samples leave: at once, unless it writes a long tight run.
 
 Cyclone sends each sample as its own datagram to every remote reader: one system
 call and one acknowledgement per sample and reader. With write batching on (see
 :mod:`dcps._cyclone.batching`) it packs samples into one packet, but sends that
-packet only when it is full or flushed. :class:`FlushPolicy` decides the flushes:
+packet only when it is full or flushed. :class:`FlushPolicy` decides the flushes.
+A *run* is a series of writes each less than :data:`QUIET_NS` (0.1 ms) after the
+one before:
 
-- **Not in a tight run: no delay.** A write that comes :data:`QUIET_NS` (50 us)
-  or more after the writer's previous write is sent at once, with whatever is
-  queued: a lone sample (a command, a ping) and every sample of a stream up to
-  20 kHz (a sensor, a control loop) leave as fast as without batching.
-- **In a tight run: at most 1 ms.** A write that follows the previous one
-  sooner is queued (its writer is writing as fast as it can: the sample would
-  queue behind the system calls anyway), and the first queued sample is sent
-  at most :data:`MAX_DELAY_NS` later: by a later write that finds the time up
-  (a run flushes itself, about one packet per millisecond), by the first write
-  after a pause, or else by one process-wide flusher thread (the end of a run).
+- **No delay for a lone sample, a stream or a short burst.** A run's first
+  :data:`RUN_WRITES` (16) writes are sent at once, each as without batching: a
+  lone sample (a command, a ping), every sample of a stream up to 10 kHz (each
+  write starts a run of its own) and a burst of up to 16 samples leave as fast
+  as without batching.
+- **A long run: at most 1 ms.** From the 17th write of a run on (a writer
+  writing as fast as it can, where the sample would queue behind the system
+  calls anyway), writes are queued, and the first queued sample is sent at most
+  :data:`MAX_DELAY_NS` later: by a later write that finds the time up (a run
+  flushes itself, about one packet per millisecond), by the first write after a
+  pause (it starts a new run), or else by one process-wide flusher thread (the
+  end of the run).
 
-So only a writer that writes faster than 20 kHz ever holds a sample, and then
-at most 1 ms (plus scheduling delays on a loaded host). Cyclone also sends the
-packet when it is full and before a write blocks on a full history.
+Cyclone also sends the packet when it is full and before a write blocks on a
+full history.
 
-Why the gap to the previous write and not the time since the last flush (the
-first policy): that one held every sample of a stream faster than 1 kHz for
-up to 1 ms, and the flusher thread sent most of them; the flusher wakes late
-when the writing thread holds the GIL or the host is loaded (a p99 of 35 ms
-measured for a stream of pings 0.2 ms apart, against 0.6 ms without batching).
-Measured with the gap (``python -m benchmarks.bench_durability --only
-latency``): idle and stream round trips as without batching.
+Why runs and not the time since the last flush (the first policy, a write
+within 1 ms of the last flush was queued): that one held every sample of a
+stream faster than 1 kHz, and of every burst, for up to 1 ms, and its flusher
+thread sent most of them, late when the writing thread holds the GIL or the
+host is loaded. Measured (``python -m benchmarks.bench_durability --only
+latency``): a stream of pings 0.2 ms apart had a round trip p99 of 35 ms
+against 0.6 ms without batching; bursts of 10 pings a p50 of 1.4 ms against
+0.35 ms. With runs, both are as without batching. Why not let the flusher look
+for a run's end soon after it (a first try): each look takes the GIL from the
+writing thread, and a loaded host breaks a tight loop into many runs: five
+times the wake-ups, more than batching saved.
 
 A program that exits without closing its writers still sends what they hold
 (an exit handler flushes them); one killed (SIGKILL) loses what its writers
-held, at most the last millisecond of a tight run, as it loses what was sent
-but not yet acknowledged.
+held, at most the last millisecond of a long run, as it loses what was sent but
+not yet acknowledged.
 
 Thread safety: a write's state update happens after its C write returned, and a
 flush clears the queued state before its C flush, so every sample is covered by
@@ -50,56 +57,46 @@ from dcps._cyclone.batching import write_flush
 
 #: The longest a queued sample waits for its packet to be sent (ns).
 MAX_DELAY_NS = 1_000_000
-#: A write this long (ns) after the writer's previous write is sent at once (with
-#: whatever is queued): only a writer writing faster than this queues.
-QUIET_NS = 50_000
+#: A write this long (ns) after the writer's previous write starts a new run of
+#: writes (and is sent at once, with whatever is queued).
+QUIET_NS = 100_000
+#: The first writes of a run, sent at once: only a longer run is batched.
+RUN_WRITES = 16
 _NEVER = 1 << 62
 
 
 class FlushPolicy:
     """The flushes of one batching writer (its C handle ``ref``)."""
 
-    __slots__ = ("__weakref__", "_lock", "_looks", "_queued_at", "_wrote_at", "ref")
+    __slots__ = ("__weakref__", "_lock", "_queued_at", "_run", "_wrote_at", "ref")
 
     def __init__(self, ref: int) -> None:
         self.ref = ref
         self._lock = threading.Lock()
         self._queued_at = 0  # monotonic ns of the first unsent write; 0: nothing queued
         self._wrote_at = 0  # monotonic ns of the last write
-        self._looks = 0  # the flusher's looks that found the current run still going
+        self._run = 0  # the writes of the current run so far
         _open.add(self)
 
     def written(self) -> None:
         """After a write (or dispose, unregister) returned: flush now or make sure one comes."""
         now = time.monotonic_ns()
         with self._lock:
-            follows = now - self._wrote_at < QUIET_NS  # in a run of writes
+            if now - self._wrote_at < QUIET_NS:
+                self._run += 1
+            else:
+                self._run = 1  # after a pause: a new run
             self._wrote_at = now
-            queued = self._queued_at
-            if follows:
+            if self._run > RUN_WRITES:  # a long run: batch
+                queued = self._queued_at
                 if queued == 0:
                     self._queued_at = now
-                    _flusher.due(self, self._next_look(now, now))
+                    _flusher.due(self, now + MAX_DELAY_NS)
                     return
                 if now - queued < MAX_DELAY_NS:
                     return
-            else:
-                self._looks = 0  # a new run: the flusher looks for its end soon
             self._queued_at = 0
         write_flush(self.ref)
-
-    def _next_look(self, now: int, queued: int) -> int:
-        """When the flusher looks next whether the run ended (lock held).
-
-        A run has ended when the writer wrote nothing for :data:`QUIET_NS`: the
-        first look comes then, so the end of a short burst leaves within about
-        0.1 ms. Each look that finds the run going doubles the wait to the next
-        one, up to the time the first queued sample is due: a long run wakes
-        the flusher (and takes the GIL from the writing thread) about once per
-        :data:`MAX_DELAY_NS`, as the run flushes itself by then anyway.
-        """
-        backoff = min(QUIET_NS << self._looks, MAX_DELAY_NS)
-        return min(queued + MAX_DELAY_NS, max(self._wrote_at + QUIET_NS, now + backoff))
 
     def flush(self) -> int:
         """Send what is queued now; Cyclone's return code."""
@@ -108,8 +105,7 @@ class FlushPolicy:
         return write_flush(self.ref)
 
     def flush_if_due(self, now: int) -> int:
-        """The flusher's call: flush if the run of writes ended or the first queued
-        sample has waited :data:`MAX_DELAY_NS`.
+        """The flusher's call: flush if the first queued sample has waited long enough.
 
         Returns 0 when flushed or nothing is queued, else when to come back (ns).
         """
@@ -117,9 +113,8 @@ class FlushPolicy:
             queued = self._queued_at
             if queued == 0:
                 return 0
-            if now - self._wrote_at < QUIET_NS and now - queued < MAX_DELAY_NS:
-                self._looks = min(self._looks + 1, 16)  # the backoff is capped anyway
-                return self._next_look(now, queued)
+            if now - queued < MAX_DELAY_NS:
+                return queued + MAX_DELAY_NS
             self._queued_at = 0
         write_flush(self.ref)
         return 0
