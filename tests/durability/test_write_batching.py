@@ -145,14 +145,15 @@ class TestWhereItIsOn:
         [
             (q.Durability.VOLATILE, None, False),
             (q.Durability.TRANSIENT_LOCAL, None, False),
-            (q.Durability.TRANSIENT, None, False),
-            (q.Durability.PERSISTENT, None, False),
+            (q.Durability.TRANSIENT, None, True),
+            (q.Durability.PERSISTENT, None, True),
             (q.Durability.TRANSIENT, False, False),
+            (q.Durability.PERSISTENT, False, False),
             (q.Durability.PERSISTENT, True, True),
             (q.Durability.VOLATILE, True, True),
         ],
     )
-    def test_off_unless_asked_for_any_durability(
+    def test_on_by_default_for_transient_and_persistent_writers_only(
         self,
         participant: dcps.DomainParticipant,
         topic_name: str,
