@@ -74,15 +74,20 @@ class FlushPolicy:
         self.ref = ref
         self._lock = threading.Lock()
         self._queued_at = 0  # monotonic ns of the first unsent write; 0: nothing queued
-        self._wrote_at = 0  # monotonic ns of the last write
+        self._wrote_at = 0  # monotonic ns when the last write returned
         self._run = 0  # the writes of the current run so far
         _open.add(self)
 
-    def written(self) -> None:
-        """After a write (or dispose, unregister) returned: flush now or make sure one comes."""
+    def written(self, started: int | None = None) -> None:
+        """After a write (or dispose, unregister) returned: flush now or make sure one comes.
+
+        ``started``: when the write began (monotonic ns; None: now). A run is
+        broken by a pause between writes, not by a write that took long (one
+        blocked by flow control until the readers acknowledged, or preempted).
+        """
         now = time.monotonic_ns()
         with self._lock:
-            if now - self._wrote_at < QUIET_NS:
+            if (now if started is None else started) - self._wrote_at < QUIET_NS:
                 self._run += 1
             else:
                 self._run = 1  # after a pause: a new run
@@ -97,6 +102,8 @@ class FlushPolicy:
                     return
             self._queued_at = 0
         write_flush(self.ref)
+        # the flush is part of this write, not of the pause before the next one
+        self._wrote_at = time.monotonic_ns()
 
     def flush(self) -> int:
         """Send what is queued now; Cyclone's return code."""

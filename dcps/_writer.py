@@ -12,6 +12,7 @@ while ``unregister_instance``, ``close()`` and leaving a ``with`` block dispose
 from __future__ import annotations
 
 import contextlib
+import time
 from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
@@ -281,13 +282,17 @@ class DataWriter(Watched, Generic[T]):
         """Publish ``sample``; ``timestamp`` overrides the source timestamp (UTC datetime or ns)."""
         if self._state is EntityState.CLOSED:
             self._check_open()
+        batch = self._batch
+        # a batching writer's runs count the time between writes, not in them (a write
+        # blocked by flow control is no pause): when this one started
+        started = time.monotonic_ns() if batch is not None else 0
         data = self._serialize(sample)
         stamp = None if timestamp is None else timestamp_ns(timestamp)
         rc = c_write("write", self._ref, data, stamp)
         if rc < 0:
             raise error_for(rc, f"write on {self._describe()}")
-        if self._batch is not None:
-            self._batch.written()
+        if batch is not None:
+            batch.written(started)
         live = self._live
         if live is not None:  # autodispose on: remember the instance for close()
             key = self._key_of(sample)
@@ -301,12 +306,13 @@ class DataWriter(Watched, Generic[T]):
     def write_dispose(self, sample: T, timestamp: datetime | int | None = None) -> None:
         """Publish ``sample`` and dispose its instance in one step."""
         self._check_open()
+        started = time.monotonic_ns()
         data = self._serialize(sample)
         stamp = None if timestamp is None else timestamp_ns(timestamp)
         rc = c_write("write_dispose", self._ref, data, stamp)
         if rc < 0:
             raise error_for(rc, f"write_dispose on {self._describe()}")
-        self._sent()
+        self._sent(started)
         if self._live is not None:
             self._instances.forget(sample)
 
@@ -349,10 +355,11 @@ class DataWriter(Watched, Generic[T]):
                 self._forget(instance)
         self._sent()
 
-    def _sent(self) -> None:
-        """After a write, dispose or unregister: have a batching writer send it in time."""
+    def _sent(self, started: int | None = None) -> None:
+        """After a write, dispose or unregister (``started``: when it began, monotonic
+        ns; None: now): have a batching writer send it in time."""
         if self._batch is not None:
-            self._batch.written()
+            self._batch.written(started)
 
     def flush(self) -> None:
         """Send what this writer has batched at once (nothing to do without batching)."""
