@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import dcps
 from dcps import _write_batching
+from dcps import _writer as dcps_writer
 from tests.durability.test_write_batching import (
     MINUTE_NS,
     batching_writer,
@@ -124,3 +126,34 @@ class TestRuns:
             writer.write(Reading(1, value, "lone"))
             eventually(lambda v=value: v in values(remote_best_effort), 20, f"lone sample {value}")
         assert values(remote_best_effort) == [1.0, 2.0, 3.0]
+
+    def test_a_slow_write_does_not_break_a_run(
+        self,
+        participant: dcps.DomainParticipant,
+        topic_name: str,
+        remote_best_effort: LinePeer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """A run is broken by a pause between writes, not by a write that takes long
+        (as one blocked by flow control until the readers acknowledge): a write called
+        right after the previous one returned, whose C write takes 0.5 s (more than
+        ``QUIET_NS``), is still part of the run, and held (only a run's first write is
+        sent at once here)."""
+        monkeypatch.setattr(_write_batching, "QUIET_NS", 300_000_000)
+        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
+        monkeypatch.setattr(_write_batching, "RUN_WRITES", 1)
+        writer = batching_writer(participant, topic_name, remote_best_effort)
+        time.sleep(0.4)  # the pause that starts a new run: the input of this test
+        writer.write(Reading(1, 1.0, "first"))
+        real_write = dcps_writer.c_write
+
+        def slow_write(*args: Any) -> int:
+            time.sleep(0.5)  # what flow control does to a write: the input of this test
+            return real_write(*args)
+
+        monkeypatch.setattr(dcps_writer, "c_write", slow_write)
+        writer.write(Reading(1, 2.0, "slow"))
+        eventually(lambda: 1.0 in values(remote_best_effort), 20, "the run's first write")
+        assert still_missing(remote_best_effort, 2.0, 0.3), "the slow write broke the run"
+        writer.flush()
+        eventually(lambda: values(remote_best_effort) == [1.0, 2.0], 20, "both after the flush")
