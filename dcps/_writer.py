@@ -94,9 +94,10 @@ class DataWriter(Watched, Generic[T]):
     1 ms (see :mod:`dcps._write_batching`; :meth:`flush` sends at once).
     Readers in the same process get every sample at once either way. On by
     default (``None``) for TRANSIENT and PERSISTENT writers, whose samples
-    always go to a remote reader, the durability service: measured, it cuts
-    what the service costs such a writer by half with no cost in the round
-    trip of a lone sample, a stream or a short burst
+    always go to a remote reader, the durability service: it cuts what the
+    service costs such a writer (writer CPU per message on a quiet machine:
+    9.8 us without batching, 7.7 us with it, 6.5 us without the service) at
+    no cost in the round trip of a lone sample, a stream or a short burst
     (``docs/durability-writers.md``). Off by default for the other
     durabilities; ``True`` or ``False`` decides for any writer.
     """
