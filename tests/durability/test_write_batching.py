@@ -260,7 +260,8 @@ class TestLifecycle:
         self, participant: dcps.DomainParticipant, domain_id: int, topic_name: str
     ) -> None:
         """The peer writes 200 samples with flush delays of a minute and exits without
-        closing: all but the first are sent only by the exit-time flush."""
+        closing: all but the first 16 (a run's first writes, sent at once) are sent only by
+        the exit-time flush."""
         reader = dcps.DataReader(
             participant,
             dcps.Topic(participant, topic_name, Reading),
