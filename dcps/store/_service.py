@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
-from dcps._cyclone.binding import matched_readers
+from dcps._cyclone.binding import entity_ref, matched_readers, uses_xcdr2
+from dcps._cyclone.gather import write_gathered
 from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._auth_member import MemberSecret
-from dcps.wire._batches import PackedPayloads
+from dcps.wire._batches import PackedPayloads, live_batch_pieces
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode, error_code
 from dcps.wire._durables import DurableRequest
 from dcps.wire._limits import MAX_CLIENTS, check_client_id
@@ -952,16 +953,22 @@ class Store:
     def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
         writer = self._live_writer(r.topic, r.channel)
         self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
-        writer.write(
-            LiveBatch(
-                topic=r.topic,
-                channel=r.channel,
-                first=first[0],
-                timestamp=first[1],
-                sizes=r.sizes,
-                blob=r.blob,
+        if self._sealer.enabled or uses_xcdr2(writer):  # the sealer serialises it whole
+            writer.write(
+                LiveBatch(
+                    topic=r.topic,
+                    channel=r.channel,
+                    first=first[0],
+                    timestamp=first[1],
+                    sizes=r.sizes,
+                    blob=r.blob,
+                )
             )
-        )
+            return
+        # the payloads go to Cyclone as they came in the request, not joined into a
+        # new LiveBatch sample first; and the GIL is free while Cyclone copies and sends
+        pieces = live_batch_pieces(r.topic, r.channel, first[0], first[1], r.sizes, r.blob)
+        write_gathered(entity_ref(writer), pieces)
 
     def _on_fetch(self, call: _Call[FetchRequest]) -> None:
         """Queue a FETCH for the fetch pool (``_fetchers.py``).
