@@ -24,7 +24,11 @@ from cyclonedds.internal import load_cyclonedds
 
 from dcps._cyclone.retcode import error_for
 
-__all__ = ["write_gathered"]
+__all__ = ["GATHER_MIN", "write_gathered"]
+
+#: Samples under this many bytes are cheaper to join and write the binding's way (three
+#: ctypes calls cost ~5 us; measured equal at 256 KiB, 35 % less CPU at 1 MiB).
+GATHER_MIN = 128 * 1024
 
 _lib = load_cyclonedds()
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 import attrs
 
 from dcps._cyclone.binding import entity_ref, matched_readers, uses_xcdr2
-from dcps._cyclone.gather import write_gathered
+from dcps._cyclone.gather import GATHER_MIN, write_gathered
 from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._auth_member import MemberSecret
 from dcps.wire._batches import PackedPayloads, live_batch_pieces
@@ -955,7 +955,7 @@ class Store:
     def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
         writer = self._live_writer(r.topic, r.channel)
         self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
-        if self._sealer.enabled or uses_xcdr2(writer):  # the sealer serialises it whole
+        if len(r.blob) < GATHER_MIN or self._sealer.enabled or uses_xcdr2(writer):
             writer.write(
                 LiveBatch(
                     topic=r.topic,
@@ -967,8 +967,9 @@ class Store:
                 )
             )
             return
-        # the payloads go to Cyclone as they came in the request, not joined into a
-        # new LiveBatch sample first; and the GIL is free while Cyclone copies and sends
+        # a large batch's payloads go to Cyclone as they came in the request, not joined
+        # into a new LiveBatch sample first; and the GIL is free while Cyclone copies and
+        # sends (a sealed one is serialised whole by the sealer, its tag covers every byte)
         pieces = live_batch_pieces(r.topic, r.channel, first[0], first[1], r.sizes, r.blob)
         write_gathered(entity_ref(writer), pieces)
 

@@ -102,13 +102,33 @@ def test_a_truncated_request_is_undecodable_as_before(cut: int) -> None:
     assert split == Request.deserialize(data[:-cut])
 
 
-def test_a_sealed_sample_is_decoded_whole_and_keeps_its_bytes() -> None:
-    data = wire(LiveBatch(topic="t", channel=1, first=2, timestamp=3, sizes=[2], blob=b"ab"))
-    whole = splitter(LiveBatch, sealed=True)(memoryview(data))
-    assert whole._wire == data  # what the authentication tag is checked over
-    split = splitter(LiveBatch, sealed=False)(memoryview(data))
-    assert fields(split) == fields(whole)
-    assert splitter(LiveBatch, sealed=False)(memoryview(b"\x00\x01\x00\x00\xff")) is None
+def taken(reader: Any, count: int, sealed: bool) -> list[LiveBatch]:
+    """``count`` live batches taken from ``reader`` by ``take_decoded``."""
+    got: list[LiveBatch] = []
+    eventually(
+        lambda: got.extend(take_decoded(reader, LiveBatch, 4, sealed=sealed)) or len(got) >= count
+    )
+    return got
+
+
+def test_small_and_sealed_samples_are_decoded_whole_and_keep_their_bytes(
+    ends: tuple[Any, Any],
+) -> None:
+    writer, reader = ends
+    small = LiveBatch(topic="t", channel=1, first=2, timestamp=3, sizes=[2], blob=b"ab")
+    large = LiveBatch(topic="t", channel=1, first=3, timestamp=3, sizes=[MIB], blob=bytes(MIB))
+    for sealed in (True, False, False):
+        writer.write(small)
+        writer.write(large)
+        got = taken(reader, 2, sealed)
+        assert [fields(b) for b in got] == [fields(small), fields(large)]
+        assert got[0]._wire == wire(small)  # what an authentication tag is checked over
+        # a large one keeps its bytes only when sealed (decoded whole)
+        assert (got[1]._wire is not None) == sealed
+
+
+def test_a_view_that_does_not_decode_is_left_out() -> None:
+    assert splitter(LiveBatch)(memoryview(b"\x00\x01\x00\x00\xff")) is None
 
 
 @pytest.fixture
