@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from dcps.store import _service as service
 from dcps.store._groups import GroupCoordinator
 from dcps.store._log import SyncMode
 from dcps.wire._messages import Reply
@@ -28,13 +29,19 @@ class Take:
     def __init__(self, samples: list[Any]) -> None:
         self.samples = samples
 
-    def take(self, N: int) -> list[Any]:  # noqa: N803 (the DDS reader's signature)
-        taken, self.samples = self.samples[:N], self.samples[N:]
+    def take(self, n: int) -> list[Any]:
+        taken, self.samples = self.samples[:n], self.samples[n:]
         return taken
 
 
+def take_decoded(reader: Take, cls: Any, max_samples: int, *, sealed: bool) -> list[Any]:
+    """``dcps.wire._split.take_decoded`` of the stand-in reader (the samples as given)."""
+    return reader.take(max_samples)
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Answered]:
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Answered]:
+    monkeypatch.setattr(service, "take_decoded", take_decoded)
     s = Answered(tmp_path / "store", sync=SyncMode.NORMAL, key=None, admin_key=None)
     s._next_share_check = float("inf")  # no DDS: no other store to look for
     s._groups = GroupCoordinator(s.log, None, s.incarnation)  # made by start(); no groups
