@@ -8,23 +8,30 @@ One embedded store serves the module; its namespace has a key and an admin key.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsSubscription
+from cyclonedds.core import Policy
+from cyclonedds.domain import DomainParticipant
 
 from dcps import BadParameterError, DcpsTimeoutError, NetworkConfig, PreconditionNotMetError
-from dcps.channels import ChannelSubscriber, destroy_subscriber_group
+from dcps.channels import ChannelPublisher, ChannelSubscriber, destroy_subscriber_group
 from dcps.store import Store, SyncMode
 from dcps.wire._auth_keys import ADMIN_KEY_FILE_ENV, KEY_FILE_ENV, StoreKey, write_key_file
+from dcps.wire._codes import Op
 from dcps.wire._sealing import FROM_ENVIRONMENT
 from tests.support.channel_entities import publish
 from tests.support.channel_entities import retained_topic as topic
 from tests.support.embedded_store import worker_domain
+from tests.support.peers.channels_types import Msg
 from tests.support.waiting import eventually
 
 TIMEOUT = 5.0
@@ -187,3 +194,239 @@ def eventually_not(condition: Any, seconds: float) -> bool:
             return False
         pause.wait(0.05)
     return True
+
+
+class TestCancelledReceive:
+    def test_a_cancelled_receive_does_not_hold_up_the_next_in_its_round(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        """The delivery round that drops a cancelled receive goes on to the next one: the
+        receive queued behind it is complete when that round ends (the test waits for the
+        round on the subscriber's own lock, which each round holds)."""
+        t = topic(topic_name)
+        positions = publish(opened, kw, t, range(3))
+        sub = ChannelSubscriber(t, **kw)
+        opened.append(sub)
+        eventually(lambda: sub.channels == [0], timeout=TIMEOUT)
+        in_round = threading.Event()
+        with sub._lock:  # the delivery thread waits: the three are queued together
+            first = sub.receive()
+            first.add_done_callback(lambda _: in_round.set())  # on the delivery thread
+            cancelled = sub.receive()
+            behind = sub.receive()
+            assert cancelled.cancel()
+        assert in_round.wait(TIMEOUT)
+        with sub._lock:  # the round that completed the first has ended
+            assert behind.done(), "the receive behind a cancelled one waited for a round"
+        assert first.result(0).position == positions[0]
+        assert behind.result(0).position == positions[1]
+
+
+class TestAssignmentReader:
+    def test_the_assignment_reader_is_reliable_and_transient_local(
+        self, kw: dict[str, Any], opened: list, topic_name: str
+    ) -> None:
+        """As any participant of the domain sees it (DDS's built-in subscription topic):
+        the member's reader of the store's assignments is reliable and gets the last
+        assignment written before it matched."""
+        sub = ChannelSubscriber(topic(topic_name), group="g", **kw)
+        opened.append(sub)
+        endpoint = sub._connection.endpoint
+        own = endpoint.participant.guid
+        name = endpoint.assign_topic.get_name()
+        observer = DomainParticipant(kw["domain_id"])
+        try:
+            builtin = BuiltinDataReader(observer, BuiltinTopicDcpsSubscription)
+            found: list[Any] = []
+
+            def seen() -> bool:
+                found.extend(
+                    s
+                    for s in builtin.take(N=256)
+                    if s.topic_name == name and s.participant_key == own
+                )
+                return bool(found)
+
+            eventually(seen, timeout=TIMEOUT)
+            qos = found[0].qos
+            assert qos[Policy.Durability] == Policy.Durability.TransientLocal
+            assert isinstance(qos[Policy.Reliability], Policy.Reliability.Reliable)
+        finally:
+            observer.__del__()
+
+
+class TestStoreRestart:
+    def test_a_restarted_store_is_rejoined_at_once_keeping_the_channels(
+        self,
+        tmp_path: Path,
+        domain_id: int,
+        namespace: str,
+        topic_name: str,
+        caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The client's restart listener flags the membership and wakes the delivery
+        thread, which rejoins with the channels it owns: its listeners hear no loss, no
+        error is logged, and it receives from the new store."""
+        monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+        caplog.set_level(logging.WARNING)
+        path = tmp_path / "store"
+        plain = {"domain_id": domain_id, "namespace": namespace}
+        t = topic(topic_name, 2)
+        store = Store(path, sync=SyncMode.NORMAL, **plain)
+        store.start()
+        try:
+            entities: list[Any] = []
+            try:
+                publish(entities, plain, t, range(1))
+                heard = Heard()
+                sub = ChannelSubscriber(t, group="g", listeners=[heard], **plain)
+                entities.append(sub)
+                assert sub.receive().result(TIMEOUT) is not None
+                store.close()
+                incarnation = sub._membership.incarnation
+                store = Store(path, sync=SyncMode.NORMAL, **plain)
+                store.start()
+                eventually(lambda: sub._membership.incarnation != incarnation, timeout=TIMEOUT)
+                assert heard.events == [("assigned", frozenset({0, 1}))]
+                assert sub.channels == [0, 1]
+                (late,) = publish(entities, plain, t, range(1, 2))
+                element = sub.receive().result(TIMEOUT)
+                assert element is not None
+                assert element.position == late
+            finally:
+                for entity in reversed(entities):
+                    entity.close()
+        finally:
+            store.close()
+        errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert errors == []
+        assert heard.events == [("assigned", frozenset({0, 1}))]
+
+
+class Heard:
+    """A ChannelOwnershipListener that records what it is told, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, frozenset[int]]] = []
+
+    def on_channels_assigned(self, sub: Any, channels: frozenset[int]) -> None:
+        self.events.append(("assigned", channels))
+
+    def on_channels_revoked(self, sub: Any, channels: frozenset[int]) -> None:
+        self.events.append(("revoked", channels))
+
+    def on_channels_lost(self, sub: Any, channels: frozenset[int]) -> None:
+        self.events.append(("lost", channels))
+
+
+class TestStickyRejoin:
+    def test_two_members_keep_their_own_channels_over_a_store_restart(
+        self,
+        tmp_path: Path,
+        domain_id: int,
+        namespace: str,
+        topic_name: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Each member asks the new store for the channels it owns: both keep theirs,
+        and neither hears of a change."""
+        monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+        path = tmp_path / "store"
+        plain = {"domain_id": domain_id, "namespace": namespace}
+        t = topic(topic_name, 2)
+        store = Store(path, sync=SyncMode.NORMAL, **plain)
+        store.start()
+        try:
+            entities: list[Any] = []
+            try:
+                publish(entities, plain, t, range(1))
+                heard = [Heard(), Heard()]
+                first = ChannelSubscriber(t, group="g", listeners=[heard[0]], **plain)
+                entities.append(first)
+                second = ChannelSubscriber(t, group="g", listeners=[heard[1]], **plain)
+                entities.append(second)
+                eventually(lambda: first.channels and second.channels, timeout=TIMEOUT)
+                owned = (first.channels, second.channels)
+                before = [list(h.events) for h in heard]
+                incarnations = (first._membership.incarnation, second._membership.incarnation)
+                store.close()
+                store = Store(path, sync=SyncMode.NORMAL, **plain)
+                store.start()
+                eventually(
+                    lambda: (
+                        first._membership.incarnation != incarnations[0]
+                        and second._membership.incarnation != incarnations[1]
+                    ),
+                    timeout=TIMEOUT,
+                )
+                assert (first.channels, second.channels) == owned
+                assert [h.events for h in heard] == before
+            finally:
+                for entity in reversed(entities):
+                    entity.close()
+        finally:
+            store.close()
+
+
+class TestRoundTimeout:
+    def test_a_fetch_the_store_does_not_answer_is_given_up_after_the_round_timeout(
+        self,
+        tmp_path: Path,
+        domain_id: int,
+        namespace: str,
+        topic_name: str,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The delivery thread waits for a FETCH at most the round timeout (the member
+        timeout, at least 5 s), not the 60 s request timeout: then it asks again (and
+        heartbeats meanwhile). The store is gone while the FETCH waits; once it is back,
+        the receive completes."""
+        monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+        path = tmp_path / "store"
+        plain = {"domain_id": domain_id, "namespace": namespace}
+        t = topic(topic_name)
+        store = Store(path, sync=SyncMode.NORMAL, **plain)
+        store.start()
+        try:
+            entities: list[Any] = []
+            try:
+                publish(entities, plain, t, range(512))  # one batch
+                # then 40 batches of one: a new subscriber's batch reader receives the
+                # last 32 as they were pushed (TRANSIENT_LOCAL); the 8 before need a FETCH
+                single = ChannelPublisher(t, batch_count=1, **plain)
+                entities.append(single)
+                for s in range(512, 552):
+                    single.publish(Msg(0, s)).result(TIMEOUT)
+                sub = ChannelSubscriber(
+                    t, timeout=timedelta(seconds=1), request_timeout=timedelta(seconds=60), **plain
+                )
+                entities.append(sub)
+                client = sub._client
+                assert len(sub.receive(512).result(TIMEOUT)) == 512  # one FETCH of 512
+                with sub._lock:  # the next FETCH goes to a store that is gone
+                    waiting = sub.receive()
+                    store.close()
+                fetches: set[int] = set()
+
+                def asked_again() -> bool:
+                    with client._lock:
+                        fetches.update(
+                            rid
+                            for rid, entry in client._pending.items()
+                            if entry.wire.op == Op.FETCH
+                        )
+                    return len(fetches) >= 2
+
+                eventually(asked_again, timeout=15.0)
+                assert not waiting.done()
+                store = Store(path, sync=SyncMode.NORMAL, **plain)
+                store.start()
+                element = waiting.result(TIMEOUT)
+                assert element is not None
+                assert element.position.offset == 512
+            finally:
+                for entity in reversed(entities):
+                    entity.close()
+        finally:
+            store.close()
