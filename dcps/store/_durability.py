@@ -82,6 +82,7 @@ ALIGN_WINDOW = 1.0
 _TAKE = 1024
 #: Samples of instances the service's reader has not taken from yet (or that came back).
 _NEW_INSTANCES = int(SampleState.Any | ViewState.New | InstanceState.Any)
+_DISPOSED = int(InstanceState.NotAliveDisposed)
 
 
 def _reader_qos(partition: str) -> tuple[Qos, Qos]:
@@ -369,10 +370,13 @@ class DurabilityService:
         if isinstance(rows, int):
             raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
         batch: list[Arrival] = []
+        # instances disposed after a sample of theirs that was not taken yet: Cyclone has no
+        # sample for such a dispose, only the instance state of the samples it follows
+        disposed: list[bytes] = []
         for data, row, status in rows:
             key = served.key(row[5])
             if data is None:  # dispose or unregister without data: in order
-                if row[2] == int(InstanceState.NotAliveDisposed):
+                if row[2] == _DISPOSED:
                     history.add_batch(topic, partition, batch, now)
                     batch = []
                     history.dispose(topic, partition, key, now)
@@ -380,8 +384,12 @@ class DurabilityService:
             batch.append(
                 (key, served.guid(row[6]), row[4], data, bool(status & STATUSINFO_DISPOSE))
             )
+            if row[2] == _DISPOSED:
+                disposed.append(key)
         if batch:
             history.add_batch(topic, partition, batch, now)
+        for key in disposed:  # the instance state is the newest: after all its samples
+            history.dispose(topic, partition, key, now)
         return len(rows) == _TAKE
 
     # -- serving ---------------------------------------------------------------------

@@ -1,0 +1,369 @@
+"""The durability service (dcps/store/_durability.py): what it serves, keeps and answers.
+
+Written to kill the survivors of ``./dev mutate dcps/store/_durability.py`` (issue 20,
+docs/mutation.md). Real Cyclone participants on both sides (tests/support/raw_durability.py):
+TRANSIENT/PERSISTENT writers the service discovers, and a late joiner asking it for
+history over the wire protocol. One started service for the file (``service``); tests
+that need another configuration start their own, and every participant is deleted at
+the end of its test (mutmut forks each mutant from a process that ran these tests).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cyclonedds.core import Policy
+from cyclonedds.sub import DataReader
+
+from dcps.store import DurabilityService
+from dcps.store._durability import _reader_qos, _Served
+from dcps.store._durability_history import Limits
+from dcps.wire._durability import StoredSample
+from idl._errors import BadParameterError
+from tests.support.embedded_store import worker_domain
+from tests.support.raw_durability import TIMEOUT, HistoryAsker, RawPeer, writer_qos
+from tests.support.topic_types import Reading
+from tests.support.waiting import eventually
+
+
+@pytest.fixture(scope="module")
+def domain(worker_id: str) -> int:
+    return worker_domain(worker_id)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory, domain: int) -> Iterator[DurabilityService]:
+    """The file's service: every topic and partition, a store file, no alignment."""
+    path = tmp_path_factory.mktemp("durability")
+    namespace = f"ns_{uuid.uuid4().hex[:10]}"
+    with DurabilityService(
+        domain_id=domain, namespace=namespace, data_dir=path, align=False, key=None
+    ) as svc:
+        yield svc
+
+
+@pytest.fixture
+def peer(domain: int) -> Iterator[RawPeer]:
+    p = RawPeer(domain)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def asker(domain: int, service: DurabilityService) -> Iterator[HistoryAsker]:
+    a = HistoryAsker(domain, service.namespace)
+    yield a
+    a.close()
+
+
+def kept(svc: DurabilityService, topic: str, count: int) -> None:
+    eventually(lambda: svc.history.count(topic) == count, TIMEOUT, f"{count} kept of {topic}")
+
+
+def svc_guid(svc: DurabilityService) -> Any:
+    """The GUID of the service's participant (whose readers a writer waits for)."""
+    assert svc._endpoint is not None
+    return svc._endpoint.participant.guid
+
+
+def readings(samples: list[StoredSample]) -> list[tuple[int, float, str]]:
+    out = []
+    for s in samples:
+        r = Reading.deserialize(s.payload)
+        out.append((r.sensor, r.value, r.label))
+    return out
+
+
+class TestConfiguration:
+    def test_a_service_without_a_topic_pattern_is_refused(self) -> None:
+        with pytest.raises(BadParameterError) as err:
+            DurabilityService(topics=(), key=None)
+        assert str(err.value) == "a durability service needs at least one topic pattern"
+
+    @pytest.mark.parametrize(
+        ("topics", "partitions", "named"),
+        [(("a", 3), ("*",), "3"), (("*",), ("p", None), "None")],
+    )
+    def test_a_pattern_that_is_not_a_string_is_refused(
+        self, topics: tuple[Any, ...], partitions: tuple[Any, ...], named: str
+    ) -> None:
+        with pytest.raises(BadParameterError) as err:
+            DurabilityService(topics=topics, partitions=partitions, key=None)
+        assert str(err.value) == f"durability patterns are strings, got {named}"
+
+    def test_settings_are_kept_as_given(self, tmp_path: Path) -> None:
+        svc = DurabilityService(
+            domain_id=7, namespace="nsx", topics=["a*", "b"], partitions=["p"], key=None
+        )
+        try:
+            assert (svc.domain_id, svc.namespace) == (7, "nsx")
+            assert (svc.topics, svc.partitions) == (("a*", "b"), ("p",))
+            assert len(svc.incarnation) == 32
+            assert svc.incarnation.isalnum()
+            assert svc.aligned == 0
+            assert svc.history.count() == 0
+        finally:
+            svc.close()
+            svc.close()  # idempotent, also before start
+
+
+class TestDiscovery:
+    def test_a_transient_writers_samples_reach_a_late_joiner_as_written(
+        self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
+    ) -> None:
+        """Each sensor's sample is served with its bytes, its writer's GUID, its source
+        timestamp and its own instance key, named as coming from the service."""
+        writer = peer.writer(topic_name, Reading)
+        base = time.time_ns() // 1000 * 1000
+        for sensor in range(3):
+            writer.write(Reading(sensor, 1.5 + sensor, f"s{sensor}"), timestamp=base + sensor)
+        kept(service, topic_name, 3)
+        page = asker.page(service.incarnation, topic_name)
+        assert page.service == service.incarnation
+        assert not page.more
+        assert sorted(readings(list(page.samples))) == [(i, 1.5 + i, f"s{i}") for i in range(3)]
+        by_sensor = {Reading.deserialize(s.payload).sensor: s for s in page.samples}
+        assert {s.writer for s in page.samples} == {writer.guid.bytes}
+        assert [by_sensor[i].timestamp for i in range(3)] == [base, base + 1, base + 2]
+        assert len({s.key for s in page.samples}) == 3
+        assert {(s.topic, s.partition, s.flags) for s in page.samples} == {(topic_name, "", 0)}
+
+    def test_a_persistent_writers_samples_are_flagged_persistent(
+        self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
+    ) -> None:
+        writer = peer.writer(topic_name, Reading, writer_qos(Policy.Durability.Persistent))
+        writer.write(Reading(1, 2.0, "p"))
+        kept(service, topic_name, 1)
+        (sample,) = asker.history(service.incarnation, topic_name)
+        assert sample.persistent
+        assert not sample.disposed
+
+    def test_volatile_and_transient_local_writers_are_not_served(
+        self, service: DurabilityService, peer: RawPeer, topic_name: str
+    ) -> None:
+        """Only TRANSIENT and PERSISTENT writers are the service's: Cyclone keeps the
+        history of TRANSIENT_LOCAL ones itself."""
+        for kind, name in (
+            (Policy.Durability.Volatile, f"{topic_name}_v"),
+            (Policy.Durability.TransientLocal, f"{topic_name}_tl"),
+        ):
+            peer.writer(name, Reading, writer_qos(kind), wait=False).write(Reading(0, 1.0, ""))
+        peer.writer(topic_name, Reading).write(Reading(0, 1.0, ""))
+        kept(service, topic_name, 1)
+        served = {t for t, _ in service.history.topics()}
+        assert f"{topic_name}_v" not in served
+        assert f"{topic_name}_tl" not in served
+
+    def test_the_stores_own_topics_are_not_served(
+        self, service: DurabilityService, peer: RawPeer, topic_name: str
+    ) -> None:
+        own = f"dcps_channels_{topic_name}"
+        peer.writer(own, Reading, wait=False).write(Reading(0, 1.0, ""))
+        peer.writer(topic_name, Reading).write(Reading(0, 1.0, ""))
+        kept(service, topic_name, 1)
+        assert own not in {t for t, _ in service.history.topics()}
+
+    def test_a_topic_in_two_partitions_is_served_in_each_and_asked_by_partition(
+        self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
+    ) -> None:
+        """One writer in partitions pa and pb, one in pb: both partitions are served, and a
+        late joiner asking for pb gets pb's samples only."""
+        peer.writer(
+            topic_name, Reading, partitions=("pa", "pb"), readers=2, by=svc_guid(service)
+        ).write(Reading(4, 4.0, "two"))
+        eventually(lambda: service.history.count(topic_name) >= 1, TIMEOUT, "the first sample")
+        peer.writer(topic_name, Reading, partitions=("pb",)).write(Reading(5, 5.0, "b"))
+        eventually(
+            lambda: (
+                (5, 5.0, "b") in readings(asker.history(service.incarnation, topic_name, ("pb",)))
+            ),
+            TIMEOUT,
+            "pb's own sample",
+        )
+        assert {(t, p) for t, p in service.history.topics() if t == topic_name} == {
+            (topic_name, "pa"),
+            (topic_name, "pb"),
+        }
+        in_a = asker.history(service.incarnation, topic_name, ("pa",))
+        assert readings(in_a) == [(4, 4.0, "two")]
+        assert {s.partition for s in in_a} == {"pa"}
+        in_b = asker.history(service.incarnation, topic_name, ("pb",))
+        assert (5, 5.0, "b") in readings(in_b)
+        assert {s.partition for s in in_b} == {"pb"}
+
+    def test_the_durability_service_qos_sets_the_depth_kept(
+        self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
+    ) -> None:
+        """DurabilityService history KEEP_LAST(2): of four values of one sensor, the
+        service serves the last two."""
+        limits = Policy.DurabilityService(0, Policy.History.KeepLast(2), -1, -1, -1)
+        writer = peer.writer(topic_name, Reading, writer_qos(Policy.Durability.Transient, limits))
+        for value in range(4):
+            writer.write(Reading(0, float(value), ""))
+        writer.write(Reading(1, 9.0, "last"))  # kept after the others: they were taken
+        eventually(
+            lambda: (
+                9.0 in [v for _, v, _ in readings(asker.history(service.incarnation, topic_name))]
+            ),
+            TIMEOUT,
+            "the last sample",
+        )
+        assert sorted(readings(asker.history(service.incarnation, topic_name))) == [
+            (0, 2.0, ""),
+            (0, 3.0, ""),
+            (1, 9.0, "last"),
+        ]
+
+    def test_a_disposed_instance_is_served_disposed_then_forgotten_after_the_delay(
+        self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
+    ) -> None:
+        delay = 300_000_000  # ns
+        limits = Policy.DurabilityService(delay, Policy.History.KeepLast(1), -1, -1, -1)
+        writer = peer.writer(topic_name, Reading, writer_qos(Policy.Durability.Transient, limits))
+        writer.write(Reading(0, 1.0, "a"))
+        writer.write(Reading(1, 1.0, "b"))
+        kept(service, topic_name, 2)
+        disposed_at = time.monotonic()
+        writer.dispose(Reading(1, 0.0, ""))
+        eventually(lambda: service.history.disposed(topic_name) == 1, TIMEOUT, "the dispose")
+        if time.monotonic() - disposed_at < 0.25:  # still within the delay: served disposed
+            flags = {
+                Reading.deserialize(s.payload).sensor: s.disposed
+                for s in asker.history(service.incarnation, topic_name)
+            }
+            assert flags in ({0: False, 1: True}, {0: False})
+        kept(service, topic_name, 1)  # cleaned up after the delay
+        (left,) = asker.history(service.incarnation, topic_name)
+        assert readings([left]) == [(0, 1.0, "a")]
+        assert not left.disposed
+
+    def test_an_unregistered_instance_stays_served_and_alive(
+        self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
+    ) -> None:
+        writer = peer.writer(topic_name, Reading)
+        writer.write(Reading(0, 1.0, "a"))
+        writer.unregister_instance(Reading(0, 1.0, "a"))
+        writer.write(Reading(1, 1.0, "b"))  # taken after the unregister
+        kept(service, topic_name, 2)
+        assert service.history.disposed(topic_name) == 0
+        samples = asker.history(service.incarnation, topic_name)
+        assert sorted(readings(samples)) == [(0, 1.0, "a"), (1, 1.0, "b")]
+        assert not any(s.disposed or s.disposes for s in samples)
+
+    def test_a_write_dispose_is_served_as_one(
+        self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
+    ) -> None:
+        limits = Policy.DurabilityService(10**12, Policy.History.KeepLast(1), -1, -1, -1)
+        writer = peer.writer(topic_name, Reading, writer_qos(Policy.Durability.Transient, limits))
+        writer.write(Reading(0, 1.0, "a"))
+        writer.write_dispose(Reading(0, 2.0, "gone"))
+        eventually(lambda: service.history.disposed(topic_name) == 1, TIMEOUT, "the dispose")
+        (sample,) = asker.history(service.incarnation, topic_name)
+        assert readings([sample]) == [(0, 2.0, "gone")]
+        assert sample.disposes
+        assert sample.disposed
+
+
+class TestPatterns:
+    def test_only_topics_and_partitions_matching_a_pattern_are_served(
+        self, domain: int, peer: RawPeer, topic_name: str
+    ) -> None:
+        """Topics: ``fnmatch`` patterns, any of them, case-sensitive; partitions the same,
+        the default partition named ""."""
+        a, b = f"{topic_name}_a1", f"{topic_name}_b"
+        with DurabilityService(
+            domain_id=domain,
+            namespace=f"ns_{uuid.uuid4().hex[:10]}",
+            topics=(f"{topic_name}_a*", b),
+            partitions=("p1", "q*", ""),
+            align=False,
+            key=None,
+        ) as svc:
+            by = svc_guid(svc)
+            peer.writer(a, Reading, partitions=("p1", "p2"), by=by).write(Reading(0, 1.0, ""))
+            peer.writer(b, Reading, partitions=("q9",), by=by).write(Reading(0, 1.0, ""))
+            peer.writer(f"{topic_name}_A1", Reading).write(Reading(0, 1.0, ""))
+            peer.writer(f"{topic_name}_c", Reading).write(Reading(0, 1.0, ""))
+            peer.writer(f"{topic_name}_b", Reading, partitions=("r",)).write(Reading(0, 1.0, ""))
+            peer.writer(a, Reading, by=by).write(Reading(0, 2.0, ""))
+            kept(svc, a, 2)
+            kept(svc, b, 1)
+            assert sorted(svc.history.topics()) == [(a, ""), (a, "p1"), (b, "q9")]
+
+    def test_a_service_of_the_default_partition_only(
+        self, domain: int, peer: RawPeer, topic_name: str
+    ) -> None:
+        with DurabilityService(
+            domain_id=domain,
+            namespace=f"ns_{uuid.uuid4().hex[:10]}",
+            partitions=("",),
+            align=False,
+            key=None,
+        ) as svc:
+            peer.writer(topic_name, Reading, partitions=("x",), wait=False).write(
+                Reading(0, 1.0, "")
+            )
+            peer.writer(topic_name, Reading, by=svc_guid(svc)).write(Reading(1, 1.0, ""))
+            kept(svc, topic_name, 1)
+            assert [(t, p) for t, p in svc.history.topics() if t == topic_name] == [
+                (topic_name, "")
+            ]
+
+
+class TestTake:
+    """The take step on a service that is not started: the test runs it itself, so what
+    the reader holds when it runs is known."""
+
+    @pytest.fixture
+    def unstarted(self, domain: int) -> Iterator[DurabilityService]:
+        svc = DurabilityService(domain_id=domain, namespace=f"ns_{uuid.uuid4().hex[:10]}", key=None)
+        yield svc
+        svc.close()
+
+    def served(
+        self, svc: DurabilityService, peer: RawPeer, topic_name: str, limits: Limits
+    ) -> _Served:
+        _, reader_qos = _reader_qos("")
+        reader = DataReader(peer.dp, peer.topic(topic_name, Reading), reader_qos)
+        svc.history.serve(topic_name, "", limits, persistent=False)
+        return _Served(reader, topic_name, "")
+
+    def test_writes_and_disposes_taken_together_keep_their_order(
+        self, unstarted: DurabilityService, peer: RawPeer, topic_name: str
+    ) -> None:
+        """Sensor 0 is written, disposed and written again, sensor 1 written then disposed,
+        all before one take: sensor 0 is alive with its new value, sensor 1 disposed."""
+        served = self.served(unstarted, peer, topic_name, Limits(depth=1, cleanup_delay_ns=10**15))
+        writer = peer.writer(topic_name, Reading, wait=False)
+        eventually(lambda: writer.get_matched_subscriptions(), TIMEOUT, "the reader")
+        writer.write(Reading(0, 1.0, "old"))
+        writer.dispose(Reading(0, 0.0, ""))
+        writer.write(Reading(0, 2.0, "new"))
+        writer.write(Reading(1, 1.0, "b"))
+        writer.dispose(Reading(1, 0.0, ""))
+        writer.unregister_instance(Reading(1, 0.0, ""))
+        assert writer.wait_for_acks(10**10)
+        unstarted._take(served, time.time_ns())
+        samples, _, _ = unstarted.history.page(topic_name, (), 0, 100, 10**6)
+        assert sorted((readings([s])[0], s.disposed) for s in samples) == [
+            ((0, 2.0, "new"), False),
+            ((1, 1.0, "b"), True),
+        ]
+        assert unstarted.history.disposed(topic_name) == 1
+
+    def test_more_than_one_take_is_kept_in_one_step(
+        self, unstarted: DurabilityService, peer: RawPeer, topic_name: str
+    ) -> None:
+        served = self.served(unstarted, peer, topic_name, Limits(depth=None))
+        writer = peer.writer(topic_name, Reading, wait=False)
+        eventually(lambda: writer.get_matched_subscriptions(), TIMEOUT, "the reader")
+        for sensor in range(1500):
+            writer.write(Reading(sensor, 1.0, ""))
+        assert writer.wait_for_acks(10**10)
+        unstarted._take(served, time.time_ns())
+        assert unstarted.history.count(topic_name) == 1500

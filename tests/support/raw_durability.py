@@ -1,0 +1,199 @@
+"""Raw ``cyclonedds`` peers of a durability service: writers, and a history client.
+
+The durability service's mutation tests (``tests/durability/test_durability_service_mutants*.py``)
+play both sides of it with plain Cyclone participants: TRANSIENT/PERSISTENT writers
+that the service discovers, and a late joiner that asks it for history with the
+wire protocol's own request (``HistoryFetchRequest``) and reads its pages. Every
+participant is deleted by ``close()``: mutmut forks each mutant's run from a process
+that ran the tests, and a participant left open there hangs the fork
+(docs/mutation.md, "Command").
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.pub import DataWriter, Publisher
+from cyclonedds.sub import DataReader, Subscriber
+from cyclonedds.topic import Topic
+
+from dcps._history import SERVICE_READER_NAME
+from dcps.wire._durability import (
+    MAX_HISTORY_PAGE,
+    HistoryFetchRequest,
+    HistoryPage,
+    StoredSample,
+    durability_partition,
+    matched_services,
+)
+from dcps.wire._messages import Reply, Request
+from dcps.wire._names import REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
+from tests.support.waiting import eventually
+
+__all__ = ["HistoryAsker", "RawPeer", "writer_qos"]
+
+#: Long enough for discovery on a loaded machine, short enough that a mutant that
+#: loses a sample costs seconds
+TIMEOUT = 10.0
+
+
+def writer_qos(kind: Any = Policy.Durability.Transient, *extra: Any) -> Qos:
+    """A reliable KEEP_ALL writer of durability ``kind`` that does not dispose its
+    instances when it goes (so what it wrote stays ALIVE with the service)."""
+    return Qos(
+        Policy.Reliability.Reliable(10**10),
+        Policy.History.KeepAll,
+        kind,
+        Policy.WriterDataLifecycle(autodispose=False),
+        *extra,
+    )
+
+
+def service_readers(writer: DataWriter[Any], by: Any = None) -> int:
+    """How many durability service readers (named ``SERVICE_READER_NAME``) of participant
+    ``by`` (a GUID; None: of any) matched ``writer``: Cyclone gives a TRANSIENT writer's
+    earlier samples to no late reader."""
+    found = 0
+    for handle in writer.get_matched_subscriptions():
+        data = writer.get_matched_subscription_data(handle)
+        if data is None or (by is not None and data.participant_key != by):
+            continue
+        try:
+            if data.qos[Policy.EntityName].name == SERVICE_READER_NAME:
+                found += 1
+        except (KeyError, AttributeError):
+            continue
+    return found
+
+
+class RawPeer:
+    """A plain Cyclone participant with writers on any topic."""
+
+    def __init__(self, domain_id: int) -> None:
+        self.dp = DomainParticipant(domain_id)
+        self._topics: dict[str, Topic[Any]] = {}
+
+    def topic(self, name: str, data_type: Any) -> Topic[Any]:
+        found = self._topics.get(name)
+        if found is None:
+            found = self._topics[name] = Topic(self.dp, name, data_type)
+        return found
+
+    def writer(
+        self,
+        name: str,
+        data_type: Any,
+        qos: Qos | None = None,
+        *,
+        partitions: tuple[str, ...] = (),
+        wait: bool = True,
+        readers: int = 1,
+        by: Any = None,
+    ) -> DataWriter[Any]:
+        """A writer (TRANSIENT by default) in ``partitions`` (none: the default one);
+        ``wait``: until ``readers`` durability service readers (of the service whose
+        participant has GUID ``by``, if given) matched it."""
+        pub = (
+            Publisher(self.dp, qos=Qos(Policy.Partition(list(partitions))))
+            if partitions
+            else self.dp
+        )
+        writer = DataWriter(pub, self.topic(name, data_type), qos or writer_qos())
+        if wait:
+            eventually(
+                lambda: service_readers(writer, by) >= readers, TIMEOUT, f"services serving {name}"
+            )
+        return writer
+
+    def close(self) -> None:
+        self.dp.__del__()
+
+
+class HistoryAsker(RawPeer):
+    """A late joiner of the durability protocol: it asks services of ``namespace`` for
+    history (``HISTORY_FETCH``) and reads their pages, as a dcps TRANSIENT reader does."""
+
+    def __init__(self, domain_id: int, namespace: str) -> None:
+        super().__init__(domain_id)
+        self.client = uuid.uuid4().hex
+        self._requests = self.topic("dcps_channels_request", Request)
+        replies = self.topic("dcps_channels_reply", Reply)
+        sub = Subscriber(
+            self.dp, qos=Qos(Policy.Partition([reply_partition(namespace, self.client)]))
+        )
+        self.replies = DataReader(sub, replies, qos=REPLY_QOS)
+        pub = Publisher(self.dp, qos=Qos(Policy.Partition([durability_partition(namespace)])))
+        self.requests = DataWriter(pub, self._requests, qos=REQUEST_WRITER_QOS)
+        self._next = 0
+        self._kept: dict[int, Reply] = {}
+
+    def services(self) -> set[str]:
+        """The incarnations of the services whose request readers matched ours."""
+        return matched_services(self.requests)
+
+    def wait_for(self, service: str) -> None:
+        eventually(lambda: service in self.services(), TIMEOUT, f"service {service} matching")
+
+    def send(self, request: Request) -> int:
+        """Write ``request`` (its ``request_id`` is replaced by a fresh one); the id."""
+        self._next += 1
+        request.request_id = self._next
+        request.client = self.client
+        self.requests.write(request)
+        return self._next
+
+    def ask(self, request: HistoryFetchRequest) -> int:
+        """Send a HISTORY_FETCH once its service matched; the request id."""
+        if request.service:
+            self.wait_for(request.service)
+        else:
+            eventually(self.services, TIMEOUT, "a service matching")
+        return self.send(request.to_wire(self.client, 0))
+
+    def _collect(self) -> None:
+        for reply in self.replies.take(N=64):
+            if isinstance(reply, Reply):
+                self._kept[int(reply.request_id)] = reply
+
+    def reply(self, rid: int, timeout: float = TIMEOUT) -> Reply:
+        """The answer to request ``rid`` (waited for)."""
+
+        def arrived() -> Reply | None:
+            self._collect()
+            return self._kept.get(rid)
+
+        return eventually(arrived, timeout, f"the answer to request {rid}")
+
+    def answered(self, rid: int) -> bool:
+        """Whether request ``rid`` has an answer by now."""
+        self._collect()
+        return rid in self._kept
+
+    def page(
+        self,
+        service: str,
+        topic: str = "",
+        partitions: tuple[str, ...] = (),
+        after: int = 0,
+        count: int = MAX_HISTORY_PAGE,
+    ) -> HistoryPage:
+        """One page of ``service``'s history (an error reply fails the test)."""
+        reply = self.reply(self.ask(HistoryFetchRequest(topic, partitions, after, count, service)))
+        assert reply.status == 0, reply.error
+        return HistoryPage.from_wire(reply)
+
+    def history(
+        self, service: str, topic: str = "", partitions: tuple[str, ...] = ()
+    ) -> list[StoredSample]:
+        """Everything ``service`` keeps of ``topic`` in ``partitions``, page after page."""
+        out: list[StoredSample] = []
+        after = 0
+        while True:
+            page = self.page(service, topic, partitions, after)
+            out.extend(page.samples)
+            if not page.more:
+                return out
+            after = page.cursor
