@@ -189,6 +189,7 @@ class DurabilityService:
         self.history = HistoryStore(self._db)
         self._served: dict[tuple[str, str], _Served] = {}
         self._types: dict[tuple[str, str], Any] = {}
+        self._by_type_id: dict[bytes, Any] = {}  # serialised XTypes identifier -> type
         self._topic_entities: dict[str, Any] = {}
         self._refused: set[tuple[str, str]] = set()
         self._stopping = False
@@ -330,14 +331,20 @@ class DurabilityService:
                 )
                 self._refused.add(key)
                 return
-            try:
-                assert self._endpoint is not None
-                data_type, _ = get_types_for_typeid(
-                    self._endpoint.participant, pub.type_id, TYPE_LOOKUP_TIMEOUT_NS
-                )
-            except Exception as exc:
-                _log.warning("durability: type of %r not found: %s", pub.topic_name, exc)
-                return  # retried when the writer is announced again
+            # one Python type per type identifier, shared by every topic of that type: with
+            # a type of its own per topic, creating the 33rd topic never returned
+            type_key = bytes(pub.type_id.serialize())
+            data_type = self._by_type_id.get(type_key)
+            if data_type is None:
+                try:
+                    assert self._endpoint is not None
+                    data_type, _ = get_types_for_typeid(
+                        self._endpoint.participant, pub.type_id, TYPE_LOOKUP_TIMEOUT_NS
+                    )
+                except Exception as exc:
+                    _log.warning("durability: type of %r not found: %s", pub.topic_name, exc)
+                    return  # retried when the writer is announced again
+                self._by_type_id[type_key] = data_type
             self._types[(pub.topic_name, pub.type_name)] = data_type
         assert self._endpoint is not None
         dp = self._endpoint.participant

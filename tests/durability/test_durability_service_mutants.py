@@ -26,7 +26,13 @@ from dcps.store._durability_history import Limits
 from dcps.wire._durability import StoredSample
 from idl._errors import BadParameterError
 from tests.support.embedded_store import worker_domain
-from tests.support.raw_durability import TIMEOUT, HistoryAsker, RawPeer, writer_qos
+from tests.support.raw_durability import (
+    TIMEOUT,
+    HistoryAsker,
+    RawPeer,
+    reader_matched,
+    writer_qos,
+)
 from tests.support.topic_types import Reading
 from tests.support.waiting import eventually
 
@@ -48,8 +54,8 @@ def service(tmp_path_factory: pytest.TempPathFactory, domain: int) -> Iterator[D
 
 
 @pytest.fixture
-def peer(domain: int) -> Iterator[RawPeer]:
-    p = RawPeer(domain)
+def peer(domain: int, service: DurabilityService) -> Iterator[RawPeer]:
+    p = RawPeer(domain, service)
     yield p
     p.close()
 
@@ -63,12 +69,6 @@ def asker(domain: int, service: DurabilityService) -> Iterator[HistoryAsker]:
 
 def kept(svc: DurabilityService, topic: str, count: int) -> None:
     eventually(lambda: svc.history.count(topic) == count, TIMEOUT, f"{count} kept of {topic}")
-
-
-def svc_guid(svc: DurabilityService) -> Any:
-    """The GUID of the service's participant (whose readers a writer waits for)."""
-    assert svc._endpoint is not None
-    return svc._endpoint.participant.guid
 
 
 def readings(samples: list[StoredSample]) -> list[tuple[int, float, str]]:
@@ -173,9 +173,7 @@ class TestDiscovery:
     ) -> None:
         """One writer in partitions pa and pb, one in pb: both partitions are served, and a
         late joiner asking for pb gets pb's samples only."""
-        peer.writer(
-            topic_name, Reading, partitions=("pa", "pb"), readers=2, by=svc_guid(service)
-        ).write(Reading(4, 4.0, "two"))
+        peer.writer(topic_name, Reading, partitions=("pa", "pb")).write(Reading(4, 4.0, "two"))
         eventually(lambda: service.history.count(topic_name) >= 1, TIMEOUT, "the first sample")
         peer.writer(topic_name, Reading, partitions=("pb",)).write(Reading(5, 5.0, "b"))
         eventually(
@@ -269,6 +267,34 @@ class TestDiscovery:
         assert sample.disposed
 
 
+class TestManyTopics:
+    def test_a_service_serves_forty_topics_of_one_type(
+        self, domain: int, peer: RawPeer, topic_name: str
+    ) -> None:
+        """Each topic of a type gets its reader, up to the last: with a Python type of its
+        own per topic (one XTypes lookup each), creating the 33rd topic never returned and
+        the service stopped keeping and answering altogether."""
+        names = [f"{topic_name}_{i}" for i in range(40)]
+        with DurabilityService(
+            domain_id=domain,
+            namespace=f"ns_{uuid.uuid4().hex[:10]}",
+            topics=(f"{topic_name}_*",),
+            align=False,
+            key=None,
+        ) as svc:
+            writers = [peer.writer(name, Reading, wait=False) for name in names]
+            for name, writer in zip(names, writers, strict=True):
+                eventually(
+                    lambda n=name, w=writer: reader_matched(svc, n, "", w),  # type: ignore[misc]
+                    TIMEOUT,
+                    f"{name} served",
+                )
+                writer.write(Reading(1, 1.0, name[-8:]))
+            kept(svc, names[-1], 1)
+            assert sorted(svc.history.topics()) == sorted((name, "") for name in names)
+            assert svc.history.count() == 40
+
+
 class TestPatterns:
     def test_only_topics_and_partitions_matching_a_pattern_are_served(
         self, domain: int, peer: RawPeer, topic_name: str
@@ -284,13 +310,19 @@ class TestPatterns:
             align=False,
             key=None,
         ) as svc:
-            by = svc_guid(svc)
-            peer.writer(a, Reading, partitions=("p1", "p2"), by=by).write(Reading(0, 1.0, ""))
-            peer.writer(b, Reading, partitions=("q9",), by=by).write(Reading(0, 1.0, ""))
-            peer.writer(f"{topic_name}_A1", Reading).write(Reading(0, 1.0, ""))
-            peer.writer(f"{topic_name}_c", Reading).write(Reading(0, 1.0, ""))
-            peer.writer(f"{topic_name}_b", Reading, partitions=("r",)).write(Reading(0, 1.0, ""))
-            peer.writer(a, Reading, by=by).write(Reading(0, 2.0, ""))
+            peer.writer(a, Reading, partitions=("p1", "p2"), service=svc, serving=("p1",)).write(
+                Reading(0, 1.0, "")
+            )
+            peer.writer(b, Reading, partitions=("q9",), service=svc).write(Reading(0, 1.0, ""))
+            for name, partitions in (
+                (f"{topic_name}_A1", ()),
+                (f"{topic_name}_c", ()),
+                (b, ("r",)),
+            ):
+                peer.writer(name, Reading, partitions=partitions, wait=False).write(
+                    Reading(0, 1.0, "")
+                )
+            peer.writer(a, Reading, service=svc).write(Reading(0, 2.0, ""))
             kept(svc, a, 2)
             kept(svc, b, 1)
             assert sorted(svc.history.topics()) == [(a, ""), (a, "p1"), (b, "q9")]
@@ -308,7 +340,7 @@ class TestPatterns:
             peer.writer(topic_name, Reading, partitions=("x",), wait=False).write(
                 Reading(0, 1.0, "")
             )
-            peer.writer(topic_name, Reading, by=svc_guid(svc)).write(Reading(1, 1.0, ""))
+            peer.writer(topic_name, Reading, service=svc).write(Reading(1, 1.0, ""))
             kept(svc, topic_name, 1)
             assert [(t, p) for t, p in svc.history.topics() if t == topic_name] == [
                 (topic_name, "")

@@ -33,7 +33,14 @@ from dcps.wire._messages import Reply, Request
 from dcps.wire._names import REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
 from tests.support.waiting import eventually
 
-__all__ = ["HistoryAsker", "RawPeer", "writer_qos"]
+__all__ = [
+    "TIMEOUT",
+    "HistoryAsker",
+    "RawPeer",
+    "reader_matched",
+    "service_readers",
+    "writer_qos",
+]
 
 #: Long enough for discovery on a loaded machine, short enough that a mutant that
 #: loses a sample costs seconds
@@ -69,11 +76,27 @@ def service_readers(writer: DataWriter[Any], by: Any = None) -> int:
     return found
 
 
-class RawPeer:
-    """A plain Cyclone participant with writers on any topic."""
+def reader_matched(service: Any, topic: str, partition: str, writer: DataWriter[Any]) -> bool:
+    """True once ``service`` (a started ``DurabilityService``) serves ``topic`` in
+    ``partition`` and its reader there matched ``writer``: a writer that sees the reader
+    (``service_readers``) may write before the reader sees it, and the sample is lost."""
+    served = service._served.get((topic, partition))
+    if served is None:
+        return False
+    for handle in served.reader.get_matched_publications():
+        data = served.reader.get_matched_publication_data(handle)
+        if data is not None and data.key == writer.guid:
+            return True
+    return False
 
-    def __init__(self, domain_id: int) -> None:
+
+class RawPeer:
+    """A plain Cyclone participant with writers on any topic; ``service`` (a started
+    ``DurabilityService``): the one whose readers its writers wait for by default."""
+
+    def __init__(self, domain_id: int, service: Any = None) -> None:
         self.dp = DomainParticipant(domain_id)
+        self.service = service
         self._topics: dict[str, Topic[Any]] = {}
 
     def topic(self, name: str, data_type: Any) -> Topic[Any]:
@@ -90,22 +113,30 @@ class RawPeer:
         *,
         partitions: tuple[str, ...] = (),
         wait: bool = True,
-        readers: int = 1,
-        by: Any = None,
+        service: Any = None,
+        serving: tuple[str, ...] = (),
     ) -> DataWriter[Any]:
-        """A writer (TRANSIENT by default) in ``partitions`` (none: the default one);
-        ``wait``: until ``readers`` durability service readers (of the service whose
-        participant has GUID ``by``, if given) matched it."""
+        """A writer (TRANSIENT by default) in ``partitions`` (none: the default one).
+        ``wait``: until the reader of ``service`` (or the peer's) in each partition of
+        ``serving`` (default: all the writer's) matched it; with no service, until some
+        durability service's reader did."""
         pub = (
             Publisher(self.dp, qos=Qos(Policy.Partition(list(partitions))))
             if partitions
             else self.dp
         )
         writer = DataWriter(pub, self.topic(name, data_type), qos or writer_qos())
-        if wait:
+        svc = service or self.service
+        if wait and svc is not None:
             eventually(
-                lambda: service_readers(writer, by) >= readers, TIMEOUT, f"services serving {name}"
+                lambda: all(
+                    reader_matched(svc, name, p, writer) for p in serving or partitions or ("",)
+                ),
+                TIMEOUT,
+                f"the service's reader of {name} matching",
             )
+        elif wait:
+            eventually(lambda: service_readers(writer) >= 1, TIMEOUT, f"a service serving {name}")
         return writer
 
     def close(self) -> None:
