@@ -14,16 +14,29 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cyclonedds.core import Policy, Qos
+from cyclonedds.pub import DataWriter, Publisher
+from cyclonedds.sub import DataReader, Subscriber
 
 from dcps.store import DurabilityService, _durability
 from dcps.store._durability import ALIGN_WINDOW
 from dcps.store._durability_history import Limits
 from dcps.wire._auth_keys import write_key_file
 from dcps.wire._codes import Op
-from dcps.wire._durability import FLAG_DISPOSED, HistoryFetchRequest, HistoryPage, StoredSample
-from dcps.wire._messages import Request
+from dcps.wire._durability import (
+    FLAG_DISPOSED,
+    MAX_HISTORY_PAGE,
+    HistoryFetchRequest,
+    HistoryPage,
+    StoredSample,
+    durability_partition,
+    service_request_qos,
+)
+from dcps.wire._messages import Reply, Request
+from dcps.wire._names import REPLY_QOS, reply_partition
 from tests.support.embedded_store import worker_domain
 from tests.support.raw_durability import TIMEOUT, HistoryAsker, RawPeer
 from tests.support.topic_types import Blob, Reading
@@ -295,3 +308,148 @@ class TestAlignment:
         assert second.history.count(topic_name) == 2
         assert sum(first.auth_drops().values()) == 0
         assert sum(second.auth_drops().values()) == 0
+
+
+class _FakeService(RawPeer):
+    """A raw participant that announces itself as durability service ``incarnation`` (its
+    request reader's UserData) and answers as the test says: forged, stale or real pages."""
+
+    def __init__(self, domain_id: int, namespace: str, incarnation: str) -> None:
+        super().__init__(domain_id)
+        self.namespace = namespace
+        self.incarnation = incarnation
+        sub = Subscriber(self.dp, qos=Qos(Policy.Partition([durability_partition(namespace)])))
+        self.requests = DataReader(
+            sub, self.topic("dcps_channels_request", Request), service_request_qos(incarnation)
+        )
+        self._writers: dict[str, DataWriter[Any]] = {}
+
+    def asked(self) -> Request:
+        """The next request for this service (waited for)."""
+
+        def one() -> Request | None:
+            for r in self.requests.take(N=1):
+                if isinstance(r, Request) and r.member == self.incarnation:
+                    return r
+            return None
+
+        return eventually(one, TIMEOUT, f"a request for {self.incarnation}")
+
+    def answer(self, request: Request, reply: Reply) -> None:
+        writer = self._writers.get(request.client)
+        if writer is None:
+            pub = Publisher(
+                self.dp,
+                qos=Qos(Policy.Partition([reply_partition(self.namespace, request.client)])),
+            )
+            writer = self._writers[request.client] = DataWriter(
+                pub, self.topic("dcps_channels_reply", Reply), REPLY_QOS
+            )
+            eventually(writer.get_matched_subscriptions, TIMEOUT, "the asking service's reader")
+        writer.write(reply)
+
+
+class TestAlignmentReplies:
+    def test_only_the_answer_to_its_own_request_is_kept(
+        self, domain: int, namespace: str, services: list[DurabilityService], topic_name: str
+    ) -> None:
+        """Before its real answer, the asking service gets an error reply, a page answering
+        another request (one replayed from an earlier alignment) and a page named as another
+        service's: it keeps only the real page's sample, and is ready after it."""
+        fake = _FakeService(domain, namespace, "f" * 32)
+        try:
+            svc = start(
+                services, DurabilityService(domain_id=domain, namespace=namespace, key=None)
+            )
+            request = fake.asked()
+            fetch = HistoryFetchRequest.from_wire(request)
+            assert (fetch.topic, fetch.partitions, fetch.after) == ("", (), 0)
+            assert fetch.count == MAX_HISTORY_PAGE
+            rid = int(request.request_id)
+            bad, stale, other, real = (records(f"{topic_name}_{n}", 1) for n in "abcd")
+            fake.answer(
+                request,
+                Reply(
+                    client=request.client,
+                    request_id=rid,
+                    status=1,
+                    error="no",
+                    text=fake.incarnation,
+                    blob=HistoryPage(tuple(bad), 1, False, fake.incarnation).to_wire("", 0).blob,
+                ),
+            )
+            fake.answer(
+                request,
+                HistoryPage(tuple(stale), 1, False, fake.incarnation).to_wire(
+                    request.client, rid + 7
+                ),
+            )
+            fake.answer(
+                request, HistoryPage(tuple(other), 1, False, "e" * 32).to_wire(request.client, rid)
+            )
+            assert not svc.wait_aligned(0.0)
+            fake.answer(
+                request,
+                HistoryPage(tuple(real), 5, False, fake.incarnation).to_wire(request.client, rid),
+            )
+            assert svc.wait_aligned(TIMEOUT)
+            assert svc.aligned == 1
+            assert [t for t, _ in svc.history.topics()] == [f"{topic_name}_d"]
+        finally:
+            fake.close()
+
+    def test_a_page_with_more_is_followed_from_its_cursor(
+        self, domain: int, namespace: str, services: list[DurabilityService], topic_name: str
+    ) -> None:
+        fake = _FakeService(domain, namespace, "f" * 32)
+        try:
+            svc = start(
+                services, DurabilityService(domain_id=domain, namespace=namespace, key=None)
+            )
+            first = fake.asked()
+            one, two = records(topic_name, 2)
+            page = HistoryPage((one,), 41, True, fake.incarnation)
+            fake.answer(first, page.to_wire(first.client, first.request_id))
+            second = fake.asked()
+            assert HistoryFetchRequest.from_wire(second).after == 41
+            assert int(second.request_id) != int(first.request_id)
+            assert not svc.wait_aligned(0.0)
+            page = HistoryPage((two,), 42, False, fake.incarnation)
+            fake.answer(second, page.to_wire(second.client, second.request_id))
+            assert svc.wait_aligned(TIMEOUT)
+            assert svc.aligned == 2
+        finally:
+            fake.close()
+
+    def test_a_service_that_leaves_mid_alignment_is_not_waited_for(
+        self, domain: int, namespace: str, services: list[DurabilityService]
+    ) -> None:
+        fake = _FakeService(domain, namespace, "f" * 32)
+        svc = start(services, DurabilityService(domain_id=domain, namespace=namespace, key=None))
+        fake.asked()  # and never answered
+        assert not svc.wait_aligned(ALIGN_WINDOW)
+        fake.close()
+        assert svc.wait_aligned(TIMEOUT)
+
+    def test_a_service_matched_again_is_asked_after_what_it_served(
+        self, domain: int, namespace: str, services: list[DurabilityService], topic_name: str
+    ) -> None:
+        """A service that went away (a cut link) and came back is asked only for what it
+        keeps beyond the last page it served."""
+        fake = _FakeService(domain, namespace, "f" * 32)
+        try:
+            svc = start(
+                services, DurabilityService(domain_id=domain, namespace=namespace, key=None)
+            )
+            first = fake.asked()
+            page = HistoryPage(tuple(records(topic_name, 1)), 77, False, fake.incarnation)
+            fake.answer(first, page.to_wire(first.client, first.request_id))
+            assert svc.wait_aligned(TIMEOUT)
+        finally:
+            fake.close()
+        eventually(lambda: fake.incarnation not in svc._peers, TIMEOUT, "the service gone")
+        again = _FakeService(domain, namespace, "f" * 32)
+        try:
+            assert HistoryFetchRequest.from_wire(again.asked()).after == 77
+        finally:
+            again.close()
