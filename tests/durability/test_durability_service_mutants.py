@@ -10,6 +10,7 @@ the end of its test (mutmut forks each mutant from a process that ran these test
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,10 +21,12 @@ import pytest
 from cyclonedds.core import Policy
 from cyclonedds.sub import DataReader
 
+from dcps._cyclone.calls import peek_infos
 from dcps.store import DurabilityService
 from dcps.store._durability import _reader_qos, _Served
 from dcps.store._durability_history import Limits
 from dcps.wire._durability import StoredSample
+from dcps.wire._names import ANY_STATE
 from idl._errors import BadParameterError
 from tests.support.embedded_store import worker_domain
 from tests.support.raw_durability import (
@@ -31,6 +34,7 @@ from tests.support.raw_durability import (
     HistoryAsker,
     RawPeer,
     reader_matched,
+    service_readers,
     writer_qos,
 )
 from tests.support.topic_types import Reading
@@ -42,9 +46,11 @@ def domain(worker_id: str) -> int:
     return worker_domain(worker_id)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def service(tmp_path_factory: pytest.TempPathFactory, domain: int) -> Iterator[DurabilityService]:
-    """The file's service: every topic and partition, a store file, no alignment."""
+    """A service of every topic and partition, with a store file, not aligning. One per
+    test, not per file: mutmut runs a mutant's tests chosen by the code each test ran, and
+    a module fixture's construction and start count for its first test only."""
     path = tmp_path_factory.mktemp("durability")
     namespace = f"ns_{uuid.uuid4().hex[:10]}"
     with DurabilityService(
@@ -96,6 +102,14 @@ class TestConfiguration:
             DurabilityService(topics=topics, partitions=partitions, key=None)
         assert str(err.value) == f"durability patterns are strings, got {named}"
 
+    def test_the_defaults_serve_every_topic_and_partition_of_domain_0(self) -> None:
+        svc = DurabilityService(key=None)
+        try:
+            assert (svc.domain_id, svc.namespace) == (0, "dcps")
+            assert (svc.topics, svc.partitions) == (("*",), ("*",))
+        finally:
+            svc.close()
+
     def test_settings_are_kept_as_given(self, tmp_path: Path) -> None:
         svc = DurabilityService(
             domain_id=7, namespace="nsx", topics=["a*", "b"], partitions=["p"], key=None
@@ -132,6 +146,9 @@ class TestDiscovery:
         assert [by_sensor[i].timestamp for i in range(3)] == [base, base + 1, base + 2]
         assert len({s.key for s in page.samples}) == 3
         assert {(s.topic, s.partition, s.flags) for s in page.samples} == {(topic_name, "", 0)}
+        assert not any(s.key.startswith(b"handle:") for s in page.samples)  # Cyclone's keys
+        # dcps TRANSIENT writers wait for a reader named as the service's
+        assert service_readers(writer) >= 1
 
     def test_a_persistent_writers_samples_are_flagged_persistent(
         self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
@@ -169,10 +186,16 @@ class TestDiscovery:
         assert own not in {t for t, _ in service.history.topics()}
 
     def test_a_topic_in_two_partitions_is_served_in_each_and_asked_by_partition(
-        self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
+        self,
+        service: DurabilityService,
+        peer: RawPeer,
+        asker: HistoryAsker,
+        topic_name: str,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
-        """One writer in partitions pa and pb, one in pb: both partitions are served, and a
-        late joiner asking for pb gets pb's samples only."""
+        """One writer in partitions pa and pb, one in pb: both partitions are served (and
+        the operator's log says so), and a late joiner asking for pb gets pb's samples only."""
+        caplog.set_level(logging.INFO, "dcps.store.durability")
         peer.writer(topic_name, Reading, partitions=("pa", "pb")).write(Reading(4, 4.0, "two"))
         eventually(lambda: service.history.count(topic_name) >= 1, TIMEOUT, "the first sample")
         peer.writer(topic_name, Reading, partitions=("pb",)).write(Reading(5, 5.0, "b"))
@@ -187,6 +210,8 @@ class TestDiscovery:
             (topic_name, "pa"),
             (topic_name, "pb"),
         }
+        logged = {r.getMessage() for r in caplog.records}
+        assert f"durability: serving {topic_name!r} in partition 'pb'" in logged
         in_a = asker.history(service.incarnation, topic_name, ("pa",))
         assert readings(in_a) == [(4, 4.0, "two")]
         assert {s.partition for s in in_a} == {"pa"}
@@ -387,6 +412,33 @@ class TestTake:
             ((1, 1.0, "b"), True),
         ]
         assert unstarted.history.disposed(topic_name) == 1
+
+    def test_instances_of_a_writer_that_left_keep_cyclones_keys(
+        self, unstarted: DurabilityService, peer: RawPeer, domain: int, topic_name: str
+    ) -> None:
+        """The writer writes sensors 0-2 and leaves before the take: each instance is kept
+        under the key Cyclone gave it while it lived (learnt before the take), the same as
+        a live writer's instances get, not a stand-in."""
+        served = self.served(unstarted, peer, topic_name, Limits(depth=1))
+        gone = RawPeer(domain)
+        try:
+            writer = gone.writer(topic_name, Reading, wait=False)
+            eventually(lambda: writer.get_matched_subscriptions(), TIMEOUT, "the reader")
+            for sensor in range(3):
+                writer.write(Reading(sensor, 1.0, "x"))
+            assert writer.wait_for_acks(10**10)
+        finally:
+            gone.close()
+
+        def without_writers() -> bool:
+            rows = peek_infos(served.ref, ANY_STATE, 16)
+            return len(rows) == 3 and all(row[2] == 64 for row in rows)  # NO_WRITERS
+
+        eventually(without_writers, TIMEOUT, "the instances without writers")
+        unstarted._take(served, time.time_ns())
+        samples, _, _ = unstarted.history.page(topic_name, (), 0, 100, 10**6)
+        assert len(samples) == 3
+        assert not any(s.key.startswith(b"handle:") for s in samples)
 
     def test_more_than_one_take_is_kept_in_one_step(
         self, unstarted: DurabilityService, peer: RawPeer, topic_name: str

@@ -191,13 +191,15 @@ class TestAnswering:
             eventually(discovered, TIMEOUT, "the writer discovered")
             eventually(lambda: writer.get_matched_subscriptions(), TIMEOUT, "the service reader")
             writer.write(Reading(3, 3.0, "acked"))
+            writer.write_dispose(Reading(4, 4.0, "gone"))
             assert writer.wait_for_acks(10**10)
             rid = asker.ask(HistoryFetchRequest(topic_name, (), 0, 10, svc.incarnation))
             eventually(lambda: svc._requests.read(N=4), TIMEOUT, "the request at the service")
             svc._answer()
             reply = asker.reply(rid)
             page = HistoryPage.from_wire(reply)
-            assert [Reading.deserialize(s.payload).label for s in page.samples] == ["acked"]
+            got = sorted((Reading.deserialize(s.payload).label, s.disposed) for s in page.samples)
+            assert got == [("acked", False), ("gone", True)]
         finally:
             asker.close()
             peer.close()
@@ -308,6 +310,12 @@ class TestAlignment:
         assert second.history.count(topic_name) == 2
         assert sum(first.auth_drops().values()) == 0
         assert sum(second.auth_drops().values()) == 0
+        asker = HistoryAsker(domain, namespace)  # without the key
+        try:
+            asker.ask(HistoryFetchRequest(topic_name, (), 0, 10, first.incarnation))
+            eventually(lambda: sum(first.auth_drops().values()) >= 1, TIMEOUT, "dropped")
+        finally:
+            asker.close()
 
 
 class _FakeService(RawPeer):
