@@ -77,6 +77,13 @@ def kept(svc: DurabilityService, topic: str, count: int) -> None:
     eventually(lambda: svc.history.count(topic) == count, TIMEOUT, f"{count} kept of {topic}")
 
 
+def svc_guid(svc: DurabilityService) -> Any:
+    """The GUID of the service's participant (other services of the domain serve every
+    test's writers too)."""
+    assert svc._endpoint is not None
+    return svc._endpoint.participant.guid
+
+
 def readings(samples: list[StoredSample]) -> list[tuple[int, float, str]]:
     out = []
     for s in samples:
@@ -148,7 +155,7 @@ class TestDiscovery:
         assert {(s.topic, s.partition, s.flags) for s in page.samples} == {(topic_name, "", 0)}
         assert not any(s.key.startswith(b"handle:") for s in page.samples)  # Cyclone's keys
         # dcps TRANSIENT writers wait for a reader named as the service's
-        assert service_readers(writer) >= 1
+        assert service_readers(writer, svc_guid(service)) == 1
 
     def test_a_persistent_writers_samples_are_flagged_persistent(
         self, service: DurabilityService, peer: RawPeer, asker: HistoryAsker, topic_name: str
@@ -175,6 +182,20 @@ class TestDiscovery:
         served = {t for t, _ in service.history.topics()}
         assert f"{topic_name}_v" not in served
         assert f"{topic_name}_tl" not in served
+
+    def test_a_second_writer_of_a_served_topic_gets_no_second_reader(
+        self, service: DurabilityService, peer: RawPeer, topic_name: str
+    ) -> None:
+        """A topic is served by one reader however many writers it has: a reader per writer
+        would keep growing (its samples never taken) and the service would take from the
+        last one only."""
+        first = peer.writer(topic_name, Reading)
+        second = peer.writer(topic_name, Reading)
+        first.write(Reading(0, 1.0, "a"))
+        second.write(Reading(1, 1.0, "b"))
+        kept(service, topic_name, 2)
+        guid = svc_guid(service)
+        assert (service_readers(first, guid), service_readers(second, guid)) == (1, 1)
 
     def test_the_stores_own_topics_are_not_served(
         self, service: DurabilityService, peer: RawPeer, topic_name: str

@@ -261,7 +261,7 @@ class TestAlignment:
         eventually(lambda: waiting.history.count(topic_name) == 2, TIMEOUT, "aligned from it")
         assert waiting.aligned == 2
 
-    def test_a_service_without_alignment_asks_no_one(
+    def test_a_service_without_alignment_asks_no_one_and_has_no_window(
         self, domain: int, namespace: str, services: list[DurabilityService], topic_name: str
     ) -> None:
         keeper = DurabilityService(domain_id=domain, namespace=namespace, align=False, key=None)
@@ -271,7 +271,7 @@ class TestAlignment:
         alone = DurabilityService(domain_id=domain, namespace=namespace, align=False, key=None)
         start(services, alone)
         assert alone.wait_aligned(TIMEOUT)
-        assert time.monotonic() - began < 1.0  # no window to wait out
+        assert time.monotonic() - began < ALIGN_WINDOW  # no window to wait out
         eventually(lambda: keeper.incarnation in alone._peers, TIMEOUT, "the keeper matched")
         asker = HistoryAsker(domain, namespace)
         try:  # a request written after any the service would have sent, answered
@@ -439,6 +439,31 @@ class TestAlignmentReplies:
         assert not svc.wait_aligned(ALIGN_WINDOW)
         fake.close()
         assert svc.wait_aligned(TIMEOUT)
+
+    def test_a_keyed_service_refuses_an_unsealed_page(
+        self,
+        domain: int,
+        namespace: str,
+        services: list[DurabilityService],
+        topic_name: str,
+        tmp_path: Path,
+    ) -> None:
+        """With the namespace key, a page that answers the alignment request, named as the
+        service asked but not sealed by it, is dropped and counted: nothing is kept."""
+        key = tmp_path / "ns.key"
+        write_key_file(key)
+        fake = _FakeService(domain, namespace, "f" * 32)
+        try:
+            svc = start(services, DurabilityService(domain_id=domain, namespace=namespace, key=key))
+            request = fake.asked()
+            page = HistoryPage(tuple(records(topic_name, 1)), 1, False, fake.incarnation)
+            fake.answer(request, page.to_wire(request.client, request.request_id))
+            eventually(lambda: sum(svc.auth_drops().values()) >= 1, TIMEOUT, "the page dropped")
+            assert svc.aligned == 0
+            assert svc.history.count(topic_name) == 0
+            assert not svc.wait_aligned(0.0)
+        finally:
+            fake.close()
 
     def test_a_service_matched_again_is_asked_after_what_it_served(
         self, domain: int, namespace: str, services: list[DurabilityService], topic_name: str
