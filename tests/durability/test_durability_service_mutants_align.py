@@ -33,6 +33,7 @@ from dcps.wire._durability import (
     HistoryPage,
     StoredSample,
     durability_partition,
+    matched_services,
     service_request_qos,
 )
 from dcps.wire._messages import Reply, Request
@@ -487,3 +488,32 @@ class TestAlignmentReplies:
             assert HistoryFetchRequest.from_wire(again.asked()).after == 77
         finally:
             again.close()
+
+
+class TestOwnRequests:
+    def test_a_request_taken_with_the_services_own_is_answered(
+        self, domain: int, namespace: str, services: list[DurabilityService], topic_name: str
+    ) -> None:
+        """A service's reader also takes the alignment requests the service writes; a
+        late joiner's request taken after one of them is answered all the same (the test
+        steps the service itself, so that both are taken together)."""
+        svc = DurabilityService(domain_id=domain, namespace=namespace, key=None)
+        svc._step = lambda: None  # type: ignore[method-assign]  # the test steps it
+        start(services, svc)
+        fake = _FakeService(domain, namespace, "f" * 32)
+        asker = HistoryAsker(domain, namespace)
+        try:
+            eventually(
+                lambda: fake.incarnation in matched_services(svc._align_writer),
+                TIMEOUT,
+                "the other service matched",
+            )
+            svc._align_step()  # asks it
+            fake.asked()
+            rid = asker.ask(HistoryFetchRequest(topic_name, (), 0, 10, svc.incarnation))
+            eventually(lambda: len(svc._requests.read(N=8)) >= 2, TIMEOUT, "both requests")
+            svc._answer()
+            assert asker.reply(rid).status == 0
+        finally:
+            asker.close()
+            fake.close()
