@@ -176,7 +176,9 @@ class TestDiscovery:
             (Policy.Durability.Volatile, f"{topic_name}_v"),
             (Policy.Durability.TransientLocal, f"{topic_name}_tl"),
         ):
-            peer.writer(name, Reading, writer_qos(kind), wait=False).write(Reading(0, 1.0, ""))
+            peer.writer(name, Reading, writer_qos(kind), wait=False, seen=service).write(
+                Reading(0, 1.0, "")
+            )
         peer.writer(topic_name, Reading).write(Reading(0, 1.0, ""))
         kept(service, topic_name, 1)
         served = {t for t, _ in service.history.topics()}
@@ -201,7 +203,7 @@ class TestDiscovery:
         self, service: DurabilityService, peer: RawPeer, topic_name: str
     ) -> None:
         own = f"dcps_channels_{topic_name}"
-        peer.writer(own, Reading, wait=False).write(Reading(0, 1.0, ""))
+        peer.writer(own, Reading, wait=False, seen=service).write(Reading(0, 1.0, ""))
         peer.writer(topic_name, Reading).write(Reading(0, 1.0, ""))
         kept(service, topic_name, 1)
         assert own not in {t for t, _ in service.history.topics()}
@@ -365,7 +367,7 @@ class TestPatterns:
                 (f"{topic_name}_c", ()),
                 (b, ("r",)),
             ):
-                peer.writer(name, Reading, partitions=partitions, wait=False).write(
+                peer.writer(name, Reading, partitions=partitions, wait=False, seen=svc).write(
                     Reading(0, 1.0, "")
                 )
             peer.writer(a, Reading, service=svc).write(Reading(0, 2.0, ""))
@@ -383,7 +385,7 @@ class TestPatterns:
             align=False,
             key=None,
         ) as svc:
-            peer.writer(topic_name, Reading, partitions=("x",), wait=False).write(
+            peer.writer(topic_name, Reading, partitions=("x",), wait=False, seen=svc).write(
                 Reading(0, 1.0, "")
             )
             peer.writer(topic_name, Reading, service=svc).write(Reading(1, 1.0, ""))

@@ -90,6 +90,30 @@ def reader_matched(service: Any, topic: str, partition: str, writer: DataWriter[
     return False
 
 
+def seen_by(
+    service: Any, name: str, data_type: Any, writer: DataWriter[Any], partitions: tuple[str, ...]
+) -> None:
+    """Wait until ``service``'s participant has discovered ``writer`` (a probe reader of its
+    own matched it): what the service does not serve, it has seen by then, so a test can
+    tell "not served" from "not discovered yet"."""
+    dp = service._endpoint.participant
+    sub = Subscriber(dp, qos=Qos(Policy.Partition(list(partitions)))) if partitions else dp
+    probe = DataReader(sub, Topic(dp, name, data_type), qos=Qos(Policy.Durability.Volatile))
+    try:
+        eventually(lambda: writer.guid in _publications(probe), TIMEOUT, f"{name} discovered")
+    finally:
+        probe.__del__()
+
+
+def _publications(reader: DataReader[Any]) -> set[Any]:
+    out = set()
+    for handle in reader.get_matched_publications():
+        data = reader.get_matched_publication_data(handle)
+        if data is not None:
+            out.add(data.key)
+    return out
+
+
 class RawPeer:
     """A plain Cyclone participant with writers on any topic; ``service`` (a started
     ``DurabilityService``): the one whose readers its writers wait for by default."""
@@ -115,17 +139,21 @@ class RawPeer:
         wait: bool = True,
         service: Any = None,
         serving: tuple[str, ...] = (),
+        seen: Any = None,
     ) -> DataWriter[Any]:
         """A writer (TRANSIENT by default) in ``partitions`` (none: the default one).
         ``wait``: until the reader of ``service`` (or the peer's) in each partition of
         ``serving`` (default: all the writer's) matched it; with no service, until some
-        durability service's reader did."""
+        durability service's reader did. ``seen``: a service that must have discovered
+        the writer (one that is not to serve it) before this returns."""
         pub = (
             Publisher(self.dp, qos=Qos(Policy.Partition(list(partitions))))
             if partitions
             else self.dp
         )
         writer = DataWriter(pub, self.topic(name, data_type), qos or writer_qos())
+        if seen is not None:
+            seen_by(seen, name, data_type, writer, partitions)
         svc = service or self.service
         if wait and svc is not None:
             eventually(
