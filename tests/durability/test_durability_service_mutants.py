@@ -37,7 +37,7 @@ from tests.support.raw_durability import (
     service_readers,
     writer_qos,
 )
-from tests.support.topic_types import Reading
+from tests.support.topic_types import Blob, Reading
 from tests.support.waiting import eventually
 
 
@@ -341,6 +341,18 @@ class TestManyTopics:
             kept(svc, names[-1], 1)
             assert sorted(svc.history.topics()) == sorted((name, "") for name in names)
             assert svc.history.count() == 40
+
+    def test_topics_of_two_types_each_get_their_own(
+        self, service: DurabilityService, peer: RawPeer, topic_name: str, asker: HistoryAsker
+    ) -> None:
+        """The type learnt for one topic is not given to a topic of another type."""
+        blobs = f"{topic_name}_blob"
+        peer.writer(topic_name, Reading).write(Reading(1, 1.0, "r"))
+        peer.writer(blobs, Blob).write(Blob(7, b"\x01\x02"))
+        kept(service, topic_name, 1)
+        kept(service, blobs, 1)
+        (blob,) = asker.history(service.incarnation, blobs)
+        assert Blob.deserialize(blob.payload) == Blob(7, b"\x01\x02")
 
 
 class TestPatterns:
