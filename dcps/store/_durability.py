@@ -82,6 +82,7 @@ ALIGN_WINDOW = 1.0
 _TAKE = 1024
 #: Samples of instances the service's reader has not taken from yet (or that came back).
 _NEW_INSTANCES = int(SampleState.Any | ViewState.New | InstanceState.Any)
+_DISPOSED = int(InstanceState.NotAliveDisposed)
 
 
 def _reader_qos(partition: str) -> tuple[Qos, Qos]:
@@ -188,6 +189,7 @@ class DurabilityService:
         self.history = HistoryStore(self._db)
         self._served: dict[tuple[str, str], _Served] = {}
         self._types: dict[tuple[str, str], Any] = {}
+        self._by_type_id: dict[bytes, Any] = {}  # serialised XTypes identifier -> type
         self._topic_entities: dict[str, Any] = {}
         self._refused: set[tuple[str, str]] = set()
         self._stopping = False
@@ -329,14 +331,20 @@ class DurabilityService:
                 )
                 self._refused.add(key)
                 return
-            try:
-                assert self._endpoint is not None
-                data_type, _ = get_types_for_typeid(
-                    self._endpoint.participant, pub.type_id, TYPE_LOOKUP_TIMEOUT_NS
-                )
-            except Exception as exc:
-                _log.warning("durability: type of %r not found: %s", pub.topic_name, exc)
-                return  # retried when the writer is announced again
+            # one Python type per type identifier, shared by every topic of that type: with
+            # a type of its own per topic, creating the 33rd topic never returned
+            type_key = bytes(pub.type_id.serialize())
+            data_type = self._by_type_id.get(type_key)
+            if data_type is None:
+                try:
+                    assert self._endpoint is not None
+                    data_type, _ = get_types_for_typeid(
+                        self._endpoint.participant, pub.type_id, TYPE_LOOKUP_TIMEOUT_NS
+                    )
+                except Exception as exc:
+                    _log.warning("durability: type of %r not found: %s", pub.topic_name, exc)
+                    return  # retried when the writer is announced again
+                self._by_type_id[type_key] = data_type
             self._types[(pub.topic_name, pub.type_name)] = data_type
         assert self._endpoint is not None
         dp = self._endpoint.participant
@@ -369,10 +377,13 @@ class DurabilityService:
         if isinstance(rows, int):
             raise DcpsError(f"durability: take on {topic!r} failed ({rows})")
         batch: list[Arrival] = []
+        # instances disposed after a sample of theirs that was not taken yet: Cyclone has no
+        # sample for such a dispose, only the instance state of the samples it follows
+        disposed: list[bytes] = []
         for data, row, status in rows:
             key = served.key(row[5])
             if data is None:  # dispose or unregister without data: in order
-                if row[2] == int(InstanceState.NotAliveDisposed):
+                if row[2] == _DISPOSED:
                     history.add_batch(topic, partition, batch, now)
                     batch = []
                     history.dispose(topic, partition, key, now)
@@ -380,8 +391,12 @@ class DurabilityService:
             batch.append(
                 (key, served.guid(row[6]), row[4], data, bool(status & STATUSINFO_DISPOSE))
             )
+            if row[2] == _DISPOSED:
+                disposed.append(key)
         if batch:
             history.add_batch(topic, partition, batch, now)
+        for key in disposed:  # the instance state is the newest: after all its samples
+            history.dispose(topic, partition, key, now)
         return len(rows) == _TAKE
 
     # -- serving ---------------------------------------------------------------------
