@@ -23,14 +23,15 @@ class AutoPurge:
     """Deadlines for purging not-alive instances, per instance handle."""
 
     def __init__(self, policy: q.ReaderDataLifecycle) -> None:
-        # seconds, None for never (an INFINITE delay)
+        # seconds, None for never (an INFINITE delay); the policy's own validator has
+        # refused every value timeout_seconds would, so no label for an error is needed
         nowriter, disposed = (
             policy.autopurge_nowriter_samples_delay,
             policy.autopurge_disposed_samples_delay,
         )
         self._delays = {
-            InstanceState.NOT_ALIVE_NO_WRITERS: timeout_seconds(nowriter, "autopurge delay"),
-            InstanceState.NOT_ALIVE_DISPOSED: timeout_seconds(disposed, "autopurge delay"),
+            InstanceState.NOT_ALIVE_NO_WRITERS: timeout_seconds(nowriter),
+            InstanceState.NOT_ALIVE_DISPOSED: timeout_seconds(disposed),
         }
         self._since: dict[int, tuple[InstanceState, float]] = {}
         #: Whether any delay is finite (else the reader skips all of this).
