@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import dcps.store._transactions as transactions
+from dcps import DcpsError
 from dcps.store._log import STORE_FILE, SyncMode
 from dcps.store._staging import staging_of
 from dcps.store._transactions import recover_transactions
@@ -369,8 +370,8 @@ class TestCommitPoint:
         """Its chunks gone (a damaged file): logged by name, forgotten, and the next
         record is still completed."""
         store.ask(TxCommitRequest("q", 1, scene["stages"]))
-        stage(store, "out", "p", 0, "s", 0, 0, b"p0")
-        store.ask(TxCommitRequest("p", 0, (("out", "s", 1),)))
+        stage(store, "out", "z", 0, "s", 0, 0, b"z0")
+        store.ask(TxCommitRequest("z", 0, (("out", "s", 1),)))
         db = store.log._conn
         db.execute("DELETE FROM staged WHERE query = 'q'")
         caplog.set_level(logging.INFO, logger="dcps.store.transactions")
@@ -379,10 +380,10 @@ class TestCommitPoint:
         assert (logging.ERROR, "transaction 'q' epoch 1 could not be completed") in messages
         assert (
             logging.INFO,
-            "transaction 'p' epoch 0 completed at start: 1 published, 0 acknowledged",
+            "transaction 'z' epoch 0 completed at start: 1 published, 0 acknowledged",
         ) in messages
         assert records(tmp_path / "store") == []
-        assert elements(store, "out") == [b"p0"]
+        assert elements(store, "out") == [b"z0"]
 
 
 class TestAbort:
@@ -494,7 +495,11 @@ class TestOwnedTransactions:
             signed(key, TxCommitRequest, query, 1, stages, (digest_of(a0), digest_of(b0)))
         )
         assert refused.status == ErrorCode.PRECONDITION_NOT_MET
-        assert "the chunks of stage 's' are not what its writer staged" in refused.error
+        assert refused.error == (
+            f"cannot commit transaction {query!r} epoch 1: the chunks of stage 's' are not what "
+            "its writer staged (replaced by another client?): nothing committed, run the batch "
+            "again"
+        )
         assert (elements(store, "a"), elements(store, "b")) == ([], [])
 
     def test_another_keys_commit_and_abort_are_refused(
@@ -524,3 +529,72 @@ class TestOwnedTransactions:
         stage(store, "a", query, 1, "s", 0, 0, b"a0")
         ok(store.ask(signed(key, TxAbortRequest, query, 1, (("a", "s", 1),), ())))
         assert staging_of(store.log).staged_chunks() == 0
+
+
+def sabotage(path: Path, sql: str) -> None:
+    """Change the store's file as another program would (a second connection)."""
+    db = sqlite3.connect(path / STORE_FILE)
+    try:
+        db.execute(sql)
+        db.commit()
+    finally:
+        db.close()
+
+
+class TestFailuresNameTheStep:
+    """A SQLite failure at each step is a typed error naming the step and the file, and
+    changes nothing."""
+
+    def test_checking_the_staged_chunks(
+        self, store: Answered, tmp_path: Path, scene: dict[str, Any]
+    ) -> None:
+        sabotage(tmp_path / "store", "ALTER TABLE staged RENAME TO hidden")
+        failed = store.ask(TxCommitRequest("q", 1, scene["stages"]))
+        assert "checking the staged chunks of transaction 'q' epoch 1" in failed.error
+        assert str(tmp_path / "store" / STORE_FILE) in failed.error
+        assert records(tmp_path / "store") == []
+
+    def test_writing_the_commit_record(
+        self, store: Answered, tmp_path: Path, scene: dict[str, Any]
+    ) -> None:
+        sabotage(
+            tmp_path / "store",
+            "CREATE TRIGGER no_commit BEFORE INSERT ON durable_transactions"
+            " BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END",
+        )
+        failed = store.ask(TxCommitRequest("q", 1, scene["stages"]))
+        assert "committing transaction 'q' epoch 1" in failed.error
+        assert "refused by a trigger" in failed.error
+        assert elements(store, "out") == []
+        assert staging_of(store.log).staged_chunks() == 3
+
+    def test_deleting_the_commit_record(
+        self, store: Answered, tmp_path: Path, scene: dict[str, Any]
+    ) -> None:
+        """Applied, but the record cannot be deleted: the error names the step, and the
+        record stays for the next start (which commits nothing twice)."""
+        sabotage(
+            tmp_path / "store",
+            "CREATE TRIGGER keep BEFORE DELETE ON durable_transactions"
+            " BEGIN SELECT RAISE(ABORT, 'kept by a trigger'); END",
+        )
+        failed = store.ask(TxCommitRequest("q", 1, scene["stages"]))
+        assert "ending transaction 'q' epoch 1" in failed.error
+        assert "kept by a trigger" in failed.error
+        assert len(records(tmp_path / "store")) == 1
+
+    def test_looking_up_a_transaction_to_abort(
+        self, store: Answered, tmp_path: Path, scene: dict[str, Any]
+    ) -> None:
+        sabotage(tmp_path / "store", "ALTER TABLE durable_transactions RENAME TO hidden")
+        failed = store.ask(TxAbortRequest("q", 1, scene["stages"]))
+        path = tmp_path / "store" / STORE_FILE
+        assert failed.error.startswith(f"{path}: looking up a transaction failed: ")
+        assert staging_of(store.log).staged_chunks() == 3
+
+    def test_reading_the_records_at_start(self, store: Answered, tmp_path: Path) -> None:
+        sabotage(tmp_path / "store", "ALTER TABLE durable_transactions RENAME TO hidden")
+        with pytest.raises(DcpsError) as failed:
+            recover_transactions(store.log, store.durables)
+        path = tmp_path / "store" / STORE_FILE
+        assert str(failed.value).startswith(f"{path}: reading the recorded transactions failed: ")
