@@ -229,9 +229,13 @@ class TestConnections:
         assert b.over_dds
         assert connect_store(domain, namespace) is b
 
-    def test_the_timeout_reaches_the_client(self, dds: StoreAccess) -> None:
+    def test_the_timeout_reaches_the_client(self, dds: StoreAccess, served: dict[str, Any]) -> None:
         assert dds._dds().request_timeout == 20.0
-        assert StoreAccess.__init__.__kwdefaults__["timeout"] == 10.0
+        default = StoreAccess(domain_id=served["domain"], namespace=served["namespace"])
+        try:
+            assert default._dds().request_timeout == 10.0
+        finally:
+            default.close()
 
     def test_an_unanswered_request_is_a_timeout(self, dds: StoreAccess) -> None:
         client = dds._dds()
