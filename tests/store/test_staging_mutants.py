@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import pytest
 
 import dcps.store._log as log_module
 import dcps.store._staging as staging_module
-from dcps import BadParameterError, DcpsError, PreconditionNotMetError
+from dcps import BadParameterError, DcpsError, OutOfResourcesError, PreconditionNotMetError
 from dcps.store._log import STORE_FILE, ChannelLog, SyncMode
 from dcps.store._log_segments import segment_dir
 from dcps.store._staging import (
@@ -311,8 +312,10 @@ class TestCommit:
         other.close()
         with pytest.raises(DcpsError) as failed:
             staging_of(log).commit("t", "q", 7, [("s", 1)])
-        assert "reading the staged chunks of topic 't' query 'q' epoch 7" in str(failed.value)
-        assert str(log.path) in str(failed.value)
+        assert str(failed.value) == (
+            f"{log.path}: reading the staged chunks of topic 't' query 'q' epoch 7 failed: "
+            "no such table: staged_commits [SQLITE_ERROR]"
+        )
         assert data(log) == []
 
 
@@ -470,11 +473,44 @@ class TestSegments:
                 if mode is SyncMode.FULL:
                     with pytest.raises(PreconditionNotMetError) as failed:
                         staging.commit("t", "q", 0, [("s", 1)])
-                    assert "syncing staged chunks' segments" in str(failed.value)
+                    assert str(failed.value) == (
+                        f"{segment_dir(path)}: syncing staged chunks' segments failed "
+                        "(No such file or directory)"
+                    )
                     assert log.channel_state("t", 0).tail == -1
                     assert staging.staged_chunks() == 1
                 else:
                     assert staging.commit("t", "q", 0, [("s", 1)])[0].elements == 1
+
+
+class TestReleasedSegments:
+    def test_a_chunk_staged_after_an_abort_is_not_in_the_released_segment(
+        self, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The aborted chunk's segment is deleted after the grace: a chunk staged meanwhile
+        goes to a new segment and is read back after that deletion."""
+        now = [100.0]
+
+        class Monotonic:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(time, name)
+
+            @staticmethod
+            def monotonic() -> float:
+                return now[0]
+
+        monkeypatch.setattr(log_module, "time", Monotonic())
+        with ChannelLog(tmp_path / STORE_FILE, clock=clock, inline_max=8) as log:
+            log.ensure_topic("t", 1, retain_consumed=True)
+            staging = staging_of(log)
+            staging.stage(chunk("t", "q", 0, "s", 0, 0, b"aborted..."))
+            assert staging.abort("t", "q", 0) == 1
+            staging.stage(chunk("t", "q", 1, "s", 0, 0, b"kept......"))
+            now[0] += log_module._SEGMENT_GRACE + 1
+            log.append("t", 0, [b"x"])  # deletes the released segment
+            staging.commit("t", "q", 1, [("s", 1)])
+            assert data(log) == [b"x", b"kept......"]
+            assert len(segment_files(log.path)) == 1
 
 
 class TestDigests:
@@ -539,11 +575,14 @@ class TestSignedAborts:
         staging.abort_took_effect("p1", StagedAborted(3))
         staging.abort_took_effect("p2", StagedAborted(4))
         assert staging.aborted_by("p1") == StagedAborted(3)
-        now[0] += 2 * _WINDOW_S  # as old as a proof can be replayed: still remembered
+        now[0] += _WINDOW_S
+        staging.abort_took_effect("p3", StagedAborted(5))  # a later abort
+        now[0] += _WINDOW_S  # as old as a proof can be replayed: still remembered
         assert staging.aborted_by("p1") == StagedAborted(3)
         now[0] += 0.001
         assert staging.aborted_by("p1") is None
         assert staging.aborted_by("p2") is None
+        assert staging.aborted_by("p3") == StagedAborted(5)  # not forgotten with them
 
     def test_at_most_max_aborts_are_remembered(self, log: ChannelLog) -> None:
         staging = staging_of(log)
@@ -677,6 +716,23 @@ class TestKeyedHandlers:
         done = ok(store.ask(CommitStagedRequest("t", query, 0, stages, digests, proof)))
         assert StagedCommitted.from_wire(done) == StagedCommitted(1, 1)
 
+    def test_a_chunk_replaced_after_staging_refuses_the_owners_commit(
+        self, keyed: tuple[Answered, QueryKey, str]
+    ) -> None:
+        """Another key holder stages over the owner's chunk: the owner's signed commit
+        (digest of what it staged) is refused and nothing is visible."""
+        store, key, query = keyed
+        c = chunk("t", query, 0, "s", 0, 0, b"mine")
+        ok(store.ask(c))
+        ok(store.ask(chunk("t", query, 0, "s", 0, 0, b"theirs")))
+        stages, digests = (("s", 1),), (digest(c),)
+        signed = [(s, n, d) for (s, n), d in zip(stages, digests, strict=True)]
+        proof = key.prove("commit", "t", query, 0, signed)
+        refused = store.ask(CommitStagedRequest("t", query, 0, stages, digests, proof))
+        assert refused.status == ErrorCode.PRECONDITION_NOT_MET
+        assert "are not what its writer staged" in refused.error
+        assert store.log.channel_state("t", 0).tail == -1
+
     def test_a_signed_abort_takes_effect_once(self, keyed: tuple[Answered, QueryKey, str]) -> None:
         """The same proof sent again gets the first answer and drops what was staged since
         (Spark runs the micro-batch again under the same epoch); a new proof drops it."""
@@ -708,3 +764,118 @@ class TestKeyedHandlers:
             StagedAborted(1)
         )
         assert staging_of(store.log)._aborts == {}
+
+
+def sabotage(log: ChannelLog, sql: str) -> None:
+    """Change the store's file as another program would (a second connection)."""
+    db = sqlite3.connect(log.path)
+    try:
+        db.execute(sql)
+        db.commit()
+    finally:
+        db.close()
+
+
+def refuse(log: ChannelLog, when: str) -> None:
+    sabotage(
+        log,
+        f"CREATE TRIGGER refuse_{when.replace(' ', '_')} {when}"
+        " BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END",
+    )
+
+
+class TestFailuresNameTheStep:
+    """A failed write is a typed error naming what was done, the topic and transaction."""
+
+    def test_staging(self, log: ChannelLog) -> None:
+        refuse(log, "BEFORE INSERT ON staged")
+        with pytest.raises(DcpsError) as failed:
+            staging_of(log).stage(chunk("t", "q", 0, "s", 0, 1, b"a"))
+        assert str(failed.value) == (
+            f"{log.path}: staging to topic 't' channel 1 failed: refused by a trigger "
+            "[SQLITE_CONSTRAINT_TRIGGER]"
+        )
+
+    def test_committing(self, log: ChannelLog) -> None:
+        staging_of(log).stage(chunk("t", "q", 2, "s", 0, 0, b"a"))
+        refuse(log, "BEFORE INSERT ON batches")
+        with pytest.raises(DcpsError) as failed:
+            staging_of(log).commit("t", "q", 2, [("s", 1)])
+        assert str(failed.value).startswith(
+            f"{log.path}: committing topic 't' query 'q' epoch 2 failed: refused by a trigger"
+        )
+        assert (data(log), staging_of(log).staged_chunks()) == ([], 1)
+
+    def test_committing_again(self, log: ChannelLog) -> None:
+        staging_of(log).stage(chunk("t", "q", 2, "s", 0, 0, b"a"))
+        staging_of(log).commit("t", "q", 2, [("s", 1)])
+        staging_of(log).stage(chunk("t", "q", 2, "late", 0, 0, b"b"))
+        refuse(log, "BEFORE DELETE ON staged")
+        with pytest.raises(DcpsError) as failed:
+            staging_of(log).commit("t", "q", 2, [("late", 1)])
+        assert str(failed.value).startswith(
+            f"{log.path}: committing topic 't' query 'q' epoch 2 again failed: refused"
+        )
+
+    def test_aborting(self, log: ChannelLog) -> None:
+        staging_of(log).stage(chunk("t", "q", 2, "s", 0, 0, b"a"))
+        refuse(log, "BEFORE DELETE ON staged")
+        with pytest.raises(DcpsError) as failed:
+            staging_of(log).abort("t", "q", 2)
+        assert str(failed.value).startswith(
+            f"{log.path}: aborting topic 't' query 'q' epoch 2 failed: refused by a trigger"
+        )
+        assert staging_of(log).staged_chunks() == 1
+
+    def test_writing_a_body_to_its_segment_file(self, segmented: ChannelLog) -> None:
+        root = segment_dir(segmented.path)
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "1").write_bytes(b"not a directory")  # where topic 1's segments go
+        with pytest.raises(BadParameterError) as failed:
+            staging_of(segmented).stage(chunk("t", "q", 0, "s", 0, 0, b"0123456789"))
+        assert str(failed.value) == (
+            f"{root}: a path component is not a directory (writing a staged chunk to a "
+            "segment file)"
+        )
+        assert staging_of(segmented).staged_chunks() == 0
+
+
+def first_failure(steps: Any) -> BaseException | None:
+    """Run ``steps`` (callables) until one raises; what it raised (None: none did)."""
+    for step in steps:
+        try:
+            step()
+        except DcpsError as exc:
+            return exc
+    return None
+
+
+class TestFullDisk:
+    def test_staging_and_committing_never_take_the_space_kept_for_commits(
+        self, small_disk: Any
+    ) -> None:
+        """On a full disk a chunk is refused (not written with the reserve the store keeps
+        for group commits and joins), and so is a staged commit."""
+        path = small_disk.path / STORE_FILE
+        with ChannelLog(path) as log:
+            log.ensure_topic("t", 1, retain_consumed=True)
+            staging = staging_of(log)
+            body = [bytes([i]) * 1000 for i in range(30)]  # 30 kB: inline
+            for epoch in range(40):
+                staging.stage(chunk("t", "q", epoch, "s", 0, 0, *body))
+            small_disk.fill()
+            refused = first_failure(
+                lambda seq=seq: staging.stage(chunk("t", "p", 0, "s", seq, 0, *body))
+                for seq in range(40)
+            )
+            assert isinstance(refused, OutOfResourcesError)
+            assert "disk is full" in str(refused)
+            assert log._reserve.held
+            refused = first_failure(
+                lambda epoch=epoch: staging.commit("t", "q", epoch, [("s", 1)])
+                for epoch in range(40)
+            )
+            assert isinstance(refused, OutOfResourcesError)
+            assert "disk is full" in str(refused)
+            assert log._reserve.held
+            small_disk.free()
