@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import uuid
 from typing import Any
 
 import numpy as np
@@ -578,3 +579,59 @@ class TestBulkEncoding:
         bad = replaced(batch, "v", pa.array(["3"]))
         with pytest.raises(BadParameterError, match=r"^column 'v': expected numbers, got string$"):
             encode_matrix(Keyed2, bad)
+
+
+def fresh_types() -> tuple[type, type]:
+    """Two fixed-size types never decoded before in this process (the decoder keeps a schema
+    and a CDR layout per type it has seen)."""
+    tag = uuid.uuid4().hex[:8]
+
+    class Narrow(idl.Struct, typename=f"decode_test::Narrow_{tag}"):
+        k: idl.key[idl.int16]
+        v: idl.int16
+
+    class Deep(idl.Struct, typename=f"decode_test::Deep_{tag}"):
+        k: idl.key[idl.int32]
+        v: idl.int64
+
+    return Narrow, Deep
+
+
+class TestBulkPath:
+    """Fixed-size types are decoded through their CDR layout, never one Python call per
+    element (the module's promise: a batch costs a few numpy/Arrow calls)."""
+
+    @pytest.mark.parametrize("version_2", [False, True], ids=["xcdr1", "xcdr2"])
+    def test_no_element_is_deserialised_one_by_one(
+        self, version_2: bool, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        payloads = [wide(i).serialize(use_version_2=version_2) for i in range(4)]
+
+        def one_by_one(*args: Any, **kw: Any) -> Any:
+            raise AssertionError("an element was deserialised on its own")
+
+        monkeypatch.setattr(Wide, "deserialize", one_by_one)
+        assert members(decode_batch(Wide, payloads, 0, range(4))) == [wide_row(i) for i in range(4)]
+        padded = [p + b"\0" * 4 for p in payloads]
+        assert members(decode_batch(Wide, padded, 0, range(4))) == [wide_row(i) for i in range(4)]
+
+    def test_types_seen_for_the_first_time(self) -> None:
+        """Each new type gets its own schema and layout, with and without the envelope."""
+        narrow, deep = fresh_types()
+        a = decode_batch(narrow, [narrow(k=1, v=-2).serialize()], 0, [0], envelope=False)
+        b = decode_batch(deep, [deep(k=3, v=2**40).serialize()], 0, [0], envelope=False)
+        assert (a.to_pylist(), b.to_pylist()) == ([{"k": 1, "v": -2}], [{"k": 3, "v": 2**40}])
+        c = decode_batch(deep, [deep(k=4, v=5).serialize()], 1, [7])
+        assert c.to_pylist()[0] == {
+            "_channel": 1,
+            "_offset": 7,
+            "_store_timestamp": None,
+            "_source_timestamp": None,
+            "_key": "[4]",
+            "k": 4,
+            "v": 5,
+        }
+        narrow2, deep2 = fresh_types()
+        d = decode_batch(deep2, [deep2(k=5, v=6).serialize()], 0, [0])
+        e = decode_batch(narrow2, [narrow2(k=7, v=8).serialize()], 0, [0])
+        assert (d.to_pylist()[0]["v"], e.to_pylist()[0]["v"]) == (6, 8)
