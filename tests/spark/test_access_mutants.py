@@ -10,6 +10,7 @@ that retention removed, and the typed errors of a closed or file-only access.
 
 from __future__ import annotations
 
+import threading
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from dcps import (
 from dcps.spark import _access
 from dcps.spark._access import StoreAccess, channel_of_key, connect_store
 from dcps.store import Store
+from dcps.store._log_reader import LogReader
 from tests.support.embedded_store import module_store
 
 
@@ -89,7 +91,8 @@ class TestRangesOverDds:
         assert offsets(run) == list(range(1, 12))
         assert run.payloads() == [b"%d" % i for i in range(1, 12)]
         assert offsets(dds.fetch(topic, 0, 5, 6)) == [5]
-        assert dds.fetch(topic, 0, 4, 4).count == 0
+        empty = dds.fetch(topic, 0, 4, 4)
+        assert (empty.count, empty.first, empty.end) == (0, 4, 4)
 
     def test_a_range_past_the_tail_is_refused_by_name(self, dds: StoreAccess) -> None:
         topic = topic_with(dds, [4])
@@ -113,8 +116,12 @@ class TestRangesOverDds:
         assert offsets(dds.fetch(topic, 0, 3, 8, strict=False)) == [5, 6, 7]
         with pytest.raises(PreconditionNotMetError, match=r"elements 0\.\.9 .*\(got 5\)"):
             dds.fetch(topic, 0, 0, 10)
-        with pytest.raises(PreconditionNotMetError, match=r"elements 0\.\.1 .*\(got 2\)"):
+        with pytest.raises(PreconditionNotMetError) as runs:
             list(dds.fetch_runs(topic, 0, 0, 10, 4))
+        assert str(runs.value) == (
+            f"topic {topic!r} channel 0: elements 0..1 are no longer all stored (got 2); "
+            "the store's retention removed them"
+        )
         dds.leave_group(topic, "g", "m1")
         with pytest.raises(PreconditionNotMetError):
             dds.commit_group(topic, "g", "m1", {0: 6})
@@ -208,6 +215,15 @@ class TestFileAccess:
         finally:
             access.close()
 
+    def test_a_file_access_defaults_to_domain_0_namespace_dcps(
+        self, served: dict[str, Any]
+    ) -> None:
+        access = StoreAccess(data_dir=data_dir(served))
+        access.close()
+        assert (access.domain_id, access.namespace) == (0, "dcps")
+        with pytest.raises(AlreadyClosedError, match=r"^the connection to dcps store 'dcps' is"):
+            access.ensure_topic("t", 1, True, "")
+
     def test_a_closed_access_says_so(self, served: dict[str, Any]) -> None:
         access = StoreAccess(data_dir=data_dir(served), namespace="nsx")
         access.close()
@@ -228,14 +244,52 @@ class TestConnections:
         assert b is not a
         assert b.over_dds
         assert connect_store(domain, namespace) is b
+        assert b._dds().request_timeout == 10.0
+        _access._cache.pop((domain, namespace, None)).close()
+        c = connect_store(domain, namespace, timeout=15.0)
+        assert c._dds().request_timeout == 15.0
 
     def test_the_timeout_reaches_the_client(self, dds: StoreAccess, served: dict[str, Any]) -> None:
         assert dds._dds().request_timeout == 20.0
         default = StoreAccess(domain_id=served["domain"], namespace=served["namespace"])
         try:
             assert default._dds().request_timeout == 10.0
+            assert default.fetch_chunk == _access.FETCH_CHUNK == 20_000
+            topic = topic_with(default, [3])
+            assert offsets(default.fetch(topic, 0, 0, 3)) == [0, 1, 2]
         finally:
             default.close()
+        default.close()  # idempotent
+        assert not default.over_dds  # closed: no connection left
+        with pytest.raises(AlreadyClosedError):
+            default.ensure_topic("t", 1, True, "")
+
+    def test_a_slow_answer_within_the_timeout_is_awaited(self, dds: StoreAccess) -> None:
+        """The access waits a second longer than the client's own request timeout."""
+        client = dds._dds()
+        client.request_timeout = 0.2
+        try:
+            slow: Future[Any] = Future()
+            timer = threading.Timer(0.5, slow.set_result, ("answer",))
+            timer.start()
+            try:
+                assert dds._result(slow) == "answer"
+            finally:
+                timer.cancel()
+        finally:
+            client.request_timeout = 20.0
+
+    def test_the_type_name_and_the_idempotence_key_reach_the_store(
+        self, dds: StoreAccess, served: dict[str, Any]
+    ) -> None:
+        topic = f"t_{uuid.uuid4().hex[:8]}"
+        dds.ensure_topic(topic, 2, True, "access_test::T")
+        first = dds.publish_keyed(topic, 1, [b"a", b"b"], "once").result(20)
+        again = dds.publish_keyed(topic, 1, [b"a", b"b"], "once").result(20)
+        assert (first.first, again.first, again.duplicate) == (0, 0, True)
+        assert dds.bounds(topic) == {0: (0, 0), 1: (0, 2)}
+        with LogReader.open(data_dir(served), verify=False) as reader:
+            assert reader.topic(topic).type_name == "access_test::T"
 
     def test_an_unanswered_request_is_a_timeout(self, dds: StoreAccess) -> None:
         client = dds._dds()
