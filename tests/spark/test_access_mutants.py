@@ -27,9 +27,11 @@ from dcps import (
 )
 from dcps.spark import _access
 from dcps.spark._access import StoreAccess, channel_of_key, connect_store
-from dcps.store import Store
+from dcps.store import Store, SyncMode
 from dcps.store._log_reader import LogReader
-from tests.support.embedded_store import module_store
+from dcps.wire._auth_keys import KEY_FILE_ENV, write_key_file
+from dcps.wire._auth_stage import QueryKey, StageDigest, owned_query
+from tests.support.embedded_store import module_store, worker_domain
 
 
 @pytest.fixture(scope="module")
@@ -320,3 +322,51 @@ class TestConnections:
         for key, count in [(b"abc", 7), (b"", 3), (b"\x00\x01", 256)]:
             assert channel_of_key(key, count) == zlib.crc32(key) % count
         assert channel_of_key(b"abc", 7) == 5
+
+
+@pytest.fixture(scope="module")
+def keyed(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[tuple[StoreAccess, QueryKey, str]]:
+    """A store with a namespace key and an access holding the key (a second embedded
+    store of the module: only a keyed store checks a staged commit's digests and proof)."""
+    path = tmp_path_factory.mktemp("keyedaccess")
+    key = write_key_file(path / "ns.key")
+    namespace = f"ns_{uuid.uuid4().hex[:10]}"
+    domain = worker_domain(worker_id)
+    with Store(
+        path / "store",
+        domain_id=domain,
+        namespace=namespace,
+        sync=SyncMode.NORMAL,
+        key=str(path / "ns.key"),
+        admin_key=None,
+    ):
+        with pytest.MonkeyPatch.context() as env:  # the access reads its key at start
+            env.setenv(KEY_FILE_ENV, str(path / "ns.key"))
+            access = StoreAccess(domain_id=domain, namespace=namespace, timeout=20.0)
+        try:
+            own = QueryKey(key.secret, "q")
+            yield access, own, owned_query("q", own)
+        finally:
+            access.close()
+
+
+class TestKeyedStore:
+    def test_digests_and_proofs_reach_the_store(
+        self, keyed: tuple[StoreAccess, QueryKey, str]
+    ) -> None:
+        access, key, query = keyed
+        topic = f"t_{uuid.uuid4().hex[:8]}"
+        access.ensure_topic(topic, 1, True, "")
+        access.stage_async(topic, (query, 0), 0, "s", 0, 0, [1, 1], b"ab").result(20)
+        digest = StageDigest()
+        digest.add(0, 0, b"\x01\x00\x00\x00\x01\x00\x00\x00", b"ab")
+        signed = [("s", 1, digest.hexdigest())]
+        proof = key.prove("commit", topic, query, 0, signed)
+        done = access.commit_staged(topic, (query, 0), [("s", 1)], [digest.hexdigest()], proof)
+        assert (done.elements, done.chunks) == (2, 1)
+        access.stage_async(topic, (query, 1), 0, "s", 0, 0, [1], b"c").result(20)
+        aborted = access.abort_staged(topic, (query, 1), key.prove("abort", topic, query, 1))
+        assert aborted.chunks == 1
+        assert access.fetch(topic, 0, 0, 2).payloads() == [b"a", b"b"]
