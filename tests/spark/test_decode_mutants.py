@@ -362,6 +362,14 @@ class TestPerSampleValues:
         assert _py_value(np.array([1, 2], dtype=np.int16), fields["nums"]) == [1, 2]
 
 
+class Scalars(idl.Struct, typename="decode_test::Scalars"):
+    """Plain octet, float and string members (each converted by its own rule)."""
+
+    b: idl.octet
+    f: idl.float32
+    s: idl.string
+
+
 class TestRowsToSamples:
     def test_a_null_in_a_required_member_names_it(self) -> None:
         with pytest.raises(BadParameterError) as null:
@@ -382,6 +390,23 @@ class TestRowsToSamples:
         for name, value, message in cases:
             with pytest.raises(BadParameterError) as bad:
                 row_to_sample({**wide_row(1), name: value}, Wide)
+            assert str(bad.value) == message
+
+    def test_octet_float_and_string_members_refuse_by_their_own_rule(self) -> None:
+        good = {"b": 7, "f": 1, "s": "x"}
+        assert row_to_sample(good, Scalars).serialize() == Scalars(b=7, f=1.0, s="x").serialize()
+        cases = [
+            ("b", True, "column 'b': True does not fit octet: expected an integer, got bool"),
+            (
+                "f",
+                "x",
+                "column 'f': 'x' does not fit float: could not convert string to float: 'x'",
+            ),
+            ("s", 5, "column 's': 5 does not fit string: expected a string, got int"),
+        ]
+        for name, value, message in cases:
+            with pytest.raises(BadParameterError) as bad:
+                row_to_sample({**good, name: value}, Scalars)
             assert str(bad.value) == message
 
     def test_accepted_spellings_of_each_kind(self) -> None:
