@@ -640,6 +640,21 @@ class TestBulkPath:
         padded = [p + b"\0" * 4 for p in payloads]
         assert members(decode_batch(Wide, padded, 0, range(4))) == [wide_row(i) for i in range(4)]
 
+    def test_a_new_type_is_decoded_in_bulk_from_its_first_batch(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The layout made for a type's first batch is kept and used (no element of it is
+        deserialised on its own, then or later)."""
+        _, deep = fresh_types()
+
+        def one_by_one(*args: Any, **kw: Any) -> Any:
+            raise AssertionError("an element was deserialised on its own")
+
+        monkeypatch.setattr(deep, "deserialize", one_by_one)
+        for v in (1, 2):
+            batch = decode_batch(deep, [deep(k=v, v=-v).serialize()], 0, [0], envelope=False)
+            assert batch.to_pylist() == [{"k": v, "v": -v}]
+
     def test_types_seen_for_the_first_time(self) -> None:
         """Each new type gets its own schema and layout, with and without the envelope."""
         narrow, deep = fresh_types()
