@@ -149,6 +149,9 @@ class _Topic:
     order: list[_Kept] = attrs.field(factory=list)
     #: seqs of the samples in ``order`` that are no longer kept
     dropped: set[int] = attrs.field(factory=set)
+    #: the identities of the samples kept: a sample is one per topic and partition (a
+    #: writer in two partitions reaches the late joiners of both)
+    seen: set[SampleIdentity] = attrs.field(factory=set)
 
 
 def _insert_by_time(samples: deque[_Kept], sample: _Kept) -> None:
@@ -172,7 +175,6 @@ class HistoryStore:
     def __init__(self, db: sqlite3.Connection | None = None) -> None:
         self._db = db
         self._topics: dict[tuple[str, str], _Topic] = {}
-        self._seen: set[SampleIdentity] = set()
         self._seq = 0
         #: the mark in the file: no number at or below it is given again
         self._mark = 0
@@ -210,7 +212,7 @@ class HistoryStore:
             topic.instances.setdefault(sample[_KEY], _Instance()).samples.append(sample)
             topic.order.append(sample)  # in seq order (ORDER BY seq)
             topic.count += 1
-            self._seen.add(_identity(sample))
+            topic.seen.add(_identity(sample))
             self._seq = max(self._seq, seq)
         row = db.execute("SELECT high FROM durability_sequence").fetchone()
         self._mark = 0 if row is None else row[0]
@@ -314,7 +316,7 @@ class HistoryStore:
         kept: list[_Kept] = []
         first = self._seq + 1  # the first seq this batch gives
         dropped: set[int] = set()  # seqs of this batch pushed out by later samples of it
-        seen, limits, instances = self._seen, t.limits, t.instances
+        seen, limits, instances = t.seen, t.limits, t.instances
         depth, max_samples = limits.depth, limits.max_samples
         for key, writer, timestamp, payload, disposes in rows:
             identity = (writer, timestamp, payload_crc(payload))
@@ -427,7 +429,7 @@ class HistoryStore:
     def _drop(self, t: _Topic, sample: _Kept, db: sqlite3.Connection | None) -> None:
         """Forget a kept sample (in ``db``'s open transaction, if given)."""
         t.count -= 1
-        self._seen.discard(_identity(sample))
+        t.seen.discard(_identity(sample))
         t.dropped.add(sample[_SEQ])
         if len(t.dropped) > 1024 and len(t.dropped) * 2 > len(t.order):
             gone = t.dropped  # compacted when most of ``order`` is gone: amortised O(1)

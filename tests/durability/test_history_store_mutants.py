@@ -111,6 +111,23 @@ class TestKeeping:
         assert h.count("other") == 0
         assert served(h) == [1, 2]
 
+    def test_a_sample_in_two_partitions_is_kept_in_each(self, db: sqlite3.Connection) -> None:
+        """A writer in partitions pa and pb reaches the late joiners of both (the same
+        writer, time and bytes are one sample per topic and partition, not per service)."""
+        h = HistoryStore(db)
+        for partition in ("pa", "pb"):
+            h.serve("T", partition, KEEP_ALL, True)
+        for partition in ("pa", "pb"):
+            assert add(h, b"a", 1, partition=partition) is not None
+            assert add(h, b"a", 1, partition=partition) is None  # still once per partition
+        assert h.count("T") == 2
+        assert served(h, "T", ("pa",)) == served(h, "T", ("pb",)) == [1]
+        again = HistoryStore(db)  # a restarted service reads both back from the file
+        for partition in ("pa", "pb"):
+            again.serve("T", partition, KEEP_ALL, True)
+        assert served(again, "T", ("pa",)) == served(again, "T", ("pb",)) == [1]
+        assert add(again, b"a", 1, partition="pb") is None
+
     def test_keep_last_keeps_the_newest_of_each_instance(self) -> None:
         h = store(Limits(depth=2))
         for n in range(1, 5):
