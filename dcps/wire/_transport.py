@@ -206,6 +206,7 @@ class Waiter:
         self._guard = endpoint.own(GuardCondition(endpoint.participant))
         self._ws.attach(self._guard)
         self._conds: dict[int, ReadCondition] = {}
+        self._closed = False
 
     def watch(self, reader: DataReader[Any]) -> None:
         """Wake :meth:`wait` whenever ``reader`` holds samples."""
@@ -226,11 +227,22 @@ class Waiter:
         self._guard.set(False)
 
     def wake(self) -> None:
-        """Make the current or next :meth:`wait` return at once (any thread)."""
-        self._guard.set(True)
+        """Make the current or next :meth:`wait` return at once (any thread).
+
+        After :meth:`close` it does nothing: a late reply's callback (a heartbeat
+        answered as its subscriber closed) may still call it.
+        """
+        if self._closed:
+            return
+        try:
+            self._guard.set(True)
+        except DDSException:
+            if not self._closed:  # else closed between the check and the call
+                raise
 
     def close(self) -> None:
         """Delete the conditions and the wait set."""
+        self._closed = True
         for cond in self._conds.values():
             delete_entity(cond)
         self._conds.clear()
