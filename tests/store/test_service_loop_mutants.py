@@ -1,0 +1,546 @@
+"""The store service over DDS, as clients see it (issue 20: the mutation run of the whole of
+``dcps/store/_service.py``, its request loop, groups, fetches and reply writers included).
+
+One embedded ``Store`` (no key) serves the whole file (a module fixture), with one real
+``StoreClient`` and one raw ``cyclonedds`` participant (``RawRequester``) writing
+requests by hand: malformed, from a bad client id, of an unknown kind, for a member
+that is not one. Each test asserts what a client would see: the replies, their order,
+the elements stored, the counters. Replies are awaited for a few seconds at most, so a
+broken mutant costs seconds. Tests that need a store of their own (start, close, a
+second store, ``run_store``) start one and close it before they return: no participant
+outlives its test except the module's, closed at the end of the file (mutmut forks a
+worker per mutant from a process that ran these tests).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dcps import (
+    AlreadyClosedError,
+    BadParameterError,
+    PreconditionNotMetError,
+)
+from dcps.channels._client import StoreClient
+from dcps.store import Store, SyncMode, _service, run_store
+from dcps.store._service import StoreState
+from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
+from dcps.wire._messages import Request, StoreAnnouncement
+from dcps.wire._replies import ChannelStates, Commits, Membership, Pong, Published
+from dcps.wire._requests import (
+    CommitRequest,
+    FetchRequest,
+    JoinRequest,
+    LeaveRequest,
+    PingRequest,
+    PublishRequest,
+    SeekRequest,
+    StateRequest,
+)
+from dcps.wire._sealing import UNAUTHENTICATED_WARNING
+from dcps.wire._transport import Endpoint
+from tests.support.embedded_store import module_store
+from tests.support.raw_requests import REPLY_TIMEOUT, RawRequester
+from tests.support.waiting import eventually
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[tuple[Store, int, str]]:
+    with module_store(tmp_path_factory, worker_id, "svcloop") as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def store(served: tuple[Store, int, str]) -> Store:
+    return served[0]
+
+
+@pytest.fixture(scope="module")
+def client(served: tuple[Store, int, str]) -> Iterator[StoreClient]:
+    _, domain, namespace = served
+    endpoint = Endpoint(domain, namespace)
+    c = StoreClient(endpoint, request_timeout=REPLY_TIMEOUT, key=None, admin_key=None)
+    try:
+        c.connect(REPLY_TIMEOUT)
+        yield c
+    finally:
+        c.close()
+        endpoint.close()
+
+
+@pytest.fixture(scope="module")
+def raw(served: tuple[Store, int, str]) -> Iterator[RawRequester]:
+    _, domain, namespace = served
+    r = RawRequester(domain, namespace)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+_topics = iter(range(10**6))
+
+
+@pytest.fixture
+def topic(client: StoreClient) -> str:
+    """A fresh topic of 3 channels that keeps what is consumed."""
+    name = f"t{next(_topics)}"
+    client.ensure_topic(name, 3, True)
+    return name
+
+
+def requests(store: Store, kind: str, result: str) -> float:
+    value = store.metrics.registry.get_sample_value(
+        "dcps_store_requests_total", {"kind": kind, "result": result}
+    )
+    return value or 0.0
+
+
+def metric(store: Store, name: str, **labels: str) -> float:
+    return store.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def synced(raw: RawRequester) -> None:
+    """Wait until the store handled everything ``raw`` wrote before (a PING after it)."""
+    assert Pong.from_wire(raw.call(PingRequest())).incarnation
+
+
+class TestAdmission:
+    def test_a_bad_client_id_is_dropped_unanswered_and_counted(
+        self, store: Store, raw: RawRequester, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        caplog.set_level(logging.WARNING, logger="dcps.store")
+        before = store.dropped_requests
+        sent = [raw.send(PingRequest(), client="bad/client") for _ in range(3)]
+        eventually(lambda: store.dropped_requests == before + 3, REPLY_TIMEOUT, "3 drops")
+        synced(raw)
+        assert not set(sent) & set(raw.got)
+        warned = [r.getMessage() for r in caplog.records if "request dropped" in r.getMessage()]
+        # rate-limited: the 1st, 2nd, 4th, 8th... drop of the store's life are logged
+        counts = [before + i for i in (1, 2, 3) if (before + i) & (before + i - 1) == 0]
+        assert len(warned) == len(counts)
+        for text, count in zip(warned, counts, strict=True):
+            assert text.startswith(f"dcps store: request dropped ({count} so far): client id ")
+            assert "'bad/client' is refused" in text
+
+    def test_an_undecodable_request_is_answered_alone(
+        self, store: Store, raw: RawRequester, topic: str
+    ) -> None:
+        before = requests(store, "unknown", "bad_parameter")  # its kind is not readable
+        rid = raw.next_id()
+        data = StateRequest(topic, "GROUP!").to_wire(raw.client, rid).serialize()
+        sample = Request(client=raw.client, request_id=rid, op=int(Op.STATE))
+        sample.serialize = lambda **_: data.replace(b"GROUP!", b"\xff\xfe\xfd\xfc\xfb\xfa")  # type: ignore[method-assign]
+        raw.write(sample)
+        after = raw.send(StateRequest(topic))
+        bad = raw.answer(rid)
+        assert (bad.client, bad.status) == (raw.client, ErrorCode.BAD_PARAMETER)
+        assert "UTF-8" in bad.error
+        assert raw.answer(after).status == 0
+        assert requests(store, "unknown", "bad_parameter") == before + 1
+
+    def test_an_unknown_request_kind_is_refused_by_name(
+        self, store: Store, raw: RawRequester
+    ) -> None:
+        before = requests(store, "unknown", "bad_parameter")
+        rid = raw.write(Request(client=raw.client, request_id=raw.next_id(), op=999))
+        got = raw.answer(rid)
+        assert got.status == ErrorCode.BAD_PARAMETER
+        assert "999" in got.error
+        assert requests(store, "unknown", "bad_parameter") == before + 1
+
+    def test_a_failing_request_is_counted_by_kind_and_code(
+        self, store: Store, raw: RawRequester
+    ) -> None:
+        before = requests(store, "state", "bad_parameter")
+        ok_before = requests(store, "ping", "ok")
+        got = raw.call(StateRequest("no_such_topic"))
+        assert got.status == ErrorCode.BAD_PARAMETER
+        assert "no_such_topic" in got.error
+        synced(raw)
+        assert requests(store, "state", "bad_parameter") == before + 1
+        assert requests(store, "ping", "ok") == ok_before + 1
+
+
+class TestRounds:
+    def test_a_request_after_publishes_sees_them(
+        self, store: Store, raw: RawRequester, topic: str
+    ) -> None:
+        store.log.create_group(topic, "keep")
+        sent = [raw.send(PublishRequest(topic, 0, [1], bytes([i]))) for i in range(20)]
+        state = raw.send(StateRequest(topic, "", (0,)))
+        more = [raw.send(PublishRequest(topic, 0, [1], bytes([i]))) for i in range(20, 25)]
+        fetch = raw.send(FetchRequest(topic, 0, 0, 100))
+        got = ChannelStates.from_wire(raw.answer(state))
+        assert got.tails == (19,)  # every publish written before the STATE
+        placed = [Published.from_wire(raw.answer(r)).first for r in sent + more]
+        assert placed == list(range(25))
+        fetched = raw.answer(fetch)
+        assert fetched.status == 0
+        assert bytes(fetched.blob).endswith(bytes(range(25)))
+
+    def test_replies_reach_each_client_in_request_order(
+        self, raw: RawRequester, client: StoreClient, topic: str
+    ) -> None:
+        futures = [client.publish_async(topic, 1, [2], b"%02d" % i) for i in range(30)]
+        firsts = [f.result(REPLY_TIMEOUT).first for f in futures]
+        assert firsts == list(range(30))
+        fetched = client.fetch(topic, 1, 28, 10)
+        assert (fetched.run.first, fetched.run.count, fetched.run.data) == (28, 2, b"2829")
+        assert (fetched.head, fetched.tail) == (0, 29)
+
+
+class TestFetches:
+    def test_a_fetch_is_answered_from_the_log_and_counted(
+        self, store: Store, client: StoreClient, topic: str
+    ) -> None:
+        before = requests(store, "fetch", "ok")
+        client.publish_async(topic, 2, [1, 2, 3], b"abbccc").result(REPLY_TIMEOUT)
+        got = client.fetch(topic, 2, 1, 5)
+        assert (got.channel, got.run.first, got.run.data) == (2, 1, b"bbccc")
+        assert requests(store, "fetch", "ok") == before + 1
+        assert metric(store, "dcps_store_fetched_elements_total", topic=topic) == 2
+        assert metric(store, "dcps_store_fetched_bytes_total", topic=topic) == 5
+
+    def test_a_failed_fetch_is_counted_and_reads_nothing(
+        self, store: Store, raw: RawRequester, topic: str
+    ) -> None:
+        before = requests(store, "fetch", "bad_parameter")
+        got = raw.call(FetchRequest(topic, 7, 0, 5))
+        assert got.status == ErrorCode.BAD_PARAMETER
+        synced(raw)
+        eventually(
+            lambda: requests(store, "fetch", "bad_parameter") == before + 1,
+            REPLY_TIMEOUT,
+            "the failed fetch counted",
+        )
+        assert metric(store, "dcps_store_fetched_elements_total", topic=topic) == 0
+
+
+class TestGroups:
+    def test_a_member_joins_commits_seeks_and_leaves(
+        self, store: Store, client: StoreClient, topic: str
+    ) -> None:
+        for c in range(3):
+            client.publish_async(topic, c, [1] * 4, b"abcd").result(REPLY_TIMEOUT)
+        joined = client.join(topic, "g", "m1", 30_000)
+        assert (joined.incarnation, joined.channels, joined.exchange) == (
+            store.incarnation,
+            (0, 1, 2),
+            b"",
+        )
+        beat = client.heartbeat_async(topic, "g", "m1").result(REPLY_TIMEOUT)
+        assert (beat.generation, beat.channels) == (joined.generation, (0, 1, 2))
+        done = client.commit(topic, "g", "m1", {0: 1, 2: 3})
+        assert done.statuses == {0: CommitStatus.COMMITTED, 2: CommitStatus.COMMITTED}
+        state = client.state(topic, "g")
+        assert (state.committed, state.explicit) == ((1, -1, 3), (True, False, True))
+        seeked = client.seek(topic, "g", "m1", SeekMode.POSITION, {0: 2, 1: 3})
+        assert seeked.targets == {0: 2, 1: 3}
+        assert client.seek(topic, "g", "m1", SeekMode.HEAD, {2: 0}).targets == {2: -1}
+        assert client.seek(topic, "g", "m1", SeekMode.TAIL, {2: 0}).targets == {2: 3}
+        stamp = client.fetch(topic, 1, 2, 1).run.stamps[0]
+        at = client.seek(topic, "g", "m1", SeekMode.TIMESTAMP, {1: stamp})
+        assert at.targets == {1: 2}  # the element of that time is the next one
+        client.leave(topic, "g", "m1")
+        refused = client.commit_async(topic, "g", "m1", {0: 2})
+        with pytest.raises(PreconditionNotMetError, match="m1"):
+            refused.result(REPLY_TIMEOUT)
+        assert client.destroy_group(topic, "g") is True
+        assert client.destroy_group(topic, "g") is False
+        assert not store.log.has_group(topic, "g")
+
+    def test_a_second_member_splits_the_channels_and_owns_its_own(
+        self, client: StoreClient, raw: RawRequester, topic: str
+    ) -> None:
+        for c in range(3):
+            client.publish_async(topic, c, [1], b"x").result(REPLY_TIMEOUT)
+        client.join(topic, "g", "a", 30_000)
+        b = Membership.from_wire(raw.call(JoinRequest(topic, "g", "b", 30_000)))
+        a = client.heartbeat_async(topic, "g", "a").result(REPLY_TIMEOUT)
+        assert sorted(a.channels + b.channels) == [0, 1, 2]
+        assert b.channels
+        foreign = a.channels[0]
+        got = raw.call(CommitRequest(topic, "g", "b", (foreign, b.channels[0]), (0, 0)))
+        assert got.status == 0
+        assert Commits.from_wire(got).statuses == {
+            foreign: CommitStatus.UNOWNED,
+            b.channels[0]: CommitStatus.COMMITTED,
+        }
+        refused = raw.call(SeekRequest(topic, "g", "b", SeekMode.HEAD, (foreign,), (0,)))
+        assert refused.status == ErrorCode.PRECONDITION_NOT_MET
+        assert refused.error == (
+            f"cannot seek channels [{foreign}] of topic {topic!r}: member 'b' of group 'g' "
+            "does not own them"
+        )
+        assert raw.call(LeaveRequest(topic, "g", "b")).status == 0
+        after = client.heartbeat_async(topic, "g", "a").result(REPLY_TIMEOUT)
+        assert after.channels == (0, 1, 2)
+
+    def test_a_commit_allowed_unowned_needs_the_group_only(
+        self, store: Store, client: StoreClient, topic: str
+    ) -> None:
+        with pytest.raises(PreconditionNotMetError) as missing:
+            client.commit(topic, "nogroup", "x", {0: 0}, allow_unowned=True)
+        assert str(missing.value).endswith(f"group 'nogroup' of topic {topic!r} does not exist")
+        client.publish_async(topic, 0, [1, 1], b"ab").result(REPLY_TIMEOUT)
+        client.join(topic, "g", "owner", 30_000)
+        done = client.commit(topic, "g", "gone", {0: 1}, allow_unowned=True)
+        assert done.statuses == {0: CommitStatus.COMMITTED}
+        assert store.log.committed(topic, "g", 0)[0] == 1
+        with pytest.raises(BadParameterError, match=r"channels 0..2; \[9\] do not exist"):
+            client.commit(topic, "g", "gone", {9: 1}, allow_unowned=True)
+
+    def test_a_commit_of_a_past_incarnation_readmits_its_member(
+        self, client: StoreClient, topic: str
+    ) -> None:
+        client.publish_async(topic, 0, [1, 1], b"ab").result(REPLY_TIMEOUT)
+        client.join(topic, "g", "old", 30_000)
+        client.leave(topic, "g", "old")
+        # a member of a store incarnation that restarted since: taken back, as it was
+        done = client.commit(topic, "g", "old", {0: 0}, incarnation="another")
+        assert done.statuses == {0: CommitStatus.COMMITTED}
+        beat = client.heartbeat_async(topic, "g", "old").result(REPLY_TIMEOUT)
+        assert beat.channels == (0,)  # it is given back the channel it commits
+
+    def test_groups_count_their_members_for_a_scrape(
+        self, store: Store, client: StoreClient, topic: str
+    ) -> None:
+        client.join(topic, "g", "a", 30_000)
+        client.join(topic, "g", "b", 30_000)
+        snapshot = store.metrics.snapshot()
+        assert snapshot.members[(topic, "g")] == 2
+
+
+class TestReplyWriters:
+    def test_a_client_over_the_limit_is_refused_until_one_is_gone(
+        self, store: Store, served: tuple[Store, int, str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        _, domain, namespace = served
+        first = RawRequester(domain, namespace)
+        try:
+            synced(first)
+            count = int(metric(store, "dcps_store_clients"))
+            monkeypatch.setattr(_service, "MAX_CLIENTS", count)
+            second = RawRequester(domain, namespace)
+            try:
+                refused = second.call(PingRequest())
+                assert refused.status == ErrorCode.OUT_OF_RESOURCES
+                assert refused.error == (
+                    f"the store answers at most {count} clients at once (MAX_CLIENTS); "
+                    "try again later"
+                )
+                synced(first)  # a client already answered still is
+                first.close()
+                first = None  # its reader is gone: its writer is deleted for the next
+                got = eventually(
+                    lambda: second.call(PingRequest()).status == 0, REPLY_TIMEOUT, "answered"
+                )
+                assert got
+                assert metric(store, "dcps_store_clients") == count
+            finally:
+                second.close()
+        finally:
+            if first is not None:
+                first.close()
+
+
+class TestLifecycle:
+    def test_a_store_starts_once_closes_once_and_never_restarts(
+        self, tmp_path: Path, worker_id: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        caplog.set_level(logging.INFO, logger="dcps.store")
+        domain = _domain(worker_id)
+        s = Store(tmp_path / "s", domain_id=domain, namespace="ns_life", key=None, admin_key=None)
+        assert (s.state, s.closed) == (StoreState.CREATED, False)
+        try:
+            assert s.start() is s
+            assert s.start() is s  # serving already: nothing happens
+            assert (s.state, s.closed, s.authenticated) == (StoreState.SERVING, False, False)
+            assert s.metrics_url is None
+        finally:
+            s.close()
+        s.close()
+        assert (s.state, s.closed) == (StoreState.CLOSED, True)
+        with pytest.raises(AlreadyClosedError) as closed:
+            s.start()
+        assert str(closed.value) == f"the store of {s.data_dir} is closed"
+        text = [r.getMessage() for r in caplog.records]
+        assert UNAUTHENTICATED_WARNING % "ns_life" in text
+        assert f"dcps store 0/1 serving {s.data_dir} (domain {domain}, namespace 'ns_life')" in (
+            text
+        )
+        assert text.count(f"dcps store 0/1 stopped ({s.data_dir})") == 1
+
+    def test_a_second_store_of_the_namespace_is_refused_and_closed(
+        self, store: Store, served: tuple[Store, int, str], tmp_path: Path, client: StoreClient
+    ) -> None:
+        _, domain, namespace = served
+        second = Store(tmp_path / "second", domain_id=domain, namespace=namespace, key=None)
+        with pytest.raises(PreconditionNotMetError) as refused:
+            second.start()
+        assert str(refused.value).startswith("store not started: ")
+        assert second.closed
+        assert client.ping().incarnation == store.incarnation
+
+    def test_metrics_are_served_and_a_taken_port_is_refused(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        domain = _domain(worker_id)
+        with Store(
+            tmp_path / "a", domain_id=domain, namespace="ns_ma", key=None, metrics_port=0
+        ) as a:
+            url = a.metrics_url
+            assert url is not None
+            assert url.startswith("http://127.0.0.1:")
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            b = Store(
+                tmp_path / "b", domain_id=domain, namespace="ns_mb", key=None, metrics_port=port
+            )
+            with pytest.raises(BadParameterError) as taken:
+                b.start()
+            assert str(taken.value).startswith(
+                f"cannot serve the store's metrics on 127.0.0.1:{port}: "
+            )
+            assert b.closed
+        assert a.metrics_url is None
+
+    def test_an_older_overlapping_store_stops_a_running_one(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        domain = _domain(worker_id)
+        with Store(tmp_path / "s", domain_id=domain, namespace="ns_old", key=None) as s:
+            raw = RawRequester(domain, "ns_old")
+            try:
+                synced(raw)
+                older = StoreAnnouncement(
+                    incarnation="older",
+                    index=0,
+                    count=1,
+                    started_ns=1,
+                    pid=1,
+                    host="elsewhere",
+                    data_dir="/elsewhere",
+                )
+                raw.announce(older)
+                eventually(lambda: s.failure is not None, REPLY_TIMEOUT, "the store stopped")
+                assert s.failure is not None
+                assert s.failure.startswith("store stopped: ")
+                rid = raw.send(PingRequest())
+                with pytest.raises(AssertionError, match="did not happen"):
+                    raw.answer(rid, timeout=0.5)  # nobody serves the share any more
+            finally:
+                raw.close()
+
+
+def _domain(worker_id: str) -> int:
+    from tests.support.embedded_store import worker_domain
+
+    return worker_domain(worker_id)
+
+
+class TestRunStore:
+    def test_run_store_says_ready_and_stops_when_told(
+        self, tmp_path: Path, worker_id: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        stop = threading.Event()
+        ready: list[Store] = []
+        thread = threading.Thread(
+            target=run_store,
+            args=(tmp_path / "r",),
+            kwargs={
+                "domain_id": _domain(worker_id),
+                "namespace": "ns_run",
+                "stop": stop,
+                "on_ready": ready.append,
+                "sync": SyncMode.NORMAL,
+                "key": None,
+                "admin_key": None,
+            },
+        )
+        thread.start()
+        try:
+            eventually(lambda: ready, 10.0, "the store ready")
+            (s,) = ready
+            assert s.state is StoreState.SERVING
+            assert (s.domain_id, s.namespace) == (_domain(worker_id), "ns_run")
+        finally:
+            stop.set()
+            thread.join(10.0)
+        assert not thread.is_alive()
+        assert s.closed
+        out = capsys.readouterr().out
+        assert out == (
+            f"dcps store ready: {s.data_dir} domain={_domain(worker_id)} namespace=ns_run "
+            "share=0/1\n"
+        )
+
+    def test_run_store_stops_on_sigterm_and_restores_the_handlers(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+        ready: list[Store] = []
+
+        def on_ready(s: Store) -> None:
+            ready.append(s)
+            signal.raise_signal(signal.SIGTERM)
+
+        started = time.monotonic()
+        run_store(
+            tmp_path / "r",
+            domain_id=_domain(worker_id),
+            namespace="ns_sig",
+            on_ready=on_ready,
+            key=None,
+            admin_key=None,
+            metrics_port=0,
+        )
+        assert time.monotonic() - started < 10.0
+        assert ready[0].closed
+        assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+    def test_run_store_raises_when_an_older_store_stops_it(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        domain = _domain(worker_id)
+        raws: list[RawRequester] = []
+
+        def on_ready(s: Store) -> None:
+            raw = RawRequester(domain, "ns_stopped")
+            raws.append(raw)
+            raw.announce(
+                StoreAnnouncement(
+                    incarnation="older",
+                    index=0,
+                    count=1,
+                    started_ns=1,
+                    pid=1,
+                    host="elsewhere",
+                    data_dir="/elsewhere",
+                )
+            )
+
+        try:
+            with pytest.raises(PreconditionNotMetError) as stopped:
+                run_store(
+                    tmp_path / "r",
+                    domain_id=domain,
+                    namespace="ns_stopped",
+                    stop=threading.Event(),
+                    on_ready=on_ready,
+                    key=None,
+                    admin_key=None,
+                )
+            assert str(stopped.value).startswith("store stopped: ")
+        finally:
+            for raw in raws:
+                raw.close()
