@@ -33,6 +33,8 @@ class RawRequester:
     """Writes requests to the stores of ``namespace`` and reads the replies to ``client``.
 
     ``sealer``: seal each request as a holder of that key would (None: unsealed).
+    ``partition``: where to write the requests (default: the namespace's, read by a
+    single store; ``request_partition`` names a share's).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class RawRequester:
         *,
         client: str | None = None,
         sealer: Sealer | None = None,
+        partition: str | None = None,
     ) -> None:
         self.namespace = namespace
         self.client = client or uuid.uuid4().hex
@@ -51,7 +54,7 @@ class RawRequester:
         self._replies = Topic(self.dp, "dcps_channels_reply", Reply)
         self._stores = Topic(self.dp, "dcps_channels_store", StoreAnnouncement)
         self.writer: DataWriter[Any] = DataWriter(
-            Publisher(self.dp, qos=Qos(Policy.Partition([namespace]))),
+            Publisher(self.dp, qos=Qos(Policy.Partition([partition or namespace]))),
             self._requests,
             qos=REQUEST_WRITER_QOS,
         )
