@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,6 +76,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[
         sync=SyncMode.NORMAL,
         key=keys[0],
         admin_key=keys[1],
+        durability=("dur_*",),  # no such topic: the service only runs
     ) as store:
         yield Keyed(store, keys, domain, namespace)
 
@@ -293,6 +293,8 @@ class TestMemberSecrets:
         assert done.statuses == {1: CommitStatus.COMMITTED}
 
 
-def test_the_keyed_store_says_so(store: Store, tmp_path: Path) -> None:
+def test_the_keyed_store_says_so(store: Store) -> None:
     assert store.authenticated
     assert set(store.auth_drops()) == set(DropReason)
+    assert store.durability is not None
+    assert store.durability._sealer.enabled  # the durability service has the key too

@@ -29,7 +29,7 @@ from dcps import (
     PreconditionNotMetError,
 )
 from dcps.channels._client import StoreClient
-from dcps.store import Store, SyncMode, _service, run_store
+from dcps.store import Store, SyncMode, _replies, _service, run_store
 from dcps.store._service import StoreState
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
 from dcps.wire._messages import Request, StoreAnnouncement
@@ -544,3 +544,74 @@ class TestRunStore:
         finally:
             for raw in raws:
                 raw.close()
+
+
+class TestIdleClients:
+    def test_the_writer_of_a_client_gone_idle_is_deleted(
+        self, tmp_path: Path, worker_id: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:  # fmt: skip
+        # a client counts as idle after a second without requests (instead of a minute)
+        monkeypatch.setattr(_service, "REPLY_WRITER_IDLE", 1.0)
+        monkeypatch.setattr(_replies, "REPLY_WRITER_IDLE", 1.0)
+        caplog.set_level(logging.INFO, logger="dcps.store")
+        domain = _domain(worker_id)
+        with Store(tmp_path / "s", domain_id=domain, namespace="ns_idle", key=None) as s:
+            gone = RawRequester(domain, "ns_idle")
+            stays = RawRequester(domain, "ns_idle")
+            try:
+                synced(gone)
+                synced(stays)
+                assert metric(s, "dcps_store_clients") == 2
+                gone.close()
+                eventually(
+                    lambda: synced(stays) is None and metric(s, "dcps_store_clients") == 1,
+                    2 * REPLY_TIMEOUT,
+                    "the gone client's writer deleted",
+                )
+                text = [r.getMessage() for r in caplog.records]
+                assert f"dcps store: client {gone.client} connected" in text
+                assert f"dcps store: client {gone.client} disconnected" in text
+                assert f"dcps store: client {stays.client} disconnected" not in text
+            finally:
+                stays.close()
+                gone.close()
+
+    def test_refusals_keep_a_bounded_number_of_writers(
+        self, store: Store, raw: RawRequester, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        synced(raw)
+        monkeypatch.setattr(_service, "MAX_CLIENTS", int(metric(store, "dcps_store_clients")))
+        before = store.dropped_requests
+        for i in range(_service._REFUSAL_WRITERS + 3):
+            raw.send(PingRequest(), client=f"refused{i}")
+        eventually(
+            lambda: store.dropped_requests == before + _service._REFUSAL_WRITERS + 3,
+            REPLY_TIMEOUT,
+            "every client refused",
+        )
+        assert len(store._refusals) == _service._REFUSAL_WRITERS  # the oldest are deleted
+        monkeypatch.undo()
+        synced(raw)
+
+
+class TestDurability:
+    def test_a_store_runs_the_durability_service_it_is_given(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        domain = _domain(worker_id)
+        with Store(
+            tmp_path / "s",
+            domain_id=domain,
+            namespace="ns_dur",
+            key=None,
+            durability=("a*", "b"),
+            durability_partitions=("p",),
+        ) as s:
+            service = s.durability
+            assert service is not None
+            assert (service.domain_id, service.namespace) == (domain, "ns_dur")
+            assert (service.topics, service.partitions) == (("a*", "b"), ("p",))
+            assert service._db is not None  # PERSISTENT data in the store's own file
+            assert not service._sealer.enabled  # the store has no key
+        assert service._stopping  # closed with the store
