@@ -18,6 +18,7 @@ import logging
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,6 +89,16 @@ def raw(served: tuple[Store, int, str]) -> Iterator[RawRequester]:
 
 
 _topics = iter(range(10**6))
+# the namespaces of the stores tests start for themselves (unique: other runs share the domain)
+DUR_NS = f"ns_dur_{uuid.uuid4().hex[:8]}"
+IDLE_NS = f"ns_idle_{uuid.uuid4().hex[:8]}"
+LIFE_NS = f"ns_life_{uuid.uuid4().hex[:8]}"
+MA_NS = f"ns_ma_{uuid.uuid4().hex[:8]}"
+MB_NS = f"ns_mb_{uuid.uuid4().hex[:8]}"
+OLD_NS = f"ns_old_{uuid.uuid4().hex[:8]}"
+RUN_NS = f"ns_run_{uuid.uuid4().hex[:8]}"
+SIG_NS = f"ns_sig_{uuid.uuid4().hex[:8]}"
+STOPPED_NS = f"ns_stopped_{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
@@ -360,7 +371,7 @@ class TestLifecycle:
     ) -> None:
         caplog.set_level(logging.INFO, logger="dcps.store")
         domain = _domain(worker_id)
-        s = Store(tmp_path / "s", domain_id=domain, namespace="ns_life", key=None, admin_key=None)
+        s = Store(tmp_path / "s", domain_id=domain, namespace=LIFE_NS, key=None, admin_key=None)
         assert (s.state, s.closed) == (StoreState.CREATED, False)
         try:
             assert s.start() is s
@@ -375,8 +386,8 @@ class TestLifecycle:
             s.start()
         assert str(closed.value) == f"the store of {s.data_dir} is closed"
         text = [r.getMessage() for r in caplog.records]
-        assert UNAUTHENTICATED_WARNING % "ns_life" in text
-        assert f"dcps store 0/1 serving {s.data_dir} (domain {domain}, namespace 'ns_life')" in (
+        assert UNAUTHENTICATED_WARNING % LIFE_NS in text
+        assert f"dcps store 0/1 serving {s.data_dir} (domain {domain}, namespace {LIFE_NS!r})" in (
             text
         )
         assert text.count(f"dcps store 0/1 stopped ({s.data_dir})") == 1
@@ -397,14 +408,14 @@ class TestLifecycle:
     ) -> None:
         domain = _domain(worker_id)
         with Store(
-            tmp_path / "a", domain_id=domain, namespace="ns_ma", key=None, metrics_port=0
+            tmp_path / "a", domain_id=domain, namespace=MA_NS, key=None, metrics_port=0
         ) as a:
             url = a.metrics_url
             assert url is not None
             assert url.startswith("http://127.0.0.1:")
             port = int(url.rsplit(":", 1)[1].split("/")[0])
             b = Store(
-                tmp_path / "b", domain_id=domain, namespace="ns_mb", key=None, metrics_port=port
+                tmp_path / "b", domain_id=domain, namespace=MB_NS, key=None, metrics_port=port
             )
             with pytest.raises(BadParameterError) as taken:
                 b.start()
@@ -418,8 +429,8 @@ class TestLifecycle:
         self, tmp_path: Path, worker_id: str
     ) -> None:
         domain = _domain(worker_id)
-        with Store(tmp_path / "s", domain_id=domain, namespace="ns_old", key=None) as s:
-            raw = RawRequester(domain, "ns_old")
+        with Store(tmp_path / "s", domain_id=domain, namespace=OLD_NS, key=None) as s:
+            raw = RawRequester(domain, OLD_NS)
             try:
                 synced(raw)
                 older = StoreAnnouncement(
@@ -459,7 +470,7 @@ class TestRunStore:
             args=(tmp_path / "r",),
             kwargs={
                 "domain_id": _domain(worker_id),
-                "namespace": "ns_run",
+                "namespace": RUN_NS,
                 "stop": stop,
                 "on_ready": ready.append,
                 "sync": SyncMode.NORMAL,
@@ -472,7 +483,7 @@ class TestRunStore:
             eventually(lambda: ready, 10.0, "the store ready")
             (s,) = ready
             assert s.state is StoreState.SERVING
-            assert (s.domain_id, s.namespace) == (_domain(worker_id), "ns_run")
+            assert (s.domain_id, s.namespace) == (_domain(worker_id), RUN_NS)
         finally:
             stop.set()
             thread.join(10.0)
@@ -480,7 +491,7 @@ class TestRunStore:
         assert s.closed
         out = capsys.readouterr().out
         assert out == (
-            f"dcps store ready: {s.data_dir} domain={_domain(worker_id)} namespace=ns_run "
+            f"dcps store ready: {s.data_dir} domain={_domain(worker_id)} namespace={RUN_NS} "
             "share=0/1\n"
         )
 
@@ -498,7 +509,7 @@ class TestRunStore:
         run_store(
             tmp_path / "r",
             domain_id=_domain(worker_id),
-            namespace="ns_sig",
+            namespace=SIG_NS,
             on_ready=on_ready,
             key=None,
             admin_key=None,
@@ -515,7 +526,7 @@ class TestRunStore:
         raws: list[RawRequester] = []
 
         def on_ready(s: Store) -> None:
-            raw = RawRequester(domain, "ns_stopped")
+            raw = RawRequester(domain, STOPPED_NS)
             raws.append(raw)
             raw.announce(
                 StoreAnnouncement(
@@ -534,7 +545,7 @@ class TestRunStore:
                 run_store(
                     tmp_path / "r",
                     domain_id=domain,
-                    namespace="ns_stopped",
+                    namespace=STOPPED_NS,
                     stop=threading.Event(),
                     on_ready=on_ready,
                     key=None,
@@ -556,9 +567,9 @@ class TestIdleClients:
         monkeypatch.setattr(_replies, "REPLY_WRITER_IDLE", 1.0)
         caplog.set_level(logging.INFO, logger="dcps.store")
         domain = _domain(worker_id)
-        with Store(tmp_path / "s", domain_id=domain, namespace="ns_idle", key=None) as s:
-            gone = RawRequester(domain, "ns_idle")
-            stays = RawRequester(domain, "ns_idle")
+        with Store(tmp_path / "s", domain_id=domain, namespace=IDLE_NS, key=None) as s:
+            gone = RawRequester(domain, IDLE_NS)
+            stays = RawRequester(domain, IDLE_NS)
             try:
                 synced(gone)
                 synced(stays)
@@ -581,7 +592,8 @@ class TestIdleClients:
         self, store: Store, raw: RawRequester, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         synced(raw)
-        monkeypatch.setattr(_service, "MAX_CLIENTS", int(metric(store, "dcps_store_clients")))
+        # one: the live clients of the file (their readers match) are never swept for others
+        monkeypatch.setattr(_service, "MAX_CLIENTS", 1)
         before = store.dropped_requests
         for i in range(_service._REFUSAL_WRITERS + 3):
             raw.send(PingRequest(), client=f"refused{i}")
@@ -603,14 +615,14 @@ class TestDurability:
         with Store(
             tmp_path / "s",
             domain_id=domain,
-            namespace="ns_dur",
+            namespace=DUR_NS,
             key=None,
             durability=("a*", "b"),
             durability_partitions=("p",),
         ) as s:
             service = s.durability
             assert service is not None
-            assert (service.domain_id, service.namespace) == (domain, "ns_dur")
+            assert (service.domain_id, service.namespace) == (domain, DUR_NS)
             assert (service.topics, service.partitions) == (("a*", "b"), ("p",))
             assert service._db is not None  # PERSISTENT data in the store's own file
             assert not service._sealer.enabled  # the store has no key
