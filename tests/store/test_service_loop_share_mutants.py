@@ -23,6 +23,7 @@ from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode
 from dcps.store._groups import ANONYMOUS_PREFIX
 from dcps.wire._codes import CommitStatus, ErrorCode, SeekMode
+from dcps.wire._messages import Assignment
 from dcps.wire._names import request_partition
 from dcps.wire._replies import Commits, Seeked
 from dcps.wire._requests import (
@@ -211,3 +212,28 @@ class TestSplit:
         client.join(topic, "g", "m", 30_000)
         assert pair.a.metrics.snapshot().members[(topic, "g")] == 1
         assert pair.b.metrics.snapshot().members[(topic, "g")] == 0
+
+
+class TestTheMirror:
+    def test_an_assignment_of_another_coordinator_incarnation_is_not_trusted(
+        self, pair: Pair, raw_b: RawRequester, topic: str
+    ) -> None:
+        # what a coordinator that restarted since (or a forger) once assigned
+        raw_b.assign(
+            Assignment(
+                topic=topic,
+                group="f",
+                incarnation="restarted",
+                generation=1,
+                members=["m"],
+                owners=[0, 0, 0, 0],
+            )
+        )
+        eventually(lambda: pair.b.log.has_group(topic, "f"), REPLY_TIMEOUT, "the group mirrored")
+        got = raw_b.call(CommitRequest(topic, "f", "m", (1,), (0,)), timeout=REPLY_TIMEOUT + 2)
+        assert (got.status, got.error) == (
+            ErrorCode.PRECONDITION_NOT_MET,
+            f"'m' is not a member of group 'f' of topic {topic!r} "
+            "(left, timed out, or the store restarted)",
+        )
+        assert pair.b.log.committed(topic, "f", 1)[0] == -1

@@ -18,8 +18,14 @@ from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
 
 from dcps.wire._auth_member import MemberSecret
-from dcps.wire._messages import Reply, Request, StoreAnnouncement
-from dcps.wire._names import ANNOUNCE_QOS, REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
+from dcps.wire._messages import Assignment, Reply, Request, StoreAnnouncement
+from dcps.wire._names import (
+    ANNOUNCE_QOS,
+    ASSIGN_QOS,
+    REPLY_QOS,
+    REQUEST_WRITER_QOS,
+    reply_partition,
+)
 from dcps.wire._sealing import Sealer
 from tests.support.waiting import eventually
 
@@ -53,6 +59,7 @@ class RawRequester:
         self._requests = Topic(self.dp, "dcps_channels_request", Request)
         self._replies = Topic(self.dp, "dcps_channels_reply", Reply)
         self._stores = Topic(self.dp, "dcps_channels_store", StoreAnnouncement)
+        self._assignments = Topic(self.dp, "dcps_channels_assignment", Assignment)
         self.writer: DataWriter[Any] = DataWriter(
             Publisher(self.dp, qos=Qos(Policy.Partition([partition or namespace]))),
             self._requests,
@@ -82,6 +89,16 @@ class RawRequester:
             qos=ANNOUNCE_QOS,
         )
         writer.write(announcement)
+        self._kept.append(writer)
+
+    def assign(self, assignment: Assignment) -> None:
+        """Write a group assignment on the namespace (to forge one; its writer is kept)."""
+        writer: DataWriter[Any] = DataWriter(
+            Publisher(self.dp, qos=Qos(Policy.Partition([self.namespace]))),
+            self._assignments,
+            qos=ASSIGN_QOS,
+        )
+        writer.write(assignment)
         self._kept.append(writer)
 
     def next_id(self) -> int:
@@ -119,9 +136,9 @@ class RawRequester:
         eventually(answered, timeout, f"the store's answer to request {rid}")
         return self.got.pop(rid)
 
-    def call(self, request: Any, **options: Any) -> Reply:
+    def call(self, request: Any, timeout: float = REPLY_TIMEOUT, **options: Any) -> Reply:
         """:meth:`send`, then wait for the reply."""
-        return self.answer(self.send(request, **options))
+        return self.answer(self.send(request, **options), timeout)
 
     def close(self) -> None:
         self.dp.__del__()
