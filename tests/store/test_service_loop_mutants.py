@@ -14,15 +14,22 @@ worker per mutant from a process that ran these tests).
 
 from __future__ import annotations
 
+import inspect
 import logging
+import os
 import signal
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.sub import DataReader, Subscriber
+from cyclonedds.topic import Topic
 
 from dcps import (
     AlreadyClosedError,
@@ -32,8 +39,11 @@ from dcps import (
 from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode, _replies, _service, run_store
 from dcps.store._service import StoreState
+from dcps.wire import _transport
+from dcps.wire._auth_keys import write_key_file
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
-from dcps.wire._messages import Request, StoreAnnouncement
+from dcps.wire._messages import LiveBatch, Request, StoreAnnouncement
+from dcps.wire._names import BATCH_READER_QOS, batch_partition
 from dcps.wire._replies import ChannelStates, Commits, Membership, Pong, Published
 from dcps.wire._requests import (
     CommitRequest,
@@ -98,6 +108,7 @@ MB_NS = f"ns_mb_{uuid.uuid4().hex[:8]}"
 OLD_NS = f"ns_old_{uuid.uuid4().hex[:8]}"
 RUN_NS = f"ns_run_{uuid.uuid4().hex[:8]}"
 SIG_NS = f"ns_sig_{uuid.uuid4().hex[:8]}"
+OPT_NS = f"ns_opt_{uuid.uuid4().hex[:8]}"
 STOPPED_NS = f"ns_stopped_{uuid.uuid4().hex[:8]}"
 
 
@@ -208,6 +219,38 @@ class TestRounds:
         fetched = client.fetch(topic, 1, 28, 10)
         assert (fetched.run.first, fetched.run.count, fetched.run.data) == (28, 2, b"2829")
         assert (fetched.head, fetched.tail) == (0, 29)
+
+
+class TestLivePushes:
+    def test_each_publish_is_pushed_live_by_the_channels_one_writer(
+        self, served: tuple[Store, int, str], client: StoreClient, topic: str
+    ) -> None:
+        _, domain, namespace = served
+        dp = DomainParticipant(domain)
+        try:
+            reader: DataReader[Any] = DataReader(
+                Subscriber(dp, qos=Qos(Policy.Partition([batch_partition(namespace, topic, 1)]))),
+                Topic(dp, "dcps_channels_batch", LiveBatch),
+                qos=BATCH_READER_QOS,
+            )
+            eventually(reader.get_matched_publications, REPLY_TIMEOUT, "the channel's writer")
+            futures = [client.publish_async(topic, 1, [1], bytes([i])) for i in range(6)]
+            assert [f.result(REPLY_TIMEOUT).first for f in futures] == list(range(6))
+            got: list[LiveBatch] = []
+
+            def pushed() -> bool:
+                got.extend(b for b in reader.take(N=64) if isinstance(b, LiveBatch))
+                return len(got) >= 6
+
+            eventually(pushed, REPLY_TIMEOUT, "6 live batches")
+            assert [(b.topic, b.channel, b.first, bytes(b.blob)) for b in got] == [
+                (topic, 1, i, bytes([i])) for i in range(6)
+            ]
+            # one writer for the channel, the one made when the topic was ensured
+            assert len({b.sample_info.publication_handle for b in got}) == 1  # type: ignore[attr-defined]
+            assert len(reader.get_matched_publications()) == 1
+        finally:
+            dp.__del__()
 
 
 class TestFetches:
@@ -323,6 +366,24 @@ class TestGroups:
         beat = client.heartbeat_async(topic, "g", "old").result(REPLY_TIMEOUT)
         assert beat.channels == (0,)  # it is given back the channel it commits
 
+    def test_commits_allowed_unowned_keep_a_member_alive(
+        self, client: StoreClient, topic: str
+    ) -> None:
+        client.publish_async(topic, 0, [1, 1], b"ab").result(REPLY_TIMEOUT)
+        client.join(topic, "g", "quiet", 1000)  # expelled after 1 s without a heartbeat
+        client.join(topic, "g", "busy", 1000)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # only commits, no heartbeats, for 2 s
+            client.commit(topic, "g", "busy", {0: 0}, allow_unowned=True)
+            client.heartbeat_async(topic, "g", "quiet").result(REPLY_TIMEOUT)
+        # "quiet" beat its heart and "busy" only committed: both are members still
+        with pytest.raises(PreconditionNotMetError):
+            client.heartbeat_async(topic, "g", "nobody").result(REPLY_TIMEOUT)
+        beat = client.heartbeat_async(topic, "g", "busy").result(REPLY_TIMEOUT)
+        quiet = client.heartbeat_async(topic, "g", "quiet").result(REPLY_TIMEOUT)
+        assert sorted(beat.channels + quiet.channels) == [0, 1, 2]
+        assert beat.channels
+
     def test_groups_count_their_members_for_a_scrape(
         self, store: Store, client: StoreClient, topic: str
     ) -> None:
@@ -350,6 +411,9 @@ class TestReplyWriters:
                     f"the store answers at most {count} clients at once (MAX_CLIENTS); "
                     "try again later"
                 )
+                # whatever it asks: each refusal answers its own request
+                leave = second.call(LeaveRequest("t", "g", "m"))
+                assert leave.status == ErrorCode.OUT_OF_RESOURCES
                 synced(first)  # a client already answered still is
                 first.close()
                 first = None  # its reader is gone: its writer is deleted for the next
@@ -371,6 +435,7 @@ class TestLifecycle:
     ) -> None:
         caplog.set_level(logging.INFO, logger="dcps.store")
         domain = _domain(worker_id)
+        users = _transport._shared.get((os.getpid(), domain), (None, 0))[1]
         s = Store(tmp_path / "s", domain_id=domain, namespace=LIFE_NS, key=None, admin_key=None)
         assert (s.state, s.closed) == (StoreState.CREATED, False)
         try:
@@ -380,6 +445,8 @@ class TestLifecycle:
             assert s.metrics_url is None
         finally:
             s.close()
+        # the process's DDS participant of the domain is released (deleted with its last user)
+        assert _transport._shared.get((os.getpid(), domain), (None, 0))[1] == users
         s.close()
         assert (s.state, s.closed) == (StoreState.CLOSED, True)
         with pytest.raises(AlreadyClosedError) as closed:
@@ -404,14 +471,16 @@ class TestLifecycle:
         assert client.ping().incarnation == store.incarnation
 
     def test_metrics_are_served_and_a_taken_port_is_refused(
-        self, tmp_path: Path, worker_id: str
+        self, tmp_path: Path, worker_id: str, caplog: pytest.LogCaptureFixture
     ) -> None:
+        caplog.set_level(logging.INFO, logger="dcps.store")
         domain = _domain(worker_id)
         with Store(
             tmp_path / "a", domain_id=domain, namespace=MA_NS, key=None, metrics_port=0
         ) as a:
             url = a.metrics_url
             assert url is not None
+            assert f"dcps store 0/1: metrics at {url}" in caplog.messages
             assert url.startswith("http://127.0.0.1:")
             port = int(url.rsplit(":", 1)[1].split("/")[0])
             b = Store(
@@ -589,8 +658,13 @@ class TestIdleClients:
                 gone.close()
 
     def test_refusals_keep_a_bounded_number_of_writers(
-        self, store: Store, raw: RawRequester, monkeypatch: pytest.MonkeyPatch
+        self,
+        store: Store,
+        raw: RawRequester,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
+        caplog.set_level(logging.WARNING, logger="dcps.store")
         synced(raw)
         # one: the live clients of the file (their readers match) are never swept for others
         monkeypatch.setattr(_service, "MAX_CLIENTS", 1)
@@ -603,6 +677,14 @@ class TestIdleClients:
             "every client refused",
         )
         assert len(store._refusals) == _service._REFUSAL_WRITERS  # the oldest are deleted
+        counts = range(before + 1, before + _service._REFUSAL_WRITERS + 4)
+        logged = [c for c in counts if c & (c - 1) == 0]  # the 1st, 2nd, 4th, 8th...
+        warned = [r.getMessage() for r in caplog.records if "request dropped" in r.getMessage()]
+        assert [w.split(" so far")[0] for w in warned] == [
+            f"dcps store: request dropped ({c}" for c in logged
+        ]
+        for text in warned:
+            assert text.endswith(" refused: 1 clients (MAX_CLIENTS) are served")
         monkeypatch.undo()
         synced(raw)
 
@@ -627,3 +709,74 @@ class TestDurability:
             assert service._db is not None  # PERSISTENT data in the store's own file
             assert not service._sealer.enabled  # the store has no key
         assert service._stopping  # closed with the store
+
+
+class TestRunStoreOptions:
+    def test_run_store_has_the_stores_defaults(self) -> None:
+        ours = inspect.signature(run_store).parameters
+        theirs = inspect.signature(Store).parameters
+        shared = [name for name in ours if name in theirs]
+        assert len(shared) == 15  # all but network and topics
+        for name in shared:
+            assert ours[name].default == theirs[name].default, name
+
+    def test_run_store_hands_every_option_to_the_store_and_leaves_signals_alone(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        keys = (
+            str(write_key_file(tmp_path / "ns.key").source),
+            str(write_key_file(tmp_path / "admin.key").source),
+        )
+        before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+        stop = threading.Event()
+        seen: dict[str, Any] = {}
+
+        def on_ready(s: Store) -> None:
+            assert s.durability is not None
+            seen.update(
+                signals=(signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)),
+                share=str(s.share),
+                channels=s.default_channel_count,
+                full_sync=s.log._full_sync,
+                fetch_threads=s._fetchers._count,
+                authenticated=s.authenticated,
+                admin=s._sealer.auth is not None and s._sealer.auth._admin_key is not None,
+                allow=s.allow_client_topics,
+                url=s.metrics_url,
+                durability=(s.durability.topics, s.durability.partitions),
+            )
+            stop.set()
+
+        run_store(
+            tmp_path / "r",
+            domain_id=_domain(worker_id),
+            namespace=OPT_NS,
+            sync=SyncMode.NORMAL,
+            partition_count=10,
+            stop=stop,
+            on_ready=on_ready,
+            share="1/2",
+            fetch_threads=1,
+            key=keys[0],
+            admin_key=keys[1],
+            verify=False,
+            allow_client_topics=False,
+            metrics_port=0,
+            metrics_host="127.0.0.2",
+            durability=("x*",),
+            durability_partitions=("p",),
+        )
+        # a stop event: the caller owns the signals (the handlers are never replaced)
+        assert seen.pop("signals") == before
+        url = seen.pop("url")
+        assert url.startswith("http://127.0.0.2:")
+        assert seen == {
+            "share": "1/2",
+            "channels": 5,  # the next prime above the square root of 10
+            "full_sync": False,
+            "fetch_threads": 1,
+            "authenticated": True,
+            "admin": True,
+            "allow": False,
+            "durability": (("x*",), ("p",)),
+        }
