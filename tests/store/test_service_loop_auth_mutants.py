@@ -19,11 +19,20 @@ import pytest
 
 from dcps import PreconditionNotMetError
 from dcps.channels._client import StoreClient
+from dcps.durables._client import DurableClient
 from dcps.store import Store, SyncMode, _service
 from dcps.wire._auth import DropReason
 from dcps.wire._auth_keys import write_key_file
 from dcps.wire._auth_member import MemberOffer
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
+from dcps.wire._durables import (
+    DurableCloseRequest,
+    DurableDelivery,
+    DurableKind,
+    DurablePollRequest,
+    DurableSubscribed,
+    DurableSubscribeRequest,
+)
 from dcps.wire._messages import Request
 from dcps.wire._replies import Membership, Pong
 from dcps.wire._requests import (
@@ -148,6 +157,62 @@ def made_up_secret(holder: RawRequester, topic: str, group: str, member: str, in
 def synced(r: RawRequester, store: Store) -> None:
     """Wait until ``store`` handled what ``r`` wrote before (a sealed PING after it)."""
     assert Pong.from_wire(r.call(PingRequest(), incarnation=store.incarnation)).incarnation
+
+
+class TestStarted:
+    """First in the file: the module's store is started in this test's setup, so mutmut
+    runs this test for every mutant of ``__init__``, ``start`` and ``_open_endpoints``."""
+
+    def test_a_durable_subscriber_proves_itself_with_its_own_secret(
+        self, keyed: Keyed, store: Store, holder: RawRequester
+    ) -> None:
+        assert store.durability is not None
+        assert store.durability._sealer.enabled  # the durability service has the key too
+        endpoint = Endpoint(keyed.domain, keyed.namespace)
+        dc = DurableClient(
+            endpoint, request_timeout=REPLY_TIMEOUT, key=keyed.keys[0], admin_key=None
+        )
+        try:
+            dc.connect(REPLY_TIMEOUT)
+            topic = f"k{next(_topics)}"
+            dc.ensure_topic(topic, 1, True)
+            subscribe = DurableSubscribeRequest(
+                topic, "d", "s1", DurableKind.SHARED, offer=dc.offer()
+            )
+            subscribed = dc.request_async(subscribe, DurableSubscribed.from_wire).result(
+                REPLY_TIMEOUT
+            )
+            assert subscribed.exchange  # the store's half of the subscriber's key exchange
+            dc.publish_async(topic, 0, [1, 1], b"ab").result(REPLY_TIMEOUT)
+            poll = DurablePollRequest(topic, "d", "s1", 10)
+            got = dc.request_async(poll, DurableDelivery.from_wire).result(REPLY_TIMEOUT)
+            assert (got.offsets, got.data) == ((0, 1), b"ab")
+            # a key holder without the subscriber's secret: refused, as for group members
+            inc = store.incarnation
+            stolen = holder.call(
+                DurablePollRequest(topic, "d", "s1", 10),
+                incarnation=inc,
+                secret=made_up_secret(holder, topic, "d", "s1", inc),
+            )
+            assert stolen.status == ErrorCode.PRECONDITION_NOT_MET
+            again = holder.call(
+                DurableSubscribeRequest(
+                    topic, "d", "s1", DurableKind.SHARED, offer=MemberOffer().public
+                ),
+                incarnation=inc,
+            )
+            assert again.status == ErrorCode.PRECONDITION_NOT_MET  # s1 is live: no take-over
+            # a poll the store holds back fails when its subscriber closes
+            waiting = dc.request_async(
+                DurablePollRequest(topic, "d", "s1", 10, wait_ms=5_000), DurableDelivery.from_wire
+            )
+            closed = DurableCloseRequest(topic, "d", "s1")
+            dc.request_async(closed, lambda r: r).result(REPLY_TIMEOUT)
+            with pytest.raises(PreconditionNotMetError, match="subscriber 's1' closed"):
+                waiting.result(REPLY_TIMEOUT)
+        finally:
+            dc.close()
+            endpoint.close()
 
 
 class TestUnauthenticated:
@@ -299,5 +364,3 @@ class TestMemberSecrets:
 def test_the_keyed_store_says_so(store: Store) -> None:
     assert store.authenticated
     assert set(store.auth_drops()) == set(DropReason)
-    assert store.durability is not None
-    assert store.durability._sealer.enabled  # the durability service has the key too

@@ -18,6 +18,7 @@ import inspect
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -38,15 +39,16 @@ from dcps import (
 )
 from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode, _replies, _service, run_store
-from dcps.store._service import StoreState
+from dcps.store._service import DEFAULT_FETCH_THREADS, StoreState
 from dcps.wire import _transport
-from dcps.wire._auth_keys import write_key_file
+from dcps.wire._auth_keys import ADMIN_KEY_FILE_ENV, KEY_FILE_ENV, write_key_file
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
 from dcps.wire._messages import LiveBatch, Request, StoreAnnouncement
 from dcps.wire._names import BATCH_READER_QOS, batch_partition
 from dcps.wire._replies import ChannelStates, Commits, Membership, Pong, Published
 from dcps.wire._requests import (
     CommitRequest,
+    EnsureTopicRequest,
     FetchRequest,
     JoinRequest,
     LeaveRequest,
@@ -134,6 +136,45 @@ def metric(store: Store, name: str, **labels: str) -> float:
 def synced(raw: RawRequester) -> None:
     """Wait until the store handled everything ``raw`` wrote before (a PING after it)."""
     assert Pong.from_wire(raw.call(PingRequest())).incarnation
+
+
+class TestStarted:
+    """First in the file: the module's store is started in this test's setup, so mutmut
+    runs this test for every mutant of ``__init__``, ``start`` and ``_open_endpoints``."""
+
+    def test_the_started_store_as_other_participants_see_it(
+        self, store: Store, raw: RawRequester
+    ) -> None:
+        assert "dcps-store" in {t.name for t in threading.enumerate()}  # for thread dumps
+        synced(raw)
+        # its announcement says who and where it is
+        (announced,) = [a for a in raw.announcements() if a.incarnation == store.incarnation]
+        assert (announced.index, announced.count, announced.pid, announced.host) == (
+            0,
+            1,
+            os.getpid(),
+            socket.gethostname(),
+        )
+        assert announced.data_dir == str(store.data_dir.resolve())
+        assert 0 < announced.started_ns <= time.time_ns()
+        # its gauges: the clients it answers, no authentication failures (no key)
+        assert metric(store, "dcps_store_clients") >= 1
+        assert metric(store, "dcps_store_auth_failures_total", reason="bad_tag") == 0
+        # a group's assignment stays for readers that come later (TRANSIENT_LOCAL)
+        topic = f"t{next(_topics)}"
+        assert raw.call(EnsureTopicRequest(topic, 2)).status == 0
+        joined = Membership.from_wire(raw.call(JoinRequest(topic, "g", "m", 30_000)))
+        (assignment,) = eventually(
+            lambda: [a for a in raw.assignments() if (a.topic, a.group) == (topic, "g")],
+            REPLY_TIMEOUT,
+            "the assignment, read late",
+        )
+        assert (assignment.incarnation, assignment.members, assignment.owners) == (
+            store.incarnation,
+            ["m"],
+            [0, 0],
+        )
+        assert assignment.generation == joined.generation
 
 
 class TestAdmission:
@@ -780,3 +821,51 @@ class TestRunStoreOptions:
             "allow": False,
             "durability": (("x*",), ("p",)),
         }
+
+
+class _BuiltError(Exception):
+    """Raised by a store that ``run_store`` built, instead of starting it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+
+class _NotStarted(Store):
+    """A real store (its log opened) that refuses to start: what ``run_store`` built."""
+
+    def start(self) -> Store:
+        raise _BuiltError(self)
+
+
+class TestRunStoreDefaults:
+    def built(self, monkeypatch: pytest.MonkeyPatch, data: Path) -> Store:
+        monkeypatch.setattr(_service, "Store", _NotStarted)
+        with pytest.raises(_BuiltError) as built:
+            run_store(data, stop=threading.Event())
+        store = built.value.store
+        store.log.close()
+        return store
+
+    def test_without_options_run_store_builds_the_default_store(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+        monkeypatch.delenv(ADMIN_KEY_FILE_ENV, raising=False)
+        s = self.built(monkeypatch, tmp_path / "d")
+        assert (s.domain_id, s.namespace, str(s.share)) == (0, "dcps", "0/1")
+        assert s.default_channel_count == 17  # for 257 partitions
+        assert s.log._full_sync
+        assert s._fetchers._count == DEFAULT_FETCH_THREADS
+        assert (s.authenticated, s.allow_client_topics) == (False, True)
+        assert s._metrics_at == ("127.0.0.1", None)
+        assert (s._durability_topics, s._durability_partitions) == (None, ("*",))
+
+    def test_without_key_options_run_store_reads_the_key_files_named_by_the_environment(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv(KEY_FILE_ENV, str(write_key_file(tmp_path / "ns.key").source))
+        monkeypatch.setenv(ADMIN_KEY_FILE_ENV, str(write_key_file(tmp_path / "a.key").source))
+        s = self.built(monkeypatch, tmp_path / "d")
+        assert s.authenticated
+        assert s._sealer.auth is not None
+        assert s._sealer.auth._admin_key is not None

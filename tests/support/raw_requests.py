@@ -9,7 +9,7 @@ never answers costs seconds, not minutes (the mutation runs of ``_service.py``).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 from cyclonedds.core import Policy, Qos
 from cyclonedds.domain import DomainParticipant
@@ -30,6 +30,8 @@ from dcps.wire._sealing import Sealer
 from tests.support.waiting import eventually
 
 __all__ = ["REPLY_TIMEOUT", "RawRequester"]
+
+T = TypeVar("T")
 
 #: How long a test waits for one reply of the store.
 REPLY_TIMEOUT = 5.0
@@ -68,6 +70,7 @@ class RawRequester:
         self.reader = self.listen(self.client)
         self.got: dict[int, Reply] = {}
         self._kept: list[Any] = []
+        self._readers: dict[Any, DataReader[Any]] = {}
         self._ids = 10**9
         eventually(self.writer.get_matched_subscriptions, REPLY_TIMEOUT, "the store's reader")
 
@@ -100,6 +103,23 @@ class RawRequester:
         )
         writer.write(assignment)
         self._kept.append(writer)
+
+    def announcements(self) -> list[StoreAnnouncement]:
+        """The store announcements of the namespace now (a late reader: TRANSIENT_LOCAL)."""
+        return self._late(self._stores, StoreAnnouncement, ANNOUNCE_QOS)
+
+    def assignments(self) -> list[Assignment]:
+        """The group assignments of the namespace now (a late reader: TRANSIENT_LOCAL)."""
+        return self._late(self._assignments, Assignment, ASSIGN_QOS)
+
+    def _late(self, topic: Topic[Any], kind: type[T], qos: Qos) -> list[T]:
+        reader = self._readers.get(kind)
+        if reader is None:
+            partition = Qos(Policy.Partition([self.namespace]))
+            reader = self._readers[kind] = DataReader(
+                Subscriber(self.dp, qos=partition), topic, qos=qos
+            )
+        return [x for x in reader.read(N=1024) if isinstance(x, kind)]
 
     def next_id(self) -> int:
         self._ids += 1
