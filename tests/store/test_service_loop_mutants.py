@@ -35,11 +35,12 @@ from cyclonedds.topic import Topic
 from dcps import (
     AlreadyClosedError,
     BadParameterError,
+    NetworkConfig,
     PreconditionNotMetError,
 )
 from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode, _replies, _service, run_store
-from dcps.store._service import DEFAULT_FETCH_THREADS, StoreState
+from dcps.store._service import DEFAULT_FETCH_THREADS, STORE_FILE, StoreState
 from dcps.wire import _transport
 from dcps.wire._auth_keys import ADMIN_KEY_FILE_ENV, KEY_FILE_ENV, write_key_file
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
@@ -59,6 +60,7 @@ from dcps.wire._requests import (
 )
 from dcps.wire._sealing import UNAUTHENTICATED_WARNING
 from dcps.wire._transport import Endpoint
+from tests.store.test_store_files import batch_page, make_store, scribble
 from tests.support.embedded_store import module_store
 from tests.support.raw_requests import REPLY_TIMEOUT, RawRequester
 from tests.support.waiting import eventually
@@ -110,6 +112,7 @@ MB_NS = f"ns_mb_{uuid.uuid4().hex[:8]}"
 OLD_NS = f"ns_old_{uuid.uuid4().hex[:8]}"
 RUN_NS = f"ns_run_{uuid.uuid4().hex[:8]}"
 SIG_NS = f"ns_sig_{uuid.uuid4().hex[:8]}"
+NET_NS = f"ns_net_{uuid.uuid4().hex[:8]}"
 OPT_NS = f"ns_opt_{uuid.uuid4().hex[:8]}"
 STOPPED_NS = f"ns_stopped_{uuid.uuid4().hex[:8]}"
 
@@ -511,6 +514,21 @@ class TestLifecycle:
         assert second.closed
         assert client.ping().incarnation == store.incarnation
 
+    def test_a_network_configuration_reaches_the_stores_participant(
+        self, served: tuple[Store, int, str], tmp_path: Path
+    ) -> None:
+        _, domain, _ = served  # the module's store uses the domain already, unconfigured
+        s = Store(
+            tmp_path / "net",
+            domain_id=domain,
+            namespace=NET_NS,
+            key=None,
+            network=NetworkConfig(interfaces=["lo"], participant_name="net"),
+        )
+        with pytest.raises(PreconditionNotMetError, match="network configuration cannot change"):
+            s.start()
+        assert s.closed
+
     def test_metrics_are_served_and_a_taken_port_is_refused(
         self, tmp_path: Path, worker_id: str, caplog: pytest.LogCaptureFixture
     ) -> None:
@@ -869,3 +887,14 @@ class TestRunStoreDefaults:
         assert s.authenticated
         assert s._sealer.auth is not None
         assert s._sealer.auth._admin_key is not None
+
+
+class TestVerify:
+    def test_verify_false_opens_a_file_the_full_check_would_refuse(self, tmp_path: Path) -> None:
+        path = tmp_path / STORE_FILE
+        make_store(path, batches=40)
+        scribble(path, batch_page(path))  # element data only: the tables still read
+        with pytest.raises(BadParameterError, match=r"damaged|corrupt"):
+            Store(tmp_path, key=None, admin_key=None)
+        s = Store(tmp_path, key=None, admin_key=None, verify=False)
+        s.log.close()
