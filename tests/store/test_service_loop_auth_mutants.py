@@ -210,6 +210,15 @@ class TestStarted:
             dc.request_async(closed, lambda r: r).result(REPLY_TIMEOUT)
             with pytest.raises(PreconditionNotMetError, match="subscriber 's1' closed"):
                 waiting.result(REPLY_TIMEOUT)
+            # the group assignments it publishes are sealed: key holders accept them
+            dc.join(topic, "g", "m", 30_000)
+            (assignment,) = eventually(
+                lambda: [a for a in holder.assignments() if (a.topic, a.group) == (topic, "g")],
+                REPLY_TIMEOUT,
+                "the assignment",
+            )
+            assert holder.sealer is not None
+            assert holder.sealer.accept_assignment(assignment)
         finally:
             dc.close()
             endpoint.close()

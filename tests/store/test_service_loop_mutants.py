@@ -15,10 +15,13 @@ worker per mutant from a process that ran these tests).
 from __future__ import annotations
 
 import inspect
+import io
 import logging
 import os
+import select
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -113,6 +116,7 @@ OLD_NS = f"ns_old_{uuid.uuid4().hex[:8]}"
 RUN_NS = f"ns_run_{uuid.uuid4().hex[:8]}"
 SIG_NS = f"ns_sig_{uuid.uuid4().hex[:8]}"
 NET_NS = f"ns_net_{uuid.uuid4().hex[:8]}"
+PIPE_NS = f"ns_pipe_{uuid.uuid4().hex[:8]}"
 OPT_NS = f"ns_opt_{uuid.uuid4().hex[:8]}"
 STOPPED_NS = f"ns_stopped_{uuid.uuid4().hex[:8]}"
 
@@ -148,7 +152,8 @@ class TestStarted:
     def test_the_started_store_as_other_participants_see_it(
         self, store: Store, raw: RawRequester
     ) -> None:
-        assert "dcps-store" in {t.name for t in threading.enumerate()}  # for thread dumps
+        (service,) = [t for t in threading.enumerate() if t.name == "dcps-store"]  # for dumps
+        assert service.daemon  # a process that never closes its store still exits
         synced(raw)
         # its announcement says who and where it is
         (announced,) = [a for a in raw.announcements() if a.incarnation == store.incarnation]
@@ -322,6 +327,16 @@ class TestFetches:
             "the failed fetch counted",
         )
         assert metric(store, "dcps_store_fetched_elements_total", topic=topic) == 0
+
+    def test_an_empty_fetch_counts_no_bytes(
+        self, store: Store, client: StoreClient, topic: str
+    ) -> None:
+        before = requests(store, "fetch", "ok")
+        got = client.fetch(topic, 0, 0, 5)  # nothing stored in the channel yet
+        assert got.run.count == 0
+        eventually(lambda: requests(store, "fetch", "ok") == before + 1, REPLY_TIMEOUT, "counted")
+        assert metric(store, "dcps_store_fetched_elements_total", topic=topic) == 0
+        assert metric(store, "dcps_store_fetched_bytes_total", topic=topic) == 0
 
 
 class TestGroups:
@@ -588,6 +603,36 @@ def _domain(worker_id: str) -> int:
 
 
 class TestRunStore:
+    def test_the_ready_line_leaves_at_once_through_a_pipe(
+        self, tmp_path: Path, worker_id: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A supervisor reads ``dcps store ready`` from a pipe while the store serves."""
+        read_end, write_end = os.pipe()
+        pipe = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, "w")))
+        monkeypatch.setattr(sys, "stdout", pipe)
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=run_store,
+            args=(tmp_path / "p",),
+            kwargs={"domain_id": _domain(worker_id), "namespace": PIPE_NS, "stop": stop,
+                    "key": None, "admin_key": None, "sync": SyncMode.NORMAL},
+        )  # fmt: skip
+        thread.start()
+        try:
+            seen = b""
+            deadline = time.monotonic() + 10.0
+            while b"\n" not in seen and time.monotonic() < deadline:
+                if select.select([read_end], [], [], 0.1)[0]:
+                    seen += os.read(read_end, 4096)
+            assert seen.startswith(b"dcps store ready: ")
+            assert thread.is_alive()  # read while the store serves, not at its exit
+        finally:
+            stop.set()
+            thread.join(10.0)
+            monkeypatch.undo()
+            pipe.close()
+            os.close(read_end)
+
     def test_run_store_says_ready_and_stops_when_told(
         self, tmp_path: Path, worker_id: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
