@@ -168,6 +168,8 @@ class TestStarted:
         # its gauges: the clients it answers, no authentication failures (no key)
         assert metric(store, "dcps_store_clients") >= 1
         assert metric(store, "dcps_store_auth_failures_total", reason="bad_tag") == 0
+        labels = {"namespace": store.namespace, "share": "0/1", "incarnation": store.incarnation}
+        assert metric(store, "dcps_store_info", **labels) == 1
         # a group's assignment stays for readers that come later (TRANSIENT_LOCAL)
         topic = f"t{next(_topics)}"
         assert raw.call(EnsureTopicRequest(topic, 2)).status == 0
@@ -518,6 +520,13 @@ class TestLifecycle:
         )
         assert text.count(f"dcps store 0/1 stopped ({s.data_dir})") == 1
 
+    def test_a_store_never_started_closes_cleanly(self, tmp_path: Path) -> None:
+        s = Store(tmp_path / "never", key=None, admin_key=None)
+        s.close()
+        assert s.closed
+        with pytest.raises(AlreadyClosedError):
+            s.start()
+
     def test_a_second_store_of_the_namespace_is_refused_and_closed(
         self, store: Store, served: tuple[Store, int, str], tmp_path: Path, client: StoreClient
     ) -> None:
@@ -671,26 +680,34 @@ class TestRunStore:
     def test_run_store_stops_on_sigterm_and_restores_the_handlers(
         self, tmp_path: Path, worker_id: str
     ) -> None:
-        before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
         ready: list[Store] = []
 
-        def on_ready(s: Store) -> None:
-            ready.append(s)
-            signal.raise_signal(signal.SIGTERM)
+        def ours(*_: Any) -> None:  # the process's own handler: run_store replaces it
+            raise AssertionError("SIGTERM reached the process's handler, not run_store's")
 
-        started = time.monotonic()
-        run_store(
-            tmp_path / "r",
-            domain_id=_domain(worker_id),
-            namespace=SIG_NS,
-            on_ready=on_ready,
-            key=None,
-            admin_key=None,
-            metrics_port=0,
-        )
-        assert time.monotonic() - started < 10.0
-        assert ready[0].closed
-        assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+        previous = signal.signal(signal.SIGTERM, ours)
+        try:
+            before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+
+            def on_ready(s: Store) -> None:
+                ready.append(s)
+                signal.raise_signal(signal.SIGTERM)
+
+            started = time.monotonic()
+            run_store(
+                tmp_path / "r",
+                domain_id=_domain(worker_id),
+                namespace=SIG_NS,
+                on_ready=on_ready,
+                key=None,
+                admin_key=None,
+                metrics_port=0,
+            )
+            assert time.monotonic() - started < 10.0
+            assert ready[0].closed
+            assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     def test_run_store_raises_when_an_older_store_stops_it(
         self, tmp_path: Path, worker_id: str

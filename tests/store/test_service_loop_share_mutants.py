@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode
 from dcps.store._groups import ANONYMOUS_PREFIX
 from dcps.wire._codes import CommitStatus, ErrorCode, SeekMode
-from dcps.wire._messages import Assignment
+from dcps.wire._messages import Assignment, StoreAnnouncement
 from dcps.wire._names import request_partition
 from dcps.wire._replies import Commits, Seeked
 from dcps.wire._requests import (
@@ -92,14 +93,7 @@ def topic(client: StoreClient) -> str:
 
 
 class TestSplit:
-    def test_each_store_keeps_its_own_channels(
-        self, pair: Pair, client: StoreClient, topic: str
-    ) -> None:
-        assert [pair.a.log.channel_state(topic, c).count for c in (0, 2)] == [2, 2]
-        assert [pair.b.log.channel_state(topic, c).count for c in (1, 3)] == [2, 2]
-        state = client.state(topic)
-        assert (state.channels, state.tails) == ((0, 1, 2, 3), (1, 1, 1, 1))
-
+    # first: the stores are started in its setup, so mutmut runs it for their start-up code
     def test_a_member_commits_and_seeks_on_both_stores(
         self, pair: Pair, client: StoreClient, topic: str
     ) -> None:
@@ -116,6 +110,14 @@ class TestSplit:
         assert pair.b.log.committed(topic, "g", 1)[0] == -1
         tail = client.seek(topic, "g", "m", SeekMode.POSITION, {3: 1})
         assert tail.targets == {3: 1}
+
+    def test_each_store_keeps_its_own_channels(
+        self, pair: Pair, client: StoreClient, topic: str
+    ) -> None:
+        assert [pair.a.log.channel_state(topic, c).count for c in (0, 2)] == [2, 2]
+        assert [pair.b.log.channel_state(topic, c).count for c in (1, 3)] == [2, 2]
+        state = client.state(topic)
+        assert (state.channels, state.tails) == ((0, 1, 2, 3), (1, 1, 1, 1))
 
     def test_the_share_store_refuses_what_only_the_coordinator_does(
         self, raw_b: RawRequester, topic: str
@@ -237,3 +239,51 @@ class TestTheMirror:
             "(left, timed out, or the store restarted)",
         )
         assert pair.b.log.committed(topic, "f", 1)[0] == -1
+
+
+class TestALoneShareStore:
+    def test_it_trusts_the_youngest_coordinator_and_none_before_one_is_heard_of(
+        self, tmp_path_factory: pytest.TempPathFactory, worker_id: str
+    ) -> None:
+        namespace = f"ns_{uuid.uuid4().hex[:10]}"
+        domain = worker_domain(worker_id)
+        path = tmp_path_factory.mktemp("lone") / "b"
+        with Store(path, domain_id=domain, namespace=namespace, share=(1, 2), key=None) as b:
+            b.log.ensure_topic("t", 2)
+            raw = RawRequester(domain, namespace, partition=request_partition(namespace, 1, 2))
+            try:
+
+                def assign(group: str, incarnation: str) -> None:
+                    raw.assign(
+                        Assignment(topic="t", group=group, incarnation=incarnation,
+                                   generation=1, members=["m"], owners=[0, 0])
+                    )  # fmt: skip
+                    eventually(lambda: b.log.has_group("t", group), REPLY_TIMEOUT, group)
+
+                def commit(group: str) -> Any:
+                    return raw.call(
+                        CommitRequest("t", group, "m", (1,), (0,)), timeout=REPLY_TIMEOUT + 2
+                    )
+
+                # no coordinator heard of yet: its mirror is all a share store has
+                assign("early", "any")
+                assert commit("early").status == 0
+                # a coordinator restarted: two announcements of share 0/2, the younger counts
+                for incarnation, started in (("old", 1), ("new", 2)):
+                    raw.announce(
+                        StoreAnnouncement(incarnation=incarnation, index=0, count=2,
+                                          started_ns=started, pid=1, host="h", data_dir="/d")
+                    )  # fmt: skip
+                eventually(lambda: b._coordinator == "new", REPLY_TIMEOUT, "the coordinator")
+                assign("g", "new")
+                assign("h", "old")
+                assert commit("g").status == 0
+                stale = commit("h")
+                assert (stale.status, stale.error) == (
+                    ErrorCode.PRECONDITION_NOT_MET,
+                    "'m' is not a member of group 'h' of topic 't' "
+                    "(left, timed out, or the store restarted)",
+                )
+                assert b.failure is None  # another share's stores do not stop it
+            finally:
+                raw.close()
