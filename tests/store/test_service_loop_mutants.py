@@ -41,6 +41,7 @@ from dcps import (
     NetworkConfig,
     PreconditionNotMetError,
 )
+from dcps.channels import ChannelledTopic
 from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode, _replies, _service, run_store
 from dcps.store._service import DEFAULT_FETCH_THREADS, STORE_FILE, StoreState
@@ -63,8 +64,10 @@ from dcps.wire._requests import (
 )
 from dcps.wire._sealing import UNAUTHENTICATED_WARNING
 from dcps.wire._transport import Endpoint
+from idl._identity import type_identity
 from tests.store.test_store_files import batch_page, make_store, scribble
 from tests.support.embedded_store import module_store
+from tests.support.peers.channels_types import Msg
 from tests.support.raw_requests import REPLY_TIMEOUT, RawRequester
 from tests.support.waiting import eventually
 
@@ -302,6 +305,30 @@ class TestLivePushes:
             assert len(reader.get_matched_publications()) == 1
         finally:
             dp.__del__()
+
+
+class TestKeyedPublishes:
+    def test_a_publish_key_stores_its_batch_once(
+        self, store: Store, client: StoreClient, topic: str
+    ) -> None:
+        store.log.create_group(topic, "keep")
+        first = client.publish_async(topic, 2, [1, 2], b"abb", key="k1").result(REPLY_TIMEOUT)
+        again = client.publish_async(topic, 2, [1, 2], b"abb", key="k1").result(REPLY_TIMEOUT)
+        assert (first.first, first.count, first.duplicate) == (0, 2, False)
+        assert (again.first, again.count, again.duplicate, again.stamp) == (
+            0,
+            2,
+            True,
+            first.stamp,
+        )
+        other = client.publish_async(topic, 2, [1], b"c", key="k2").result(REPLY_TIMEOUT)
+        assert (other.first, other.count, other.duplicate) == (2, 1, False)
+        assert store.log.channel_state(topic, 2).count == 3
+        assert metric(store, "dcps_store_stored_elements_total", topic=topic) == 3
+        assert metric(store, "dcps_store_pushed_elements_total", topic=topic) == 3  # once each
+        assert requests(store, "publish", "ok") >= 3
+        with pytest.raises(BadParameterError, match="channel"):
+            client.publish_async(topic, 9, [1], b"x", key="k3").result(REPLY_TIMEOUT)
 
 
 class TestFetches:
@@ -949,6 +976,29 @@ class TestRunStoreDefaults:
         assert s.authenticated
         assert s._sealer.auth is not None
         assert s._sealer.auth._admin_key is not None
+
+
+class TestConfiguredTopics:
+    def test_a_configured_topic_records_its_type(self, tmp_path: Path) -> None:
+        typed = ChannelledTopic("typed", Msg, channel_count=3, retain_consumed=True)
+        plain = _Spec("plain", 2, None)
+        s = Store(tmp_path / "s", topics=[typed, plain], key=None, admin_key=None)
+        try:
+            info = s.log.topic("typed")
+            identity = type_identity(Msg)
+            assert (info.channel_count, info.retain_consumed) == (3, True)
+            assert (info.type_name, info.type_identity) == (identity.rpartition("@")[0], identity)
+            other = s.log.topic("plain")
+            assert (other.channel_count, other.type_name, other.type_identity) == (2, "", "")
+        finally:
+            s.log.close()
+
+
+class _Spec:
+    """A topic spec without a type (``TopicSpec`` needs none)."""
+
+    def __init__(self, name: str, channel_count: int | None, retain: bool | None) -> None:
+        self.name, self.channel_count, self.retain_consumed = name, channel_count, retain
 
 
 class TestVerify:
