@@ -15,9 +15,9 @@ own (this module with ``--serve``), on loopback.
 2. **Cost to a live writer.** Throughput of a TRANSIENT writer to a plain
    reader in this process, with and without the service process matched
    (alternating, same run; median msgs/s; target ratio >= 0.9). The writers
-   batch (``DataWriter(batching=True)``, opt-in, see
+   batch (the default for TRANSIENT writers, see
    :mod:`dcps._write_batching`); the same served case with ``batching=False``
-   (the default) runs in the same rounds, to show what batching moves. For reference, a
+   runs in the same rounds, to show what batching moves. For reference, a
    fourth case replaces the service by a plain reliable KEEP_ALL reader in
    another process that never takes (this module with ``--listen``): what
    the transport to any remote subscriber costs the writer (each packet goes
@@ -28,9 +28,12 @@ own (this module with ``--serve``), on loopback.
 3. **What batching costs in latency.** Round trips of a reliable writer's
    pings to an echo in another process (this module with ``--echo``), with
    batching on and off (alternating): idle pings (the next one once the
-   echo came back, a 2 ms pause between), which batching sends at once, and
-   a stream of pings 0.2 ms apart, which it may hold up to 1 ms. p50 and p99
-   round trip in microseconds.
+   echo came back, a 2 ms pause between) and a stream of pings 0.2 ms apart,
+   both of which batching sends at once (each write comes 50 us or more after
+   the one before), and bursts of ``BURST`` pings written back to back (then
+   a 2 ms pause), whose second to last pings batching holds until the burst
+   ends (see :mod:`dcps._write_batching`). p50 and p99 round trip in
+   microseconds.
 
 ``--only late``, ``--only live`` or ``--only latency`` runs one part.
 """
@@ -53,6 +56,8 @@ import idl
 import qos as q
 
 QUICK_ARGS = ["--quick"]
+#: Pings per burst in the latency part (written back to back).
+BURST = 10
 
 
 class Reading(idl.Struct, typename="bench::DurableReading"):
@@ -286,8 +291,8 @@ def live_throughput(
 
 def round_trips(
     dp: dcps.DomainParticipant, pongs: dcps.DataReader[Reading], batching: bool, count: int
-) -> tuple[list[float], list[float]]:
-    """Round trips in us through the ``--echo`` process: idle pings, then a stream."""
+) -> tuple[list[float], list[float], list[float]]:
+    """Round trips in us through the ``--echo`` process: idle pings, a stream, bursts."""
     reliable = q.Reliability.reliable(timedelta(seconds=10))
     writer = dcps.DataWriter(
         dp,
@@ -298,14 +303,19 @@ def round_trips(
     writer.wait_for_readers()
     waiter = _Waiter(dp, pongs)
     pongs.take()  # late answers of the run before
+
+    def answers(into: list[float], wanted: int) -> None:
+        """Wait until ``into`` holds ``wanted`` round trips (at most 10 s)."""
+        deadline = time.monotonic() + 10
+        while len(into) < wanted and time.monotonic() < deadline:
+            waiter.wait(1)
+            now = time.perf_counter()
+            into += [(now - pong.data.value) * 1e6 for pong in pongs.take()]
+
     idle: list[float] = []
     for i in range(count):
         writer.write(Reading(0, time.perf_counter(), i))
-        deadline = time.monotonic() + 10
-        while not (got := pongs.take()) and time.monotonic() < deadline:
-            waiter.wait(1)
-        now = time.perf_counter()
-        idle += [(now - pong.data.value) * 1e6 for pong in got]
+        answers(idle, i + 1)
         time.sleep(0.002)  # the pause that makes the next ping an idle one
     stream: list[float] = []
     for i in range(count):
@@ -313,14 +323,16 @@ def round_trips(
         time.sleep(0.0002)
         now = time.perf_counter()
         stream += [(now - pong.data.value) * 1e6 for pong in pongs.take()]
-    deadline = time.monotonic() + 10
-    while len(stream) < count and time.monotonic() < deadline:
-        waiter.wait(1)
-        now = time.perf_counter()
-        stream += [(now - pong.data.value) * 1e6 for pong in pongs.take()]
+    answers(stream, count)
+    bursts: list[float] = []
+    for start in range(0, count, BURST):
+        for i in range(start, min(start + BURST, count)):
+            writer.write(Reading(2, time.perf_counter(), i))
+        answers(bursts, min(start + BURST, count))
+        time.sleep(0.002)
     writer.close()
     waiter.waitset.close()
-    return idle, stream
+    return idle, stream, bursts
 
 
 def _percentiles(values: list[float]) -> str:
@@ -334,7 +346,10 @@ def _percentiles(values: list[float]) -> str:
 
 def latency(domain: int, count: int, runs: int) -> None:
     """Print the round trips with batching on and off (alternating runs, pooled)."""
-    results: dict[bool, tuple[list[float], list[float]]] = {True: ([], []), False: ([], [])}
+    results: dict[bool, tuple[list[float], list[float], list[float]]] = {
+        True: ([], [], []),
+        False: ([], [], []),
+    }
     with dcps.DomainParticipant(domain) as dp:
         pongs = dcps.DataReader(
             dp,
@@ -345,16 +360,18 @@ def latency(domain: int, count: int, runs: int) -> None:
         try:
             for _ in range(runs):
                 for batching in (False, True):
-                    idle, stream = round_trips(dp, pongs, batching, count)
-                    results[batching][0].extend(idle)
-                    results[batching][1].extend(stream)
+                    for pooled, got in zip(
+                        results[batching], round_trips(dp, pongs, batching, count), strict=True
+                    ):
+                        pooled.extend(got)
         finally:
             peer.close()
     for batching in (False, True):
-        idle, stream = results[batching]
+        idle, stream, bursts = results[batching]
         print(
             f"ping round trip, batching {'on ' if batching else 'off'}: idle {_percentiles(idle)}"
-            f" ({len(idle)} pings); stream every 0.2 ms {_percentiles(stream)} ({len(stream)})"
+            f" ({len(idle)} pings); stream every 0.2 ms {_percentiles(stream)} ({len(stream)});"
+            f" bursts of {BURST} {_percentiles(bursts)} ({len(bursts)})"
         )
 
 
@@ -429,14 +446,14 @@ def main() -> None:
         reference = statistics.median(r for r, _ in remote)
         cpu = [statistics.median(c for _, c in case) for case in (plain, served, unbatched, remote)]
         print(
-            f"live TRANSIENT writer, batching=True ({live} msgs, median of {len(plain)}): "
+            f"live TRANSIENT writer, batching on (default) ({live} msgs, median of {len(plain)}): "
             f"without service "
             f"{without:,.0f} msgs/s, with service {with_:,.0f} msgs/s, ratio "
             f"{with_ / without:.2f} (target >= 0.9); per run "
             f"{', '.join(f'{s[0] / p[0]:.2f}' for s, p in zip(served, plain, strict=True))}"
         )
         print(
-            f"  the same with batching off (the default): {off:,.0f} msgs/s, ratio "
+            f"  the same with batching off: {off:,.0f} msgs/s, ratio "
             f"{off / without:.2f}; per run "
             f"{', '.join(f'{s[0] / p[0]:.2f}' for s, p in zip(unbatched, plain, strict=True))}"
         )

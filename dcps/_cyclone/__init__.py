@@ -4,5 +4,6 @@
 members dcps uses (entity handles, XCDR2, listener swaps), all in one place;
 ``retcode``: return codes to dcps errors (the one place); ``qos_bridge``: dcps
 QoS to Cyclone QoS; ``timing``: durations and timestamps in Cyclone's
-nanoseconds. Internal.
+nanoseconds; ``gather``: writing a serialised sample from pieces (no join).
+Internal.
 """

@@ -15,6 +15,8 @@ callbacks, and with them acknowledgements or the lock itself (a deadlock).
 - ``matched_subscriptions``/``matched_publications``: the handles an entity is
   matched with; the binding's own methods size their buffer by one call and
   index it by the next, so a match in between raises IndexError.
+- ``take_views``: take samples and read each one's serialised form in place
+  (its large payload then copied once, not three times as the binding does).
 - ``take_cdr``: take samples as Cyclone's serdata, which carries the per-sample
   DDSI status info: whether a valid sample came from ``write_dispose``. The
   SampleInfo cannot say that: its instance state is the instance's state at
@@ -26,7 +28,8 @@ from __future__ import annotations
 import ctypes as ct
 import struct
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from cyclonedds.internal import dds_c_t, load_cyclonedds
 
@@ -459,3 +462,69 @@ def take_cdr(ref: int, mask: int, max_samples: int) -> list[CdrRow] | int:
         for i in range(n):
             unref(buf[i])
     return out
+
+
+V = TypeVar("V")
+
+
+def take_views(
+    ref: int,
+    mask: int,
+    max_samples: int,
+    use: Callable[[bytes | memoryview], V],
+    view_min: int = 0,
+) -> list[V]:
+    """Take up to ``max_samples`` valid samples, handing ``use`` each one's serialised form
+    as a read-only view of Cyclone's own buffer; a list of what ``use`` returned.
+
+    Nothing is copied here: ``use`` copies what it keeps (the view is valid only
+    during the call; the samples are released after the last one). A sample
+    smaller than ``view_min`` bytes is handed over as a ``bytes`` copy instead
+    (one C call: cheaper than a view where copying costs little). Invalid
+    samples (a dispose or unregister without data) are skipped. Raises the dcps
+    error of a negative return code. Only for readers of the binding's own
+    types (``struct ddspy_serdata``), whose layout is checked on the first
+    sample of each call as in :func:`take_cdr`.
+    """
+    global _views_checked
+    buf, infos, raw = _buffers.get(max_samples)
+    n = _takecdr_unchecked(ref, buf, max_samples, infos, mask)
+    if n <= 0:
+        if n < 0:
+            raise error_for(n, "take samples")
+        return []
+    out: list[V] = []
+    try:
+        rows = _info_rows(raw, n)
+        from_address, array, bytes_at = _PythonSerdata.from_address, ct.c_ubyte, _bytes_at
+        for i in range(n):
+            if not rows[i][3]:
+                continue
+            pointer = buf[i]
+            if not _views_checked:  # once per process: the layout is the build's
+                if not _serdata_fields_readable(pointer):
+                    raise UnsupportedError(
+                        "this Cyclone DDS build lays out the binding's serdata differently"
+                    )
+                _views_checked = True
+            serdata = from_address(pointer)
+            size = serdata.data_size
+            if size < view_min:
+                out.append(use(bytes_at(serdata.data, size)))
+                continue
+            view = memoryview((array * size).from_address(serdata.data))
+            out.append(use(view.cast("B").toreadonly()))
+    finally:
+        unref = _lib.ddsi_serdata_unref
+        for i in range(n):
+            unref(buf[i])
+    return out
+
+
+#: Whether :func:`take_views` checked the binding's serdata layout (on its first sample).
+_views_checked = False
+#: ``dds_takecdr`` without ``argtypes``: ctypes then passes the arrays as pointers and
+#: the small ints as C ints without converting each argument (0.5 us a call instead of
+#: 2.9: a subscriber takes from every channel's reader each round, most often nothing).
+_takecdr_unchecked = ct.CDLL(_lib._name).dds_takecdr
+_takecdr_unchecked.restype = ct.c_int32

@@ -23,6 +23,7 @@ from dcps._record import new_record
 from dcps.wire._batches import ELEMENT_STEP_NS
 from dcps.wire._messages import LiveBatch
 from dcps.wire._names import BATCH_READER_QOS, batch_partition
+from dcps.wire._split import take_decoded
 from dcps.wire._transport import Endpoint, Waiter, drop_endpoint
 from idl._batch_codec import UNDECODABLE, BatchDecoder, PartialBatch, split_blob
 from idl._errors import BadParameterError, DcpsError, DcpsTimeoutError
@@ -250,8 +251,10 @@ class ChannelCursors:
     def take_live(self) -> None:
         """Take the live batches every owned channel's reader holds."""
         accept = self._client.accept_live
+        sealed = self._client.sealer.enabled
         for c, ch in self.chans.items():
-            for batch in ch.reader.take(N=256):
+            # each batch's payloads copied once out of Cyclone (the binding's take: three times)
+            for batch in take_decoded(ch.reader, LiveBatch, 256, sealed=sealed):
                 # checked against where it was read: a genuine batch of another topic or
                 # channel written again into this partition must not pass for this one's
                 if isinstance(batch, LiveBatch) and accept(batch, self._topic, c):

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
-from dcps._cyclone.binding import matched_readers
+from dcps._cyclone.binding import entity_ref, matched_readers, uses_xcdr2
+from dcps._cyclone.gather import GATHER_MIN, write_gathered
 from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._auth_member import MemberSecret
-from dcps.wire._batches import PackedPayloads
+from dcps.wire._batches import PackedPayloads, live_batch_pieces
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode, error_code
 from dcps.wire._durables import DurableRequest
 from dcps.wire._limits import MAX_CLIENTS, check_client_id
@@ -76,6 +77,7 @@ from dcps.wire._requests import (
     decode_request,
 )
 from dcps.wire._sealing import FROM_ENVIRONMENT, UNAUTHENTICATED_WARNING, KeyOption, Sealer
+from dcps.wire._split import take_decoded
 from dcps.wire._transport import Endpoint, Waiter, drop_endpoint, live_announcements
 from idl._batch_codec import split_blob
 from idl._errors import (
@@ -554,7 +556,8 @@ class Store:
         if self._requests is None:  # refused: an overlapping store serves this share
             return
         publishes: list[_Call[PublishRequest]] = []
-        for sample in self._requests.take(N=1024):
+        # each PUBLISH's payloads copied once out of Cyclone (the binding's take: three times)
+        for sample in take_decoded(self._requests, Request, 1024, sealed=self._sealer.enabled):
             call = self._admit(sample)
             if call is None:
                 continue
@@ -952,16 +955,23 @@ class Store:
     def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
         writer = self._live_writer(r.topic, r.channel)
         self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
-        writer.write(
-            LiveBatch(
-                topic=r.topic,
-                channel=r.channel,
-                first=first[0],
-                timestamp=first[1],
-                sizes=r.sizes,
-                blob=r.blob,
+        if len(r.blob) < GATHER_MIN or self._sealer.enabled or uses_xcdr2(writer):
+            writer.write(
+                LiveBatch(
+                    topic=r.topic,
+                    channel=r.channel,
+                    first=first[0],
+                    timestamp=first[1],
+                    sizes=r.sizes,
+                    blob=r.blob,
+                )
             )
-        )
+            return
+        # a large batch's payloads go to Cyclone as they came in the request, not joined
+        # into a new LiveBatch sample first; and the GIL is free while Cyclone copies and
+        # sends (a sealed one is serialised whole by the sealer, its tag covers every byte)
+        pieces = live_batch_pieces(r.topic, r.channel, first[0], first[1], r.sizes, r.blob)
+        write_gathered(entity_ref(writer), pieces)
 
     def _on_fetch(self, call: _Call[FetchRequest]) -> None:
         """Queue a FETCH for the fetch pool (``_fetchers.py``).

@@ -11,8 +11,9 @@ best effort: a reliable writer's heartbeats make the reader ask for what it
 misses, and Cyclone then resends held samples on its own after about 100 ms.
 
 Several tests stretch the flush delays to 60 s (``MAX_DELAY_NS``, ``QUIET_NS``,
-read at each write) so that what the policy holds back and what it sends at once can be told
-apart without timing: a held sample would wait a minute.
+read at each write) and hold every write of a run (``RUN_WRITES`` 0) so that
+what the policy holds back and what it sends at once can be told apart without
+timing: a held sample would wait a minute.
 """
 
 from __future__ import annotations
@@ -120,9 +121,11 @@ def batching_writer(
 
 
 def hold_for_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Flush delays of a minute: a second write within it is held until flushed."""
+    """Flush delays of a minute, every write of a run held: a write within a minute of
+    the previous one is held until flushed."""
     monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
     monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)
+    monkeypatch.setattr(_write_batching, "RUN_WRITES", 0)
 
 
 def still_missing(peer: LinePeer, value: float, seconds: float = 0.5) -> bool:
@@ -142,14 +145,15 @@ class TestWhereItIsOn:
         [
             (q.Durability.VOLATILE, None, False),
             (q.Durability.TRANSIENT_LOCAL, None, False),
-            (q.Durability.TRANSIENT, None, False),
-            (q.Durability.PERSISTENT, None, False),
+            (q.Durability.TRANSIENT, None, True),
+            (q.Durability.PERSISTENT, None, True),
             (q.Durability.TRANSIENT, False, False),
+            (q.Durability.PERSISTENT, False, False),
             (q.Durability.PERSISTENT, True, True),
             (q.Durability.VOLATILE, True, True),
         ],
     )
-    def test_off_unless_asked_for_any_durability(
+    def test_on_by_default_for_transient_and_persistent_writers_only(
         self,
         participant: dcps.DomainParticipant,
         topic_name: str,
@@ -231,6 +235,7 @@ class TestWhenSamplesLeave:
         """The flusher thread sends a held sample once its delay is up (here 0.2 s)."""
         monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", 200_000_000)
         monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)  # the second is held
+        monkeypatch.setattr(_write_batching, "RUN_WRITES", 0)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         writer.write(Reading(1, 1.0, "held"))  # after the probe's flush: held
         writer.write(Reading(1, 2.0, "held"))
@@ -255,7 +260,8 @@ class TestLifecycle:
         self, participant: dcps.DomainParticipant, domain_id: int, topic_name: str
     ) -> None:
         """The peer writes 200 samples with flush delays of a minute and exits without
-        closing: all but the first are sent only by the exit-time flush."""
+        closing: all but the first 16 (a run's first writes, sent at once) are sent only by
+        the exit-time flush."""
         reader = dcps.DataReader(
             participant,
             dcps.Topic(participant, topic_name, Reading),
