@@ -306,6 +306,40 @@ class TestLivePushes:
         finally:
             dp.__del__()
 
+    def test_a_large_batch_is_pushed_whole(
+        self, served: tuple[Store, int, str], client: StoreClient, topic: str
+    ) -> None:
+        """Past GATHER_MIN bytes a batch goes to Cyclone in pieces: the same sample arrives."""
+        _, domain, namespace = served
+        payloads = [bytes([i]) * (70 * 1024) for i in range(3)]  # 210 KiB in one batch
+        dp = DomainParticipant(domain)
+        try:
+            reader: DataReader[Any] = DataReader(
+                Subscriber(dp, qos=Qos(Policy.Partition([batch_partition(namespace, topic, 2)]))),
+                Topic(dp, "dcps_channels_batch", LiveBatch),
+                qos=BATCH_READER_QOS,
+            )
+            eventually(reader.get_matched_publications, REPLY_TIMEOUT, "the channel's writer")
+            sizes = [len(p) for p in payloads]
+            done = client.publish_async(topic, 2, sizes, b"".join(payloads)).result(REPLY_TIMEOUT)
+            got: list[LiveBatch] = []
+
+            def pushed() -> bool:
+                got.extend(b for b in reader.take(N=8) if isinstance(b, LiveBatch))
+                return bool(got)
+
+            eventually(pushed, REPLY_TIMEOUT, "the live batch")
+            (batch,) = got
+            assert (batch.topic, batch.channel, batch.first, batch.timestamp) == (
+                topic,
+                2,
+                0,
+                done.stamp,
+            )
+            assert (list(batch.sizes), bytes(batch.blob)) == (sizes, b"".join(payloads))
+        finally:
+            dp.__del__()
+
 
 class TestKeyedPublishes:
     def test_a_publish_key_stores_its_batch_once(
