@@ -11,6 +11,7 @@ victim goes on. No participant outlives the file (mutmut forks a worker per muta
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -243,8 +244,13 @@ class TestUnauthenticated:
         assert rid not in stranger.got
 
     def test_an_undecodable_request_is_dropped_not_answered(
-        self, store: Store, holder: RawRequester, topic: str
+        self,
+        store: Store,
+        holder: RawRequester,
+        topic: str,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
+        caplog.set_level(logging.WARNING, logger="dcps.store")
         before = store.dropped_requests
         rid = holder.next_id()
         wire = StateRequest(topic, "GROUP!").to_wire(holder.client, rid)
@@ -257,6 +263,15 @@ class TestUnauthenticated:
         synced(holder, store)
         assert rid not in holder.got
         assert store.dropped_requests == before + 1
+        count = before + 1
+        if count & (count - 1) == 0:  # the 1st, 2nd, 4th... drop is logged
+            assert any(
+                m.startswith(
+                    f"dcps store: request dropped ({count} so far): undecodable request from "
+                    f"{holder.client!r}: "
+                )
+                for m in caplog.messages
+            )
 
 
 class TestMemberSecrets:

@@ -48,6 +48,12 @@ from dcps.store._service import DEFAULT_FETCH_THREADS, STORE_FILE, StoreState
 from dcps.wire import _transport
 from dcps.wire._auth_keys import ADMIN_KEY_FILE_ENV, KEY_FILE_ENV, write_key_file
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
+from dcps.wire._durables import (
+    DurableDelivery,
+    DurableKind,
+    DurablePollRequest,
+    DurableSubscribeRequest,
+)
 from dcps.wire._messages import LiveBatch, Request, StoreAnnouncement
 from dcps.wire._names import BATCH_READER_QOS, batch_partition
 from dcps.wire._replies import ChannelStates, Commits, Membership, Pong, Published
@@ -363,6 +369,18 @@ class TestKeyedPublishes:
         assert requests(store, "publish", "ok") >= 3
         with pytest.raises(BadParameterError, match="channel"):
             client.publish_async(topic, 9, [1], b"x", key="k3").result(REPLY_TIMEOUT)
+        empty = client.publish_async(topic, 2, [], b"", key="k4").result(REPLY_TIMEOUT)
+        assert (empty.first, empty.count, empty.stamp) == (0, 0, 0)
+
+    def test_a_keyed_publish_reaches_a_last_value_durable(
+        self, client: StoreClient, topic: str
+    ) -> None:
+        subscribe = DurableSubscribeRequest(topic, "lv", "s1", DurableKind.LAST_VALUE)
+        client.request_async(subscribe, lambda r: r).result(REPLY_TIMEOUT)
+        client.publish_async(topic, 0, [1, 1], b"xy", key="lv1").result(REPLY_TIMEOUT)
+        poll = DurablePollRequest(topic, "lv", "s1", 10)
+        got = client.request_async(poll, DurableDelivery.from_wire).result(REPLY_TIMEOUT)
+        assert (got.offsets, got.data) == ((0, 1), b"xy")
 
 
 class TestFetches:
@@ -580,6 +598,27 @@ class TestLifecycle:
             text
         )
         assert text.count(f"dcps store 0/1 stopped ({s.data_dir})") == 1
+
+    def test_a_store_hears_the_others_before_it_serves(
+        self, tmp_path: Path, worker_id: str
+    ) -> None:
+        domain = _domain(worker_id)
+        namespace = f"ns_settle_{uuid.uuid4().hex[:8]}"
+        raw = RawRequester(domain, namespace, match=False)  # no store of it runs yet
+        try:
+            raw.announce(
+                StoreAnnouncement(incarnation="older", index=0, count=1, started_ns=1, pid=1,
+                                  host="elsewhere", data_dir="/elsewhere")
+            )  # fmt: skip
+            s = Store(tmp_path / "s", domain_id=domain, namespace=namespace, key=None)
+            with pytest.raises(PreconditionNotMetError) as refused:
+                s.start()  # the announcement, from another participant, comes within SETTLE
+            assert str(refused.value) == (
+                "store not started: share 0/1 is already served by store 0/1 "
+                "(pid 1 on elsewhere, data /elsewhere)"
+            )
+        finally:
+            raw.close()
 
     def test_a_store_never_started_closes_cleanly(self, tmp_path: Path) -> None:
         s = Store(tmp_path / "never", key=None, admin_key=None)

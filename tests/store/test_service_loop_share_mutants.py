@@ -287,3 +287,18 @@ class TestALoneShareStore:
                 assert b.failure is None  # another share's stores do not stop it
             finally:
                 raw.close()
+
+
+class TestHeldBack:
+    def test_a_commit_waits_for_the_assignment_that_makes_it_a_member(
+        self, pair: Pair, raw_b: RawRequester, topic: str
+    ) -> None:
+        rid = raw_b.send(CommitRequest(topic, "late", "m", (1,), (0,)))
+        # the coordinator's assignment comes after the request (here forged, as it would)
+        raw_b.assign(
+            Assignment(topic=topic, group="late", incarnation=pair.a.incarnation,
+                       generation=1, members=["m"], owners=[0, 0, 0, 0])
+        )  # fmt: skip
+        got = raw_b.answer(rid, timeout=REPLY_TIMEOUT + 2)
+        assert Commits.from_wire(got).statuses == {1: CommitStatus.COMMITTED}
+        assert pair.b.log.committed(topic, "late", 1)[0] == 0

@@ -42,7 +42,8 @@ class RawRequester:
 
     ``sealer``: seal each request as a holder of that key would (None: unsealed).
     ``partition``: where to write the requests (default: the namespace's, read by a
-    single store; ``request_partition`` names a share's).
+    single store; ``request_partition`` names a share's). ``match``: wait until a
+    store's request reader matches (False: no store runs yet).
     """
 
     def __init__(
@@ -53,6 +54,7 @@ class RawRequester:
         client: str | None = None,
         sealer: Sealer | None = None,
         partition: str | None = None,
+        match: bool = True,
     ) -> None:
         self.namespace = namespace
         self.client = client or uuid.uuid4().hex
@@ -72,7 +74,8 @@ class RawRequester:
         self._kept: list[Any] = []
         self._readers: dict[Any, DataReader[Any]] = {}
         self._ids = 10**9
-        eventually(self.writer.get_matched_subscriptions, REPLY_TIMEOUT, "the store's reader")
+        if match:
+            eventually(self.writer.get_matched_subscriptions, REPLY_TIMEOUT, "the store's reader")
 
     def listen(self, client: str) -> DataReader[Any]:
         """A reader of the replies addressed to ``client``."""
