@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from dcps.wire._staging import Staged, StagedAborted, StagedCommitted
     from dcps.wire._transport import Endpoint
 
-__all__ = ["StoreAccess", "connect_store"]
+__all__ = ["StoreAccess", "cached_store", "connect_store"]
 
 _R = TypeVar("_R")
 
@@ -363,6 +363,14 @@ def connect_store(
                 domain_id=domain_id, namespace=namespace, data_dir=data_dir, timeout=timeout
             )
         return access
+
+
+def cached_store(domain_id: int, namespace: str, data_dir: str | None = None) -> StoreAccess | None:
+    """The process's shared :class:`StoreAccess` for a store if it has one already, else None.
+
+    Never waits: not even for a connection being made meanwhile.
+    """
+    return _cache.get((domain_id, namespace, data_dir))
 
 
 def channel_of_key(key_cdr: bytes, channel_count: int) -> int:
