@@ -274,6 +274,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     raise
 
     def stop(self) -> None:
+        self.states.settle()
         if self.joined and self.opts.group:
             _group_access(self.opts).leave_group(self.opts.topic, self.opts.group, self.member)
         self.joined = False

@@ -142,6 +142,13 @@ class ChannelStates:
             opts.topic
         )
 
+    def settle(self) -> None:
+        """Wait for a background request to end (its outcome is dropped): a process must
+        not exit while that thread is inside Cyclone DDS, creating a participant."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.exception()  # waits; the request has its own timeouts
+
     def prefetch(self) -> None:
         """Ask the store in the background (no-op while an answer is pending)."""
         if self._pending is not None:
