@@ -131,6 +131,11 @@ class Bench64(idl.Struct, typename="dcps_bench::Bench64"):
 
 
 TYPE = "benchmarks.bench_spark:Bench64"
+#: Spark gives a query's new stream reader process a fixed 10 s to connect back
+#: (``PythonWorkerFactory``); at a load average near 20 on 2 cores importing PySpark
+#: alone took longer. Such a query is started again (the attempt is not measured).
+CONNECT_BACK = "Python worker failed to connect back"
+CONNECT_BACK_TRIES = 3
 #: Rows of the trivial source whose fixed cost per query is Spark's floor.
 FLOOR_ROWS = 1000
 
@@ -400,19 +405,29 @@ def spark_cases(
     # per query: start() to the first data micro-batch (heads), and the last one's
     # end to termination (tails); the per-query fixed cost is their sum
 
-    def stream(extra: dict[str, str], label: str = "", source: str = "dcps") -> None:
-        started = time.time()
+    def stream(extra: dict[str, str], label: str = "", source: str = "dcps") -> float:
+        """Run one query; return its seconds from ``start()`` to termination."""
+        from pyspark.errors import StreamingQueryException
+
         expected = FLOOR_ROWS if source == "dcps_bench_floor" else rows
-        q = (
-            spark.readStream.format(source)
-            .options(**(base if source == "dcps" else {}), **extra)
-            .load()
-            .writeStream.format("noop")
-            .option("checkpointLocation", f"{tmp}/ck-{uuid.uuid4().hex}")
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination()
+        for attempt in range(1, CONNECT_BACK_TRIES + 1):
+            started = time.time()
+            q = (
+                spark.readStream.format(source)
+                .options(**(base if source == "dcps" else {}), **extra)
+                .load()
+                .writeStream.format("noop")
+                .option("checkpointLocation", f"{tmp}/ck-{uuid.uuid4().hex}")
+                .trigger(availableNow=True)
+                .start()
+            )
+            try:
+                q.awaitTermination()
+                break
+            except StreamingQueryException as exc:
+                if CONNECT_BACK not in str(exc) or attempt == CONNECT_BACK_TRIES:
+                    raise
+                print(f"{label or source}: {CONNECT_BACK} (load {os.getloadavg()[0]:.1f}); again")
         ended = time.time()
         got = sum(p["numInputRows"] for p in q.recentProgress)
         assert got == expected, (got, expected)
@@ -425,6 +440,7 @@ def spark_cases(
             tails.setdefault(label, []).append(
                 ended - last - busy[-1]["durationMs"]["triggerExecution"] / 1000
             )
+        return ended - started
 
     dds, local = f"over DDS, {where}", f"data_dir file, {where}"
     ceiling = f"Spark alone (prebuilt Arrow batches), {where}"
@@ -447,7 +463,7 @@ def spark_cases(
         stream(extra, source=source)
     for _ in range(runs):
         for label, (source, extra) in stream_cases.items():
-            took = timed(lambda e=extra, la=label, so=source: stream(e, la, so))
+            took = stream(extra, label, source)
             ends.setdefault(label, []).append(rows / took)
     for label in (dds, local):
         if label in ends:

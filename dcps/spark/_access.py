@@ -114,15 +114,16 @@ class StoreAccess:
 
     # -- channel states ---------------------------------------------------------
 
-    def bounds(self, topic: str) -> dict[int, tuple[int, int]]:
+    def bounds(self, topic: str, timeout: float | None = None) -> dict[int, tuple[int, int]]:
         """``{channel: (head, next_offset)}`` of every channel of ``topic``.
 
-        An unknown topic raises ``BadParameterError``.
+        An unknown topic raises ``BadParameterError``; ``timeout`` (s, over DDS)
+        bounds the wait instead of the connection's request timeout.
         """
         if self._reader is not None:
             states = self._reader.channel_states(topic)
             return {c: (s.head, s.tail + 1) for c, s in enumerate(states)}
-        reply = self._dds().state(topic)
+        reply = self._dds().state(topic, timeout=timeout)
         return {
             c: (h, t + 1) for c, h, t in zip(reply.channels, reply.heads, reply.tails, strict=True)
         }

@@ -48,6 +48,10 @@ __all__ = ["MAX_AGE", "Bounds", "ChannelStates", "StartStates", "ship_states"]
 #: seen at a load average of 13 on 2 cores.
 MAX_AGE = 10.0
 
+#: Longest wait (s) for the store's answer when shipping states (a store gone since the
+#: connection was made must not hold up ``load()``: the query then asks it itself).
+SHIP_TIMEOUT = 1.0
+
 #: ``{channel: (head, next_offset)}``
 Bounds = dict[int, tuple[int, int]]
 
@@ -82,7 +86,7 @@ def ship_states(opts: SourceOptions) -> StartStates | None:
         _warm(opts)
         return None
     try:
-        return StartStates(time.time(), access.bounds(opts.topic))
+        return StartStates(time.time(), access.bounds(opts.topic, timeout=SHIP_TIMEOUT))
     except DcpsError:
         return None
 
