@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from dcps.spark import _access
 from dcps.spark._source import DcpsDataSource, _StreamReader
-from dcps.spark._states import MAX_AGE, StartStates
+from dcps.spark._states import MAX_AGE, SHIP_TIMEOUT, StartStates
 from idl._errors import DcpsTimeoutError
 from tests.support.spark_support import (
     StoreProcess,
@@ -103,6 +103,36 @@ class TestShippedStates:
             assert sum(p.end - p.start for p in parts) == 12
             with pytest.raises(DcpsTimeoutError, match=namespace):
                 reader.latestOffset(end, ReadAllAvailable())
+        finally:
+            reader.stop()
+            drop_connections(namespace)
+
+    def test_a_store_gone_since_the_planner_connected_does_not_hold_up_pickling(
+        self, worker_id: str, tmp_path: Path
+    ) -> None:
+        """The planner's connection outlived its store: pickling the data source (Spark's
+        load()) waits at most SHIP_TIMEOUT for the store, not the 30 s request timeout, and
+        ships nothing, so the query's first offset call asks the store and names it."""
+        domain = worker_domain(worker_id)
+        namespace = f"gone_{uuid.uuid4().hex[:8]}"
+        topic = f"gone_{uuid.uuid4().hex[:6]}"
+        store = StoreProcess(tmp_path / "store", domain, namespace)
+        try:
+            publish(domain, namespace, topic, CHANNELS, 0, 3)
+            _access.connect_store(domain, namespace, None, 30.0)
+        finally:
+            store.stop()
+        try:
+            began = time.monotonic()
+            blob = cloudpickle.dumps(DcpsDataSource(options(domain, namespace, topic, "2")))
+            assert time.monotonic() - began < SHIP_TIMEOUT + 10.0  # not the 30 s
+        finally:
+            drop_connections(namespace)
+        source = cloudpickle.loads(blob)
+        reader = source.streamReader(source.schema())
+        try:
+            with pytest.raises(DcpsTimeoutError, match=namespace):
+                reader.initialOffset()
         finally:
             reader.stop()
             drop_connections(namespace)
