@@ -326,20 +326,27 @@ class DcpsDataSource(DataSource):
         super().__init__(options)
         self.opts = SourceOptions.parse(options)
         self.states: StartStates | None = None
+        self.made = False  # a reader or writer was made from it in this process
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles the data source in a planner worker (kept across queries) to
         # ship it to the query's stream reader process: the topic's channel states go
         # along, so that process need not connect to the store for the query's start.
+        # A data source that made a reader or writer here is being shipped to tasks
+        # (with their read function): no states, and no connection for them.
+        if getattr(self, "made", False):
+            return {**self.__dict__, "states": None}
         return {**self.__dict__, "states": ship_states(self.opts)}
 
     def schema(self) -> StructType:
         return spark_schema(self.opts.type())
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        self.made = True
         return _BatchReader(self.opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (PySpark's name)
+        self.made = True
         return _StreamReader(self.opts, schema, getattr(self, "states", None))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:  # noqa: N802 (PySpark's name)
@@ -347,9 +354,11 @@ class DcpsDataSource(DataSource):
         # streaming query's reader, which then does not load the sink's modules.
         from ._sink import StreamWriter
 
+        self.made = True
         return StreamWriter(self.opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         from ._sink import BatchWriter  # on use, as in streamWriter
 
+        self.made = True
         return BatchWriter(self.opts, schema)

@@ -26,7 +26,7 @@ pytest.importorskip("pyspark")
 from pyspark import cloudpickle  # as Spark pickles a data source
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from dcps.spark import _access
+from dcps.spark import _access, _states
 from dcps.spark._source import DcpsDataSource, _StreamReader
 from dcps.spark._states import MAX_AGE, SHIP_TIMEOUT, StartStates
 from idl._errors import DcpsTimeoutError
@@ -136,6 +136,25 @@ class TestShippedStates:
         finally:
             reader.stop()
             drop_connections(namespace)
+
+    def test_a_source_that_made_a_reader_ships_nothing_and_does_not_connect(
+        self, worker_id: str
+    ) -> None:
+        """Spark's plan-read worker pickles the data source again, with the read function
+        it sends to tasks: that copy carries no states and starts no store connection. The
+        planner's copy (no reader made) starts one in the background, for the next query."""
+        domain = worker_domain(worker_id)
+        namespace = f"made_{uuid.uuid4().hex[:8]}"  # no store: a connection would wait
+        opts = options(domain, namespace, "t", "2")
+        key = (domain, namespace, None)
+        used = DcpsDataSource(opts)
+        used.streamReader(used.schema())
+        assert cloudpickle.loads(cloudpickle.dumps(used)).states is None
+        assert key not in _states._warming
+        assert _access.cached_store(domain, namespace) is None
+        fresh = cloudpickle.loads(cloudpickle.dumps(DcpsDataSource(opts)))
+        assert fresh.states is None  # no connection in this process yet
+        assert key in _states._warming  # ... so one is being made, in the background
 
     @pytest.mark.parametrize("age", [MAX_AGE + 1.0, -60.0])
     def test_stale_or_future_states_are_not_used(
