@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from dcps.wire._staging import Staged, StagedAborted, StagedCommitted
     from dcps.wire._transport import Endpoint
 
-__all__ = ["StoreAccess", "connect_store"]
+__all__ = ["StoreAccess", "cached_store", "connect_store"]
 
 _R = TypeVar("_R")
 
@@ -114,15 +114,16 @@ class StoreAccess:
 
     # -- channel states ---------------------------------------------------------
 
-    def bounds(self, topic: str) -> dict[int, tuple[int, int]]:
+    def bounds(self, topic: str, timeout: float | None = None) -> dict[int, tuple[int, int]]:
         """``{channel: (head, next_offset)}`` of every channel of ``topic``.
 
-        An unknown topic raises ``BadParameterError``.
+        An unknown topic raises ``BadParameterError``; ``timeout`` (s, over DDS)
+        bounds the wait instead of the connection's request timeout.
         """
         if self._reader is not None:
             states = self._reader.channel_states(topic)
             return {c: (s.head, s.tail + 1) for c, s in enumerate(states)}
-        reply = self._dds().state(topic)
+        reply = self._dds().state(topic, timeout=timeout)
         return {
             c: (h, t + 1) for c, h, t in zip(reply.channels, reply.heads, reply.tails, strict=True)
         }
@@ -363,6 +364,14 @@ def connect_store(
                 domain_id=domain_id, namespace=namespace, data_dir=data_dir, timeout=timeout
             )
         return access
+
+
+def cached_store(domain_id: int, namespace: str, data_dir: str | None = None) -> StoreAccess | None:
+    """The process's shared :class:`StoreAccess` for a store if it has one already, else None.
+
+    Never waits: not even for a connection being made meanwhile.
+    """
+    return _cache.get((domain_id, namespace, data_dir))
 
 
 def channel_of_key(key_cdr: bytes, channel_count: int) -> int:

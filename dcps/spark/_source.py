@@ -41,6 +41,7 @@ from ._decode import decode_run
 from ._faults import maybe_fail
 from ._options import SourceOptions
 from ._schema import spark_schema
+from ._states import Bounds, ChannelStates, StartStates, ship_states
 
 __all__ = ["ChannelRange", "DcpsDataSource", "offsets_json"]
 
@@ -171,10 +172,16 @@ class _BatchReader(DataSourceReader):
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+    def __init__(
+        self, opts: SourceOptions, schema: StructType, states: StartStates | None = None
+    ) -> None:
         self.opts = opts
         self.names = schema.fieldNames()
+        #: shipped with the data source for the query's start, else the store's (see _states)
+        self.states = ChannelStates(opts, states)
+        self.available_now = False
         self.target: dict[int, int] | None = None
+        self.reported: dict[int, int] | None = None
         self.member = uuid.uuid4().hex
         self.joined = False
         # No store request here: Spark also builds a stream reader in a planner
@@ -183,7 +190,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # unknown topic still fails at start, in initialOffset (its first call).
 
     def initialOffset(self) -> dict[str, int]:  # noqa: N802 (PySpark's name)
-        bounds = _access(self.opts).bounds(self.opts.topic)
+        # shipped heads for "earliest"; "latest" and explicit positions ask the store
+        early = self.states.shipped() if self.opts.starting == "earliest" else None
+        bounds = early if early is not None else self.states.store()
         return offsets_json(_resolve(self.opts.starting, bounds, "startingPositions"))
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802 (PySpark's name)
@@ -192,15 +201,33 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 (PySpark's name)
-        bounds = _access(self.opts).bounds(self.opts.topic)
-        self.target = {c: n for c, (_, n) in bounds.items()}
+        self.available_now = True
+        if self.states.shipped() is None:
+            self.target = _tails(self.states.store())
+        else:  # the store's tails now: asked while the first micro-batch runs
+            self.states.prefetch()
+
+    def _target(self) -> dict[int, int]:
+        """Trigger.AvailableNow: where the query ends, the store's tails at its start."""
+        if self.target is None:
+            self.target = _tails(self.states.store())
+        return self.target
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:  # noqa: N802 (PySpark's name)
         begin = _from_offset(start)
-        bounds = _access(self.opts).bounds(self.opts.topic)
-        latest = {c: n for c, (_, n) in bounds.items()}
-        if self.target is not None:
-            latest = {c: min(n, self.target.get(c, n)) for c, n in latest.items()}
+        early = self.states.shipped()
+        if early is not None and any(n > begin.get(c, 0) for c, (_, n) in early.items()):
+            # the first micro-batch ends at the shipped tails (rows stored since: the next
+            # one); never an end "without new rows" from them, which would stop the query
+            latest = _tails(early)
+            self.states.prefetch()
+        elif self.available_now:
+            # up to the target, which the store's tails never fall below: no request
+            # (as Kafka's source)
+            latest = dict(self._target())
+        else:
+            latest = _tails(self.states.store())
+        self.reported = dict(latest)
         for c in latest:
             latest[c] = max(latest[c], begin.get(c, 0))
         if isinstance(limit, ReadMaxRows):
@@ -208,10 +235,13 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_json(latest)
 
     def reportLatestOffset(self) -> dict[str, int]:  # noqa: N802 (PySpark's name)
-        bounds = _access(self.opts).bounds(self.opts.topic)
-        return offsets_json({c: n for c, (_, n) in bounds.items()})
+        # what the last latestOffset saw (Spark calls this right after it), as Kafka's source
+        if self.reported is not None:
+            return offsets_json(self.reported)
+        return offsets_json(_tails(self.states.store()))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        self.states.planned = True
         return _plan(_from_offset(start), _from_offset(end), self.opts.max_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -244,9 +274,15 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     raise
 
     def stop(self) -> None:
+        self.states.settle()
         if self.joined and self.opts.group:
             _group_access(self.opts).leave_group(self.opts.topic, self.opts.group, self.member)
         self.joined = False
+
+
+def _tails(bounds: Bounds) -> dict[int, int]:
+    """Each channel's next offset."""
+    return {c: n for c, (_, n) in bounds.items()}
 
 
 def _admit(begin: dict[int, int], latest: dict[int, int], limit: int) -> dict[int, int]:
@@ -289,24 +325,40 @@ class DcpsDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.opts = SourceOptions.parse(options)
+        self.states: StartStates | None = None
+        self.made = False  # a reader or writer was made from it in this process
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark pickles the data source in a planner worker (kept across queries) to
+        # ship it to the query's stream reader process: the topic's channel states go
+        # along, so that process need not connect to the store for the query's start.
+        # A data source that made a reader or writer here is being shipped to tasks
+        # (with their read function): no states, and no connection for them.
+        if getattr(self, "made", False):
+            return {**self.__dict__, "states": None}
+        return {**self.__dict__, "states": ship_states(self.opts)}
 
     def schema(self) -> StructType:
         return spark_schema(self.opts.type())
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        self.made = True
         return _BatchReader(self.opts, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (PySpark's name)
-        return _StreamReader(self.opts, schema)
+        self.made = True
+        return _StreamReader(self.opts, schema, getattr(self, "states", None))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:  # noqa: N802 (PySpark's name)
         # The sink is imported on use: Spark starts a new Python process for each
         # streaming query's reader, which then does not load the sink's modules.
         from ._sink import StreamWriter
 
+        self.made = True
         return StreamWriter(self.opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
         from ._sink import BatchWriter  # on use, as in streamWriter
 
+        self.made = True
         return BatchWriter(self.opts, schema)
