@@ -17,6 +17,7 @@ anything else.
 from __future__ import annotations
 
 import ctypes as ct
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,13 +41,15 @@ class _IoVec(ct.Structure):
 
 
 _SDK_DATA = 2  # enum ddsi_serdata_kind { SDK_EMPTY, SDK_KEY, SDK_DATA }
+#: ``ddsrt_msg_iovlen_t`` (dds/ddsrt/iovec.h): size_t on Linux, int on other POSIX systems
+_IovLen = ct.c_size_t if sys.platform.startswith("linux") else ct.c_int
 _lib.dds_get_entity_sertype.restype = ct.c_int32
 _lib.dds_get_entity_sertype.argtypes = [ct.c_int32, ct.POINTER(ct.c_void_p)]
 _lib.ddsi_serdata_from_ser_iov.restype = ct.c_void_p
 _lib.ddsi_serdata_from_ser_iov.argtypes = [
     ct.c_void_p,
     ct.c_int,
-    ct.c_size_t,
+    _IovLen,
     ct.POINTER(_IoVec),
     ct.c_size_t,
 ]
