@@ -878,6 +878,29 @@ class TestIdleClients:
                 stays.close()
                 gone.close()
 
+    def test_a_client_not_matched_yet_keeps_its_writer_through_the_periodic_sweep(
+        self, store: Store, raw: RawRequester, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The minute's sweep deletes only idle writers without a reader: a client whose
+        reader has not matched its new reply writer yet (it just sent its first request)
+        must not lose the writer, and with it the reply, to a sweep that falls then."""
+        caplog.set_level(logging.INFO, logger="dcps.store")
+        early = f"early{uuid.uuid4().hex[:8]}"
+        synced(raw)
+        before = metric(store, "dcps_store_clients")
+        raw.send(PingRequest(), client=early)  # no reader in its reply partition
+        eventually(
+            lambda: metric(store, "dcps_store_clients") == before + 1,
+            REPLY_TIMEOUT,
+            "the early client's reply writer created",
+        )
+        store._next_reply_sweep = 0.0  # the next request's lookup sweeps (as once a minute)
+        synced(raw)
+        assert store._next_reply_sweep > 0.0  # the sweep ran
+        assert metric(store, "dcps_store_clients") == before + 1
+        text = [r.getMessage() for r in caplog.records]
+        assert f"dcps store: client {early} disconnected" not in text
+
     def test_refusals_keep_a_bounded_number_of_writers(
         self,
         store: Store,
