@@ -707,13 +707,15 @@ with open("/proc/self/stat") as f:
     ticks = int(f.read().rsplit(")", 1)[1].split()[19])
 age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
 born = time.perf_counter() - age
+import pickle
 import pyspark.sql.streaming.python_streaming_source_runner
-from pyspark import cloudpickle
 from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.types import _parse_datatype_json_string
 spark_in = time.perf_counter()
-source = cloudpickle.loads(open(sys.argv[1], "rb").read())
-reader = source.streamReader(source.schema())
+source = pickle.loads(open(sys.argv[1], "rb").read())  # as the runner: pickleSer.loads
+reader = source.streamReader(_parse_datatype_json_string(sys.argv[3]))  # schema from the JVM
 dcps_in = time.perf_counter()
+light = "cyclonedds" not in sys.modules
 reader.prepareForTriggerAvailableNow()
 start = reader.initialOffset()
 end = reader.latestOffset(start, ReadAllAvailable())
@@ -725,7 +727,7 @@ reader.partitions(start, end)
 reader.latestOffset(end, ReadAllAvailable())
 done = time.perf_counter()
 reader.stop()
-print(spark_in - born, dcps_in - spark_in, first - dcps_in, first - born, cpu, done - first)
+print(spark_in - born, dcps_in - spark_in, first - dcps_in, first - born, cpu, done - first, light)
 """
 
 
@@ -738,7 +740,8 @@ def reader_start(domain: int, namespace: str, topic: str, rows: int, count: int)
     ``prepareForTriggerAvailableNow``, ``initialOffset``, ``latestOffset`` and
     ``reportLatestOffset`` (the first micro-batch can then be planned), then the
     ``latestOffset`` that ends an ``availableNow`` query. Prints medians of its wall
-    times and of its CPU seconds up to the first ``latestOffset``.
+    times and of its CPU seconds up to the first ``latestOffset``, and in how many runs
+    the reader was made without importing ``cyclonedds``.
     """
     import subprocess
     import sys
@@ -746,22 +749,27 @@ def reader_start(domain: int, namespace: str, topic: str, rows: int, count: int)
     from pyspark import cloudpickle
 
     from dcps.spark._access import connect_store
+    from dcps.spark._schema import spark_schema
     from dcps.spark._source import DcpsDataSource
 
     connect_store(domain, namespace, None, 10.0)
+    schema = spark_schema(Bench64).json()
     options = {"topic": topic, "type": TYPE, "domain": str(domain), "namespace": namespace}
     figures: list[list[float]] = []
+    lights = 0
     with tempfile.TemporaryDirectory() as tmp:
         blob = Path(tmp) / "source.pickle"
         for _ in range(count):
             blob.write_bytes(cloudpickle.dumps(DcpsDataSource(options)))
             done = subprocess.run(
-                [sys.executable, "-c", _READER_START, str(blob), str(rows)],
+                [sys.executable, "-c", _READER_START, str(blob), str(rows), schema],
                 capture_output=True,
                 text=True,
                 check=True,
             )
-            figures.append([float(x) for x in done.stdout.split()])
+            *times, light = done.stdout.split()
+            figures.append([float(x) for x in times])
+            lights += light == "True"
     names = [
         "process start -> PySpark imported",
         "data source unpickled, reader made (dcps imports)",
@@ -773,6 +781,7 @@ def reader_start(domain: int, namespace: str, topic: str, rows: int, count: int)
     for name, column in zip(names, zip(*figures, strict=True), strict=True):
         runs = " ".join(f"{x:.2f}" for x in column)
         print(f"{name:<54}{statistics.median(column):>8.3f} s  [{runs}]")
+    print(f"reader made without importing cyclonedds: {lights} of {count} runs")
 
 
 def fetch_worker(

@@ -23,6 +23,12 @@ stored between the two moments are read by the next micro-batch (or the next
 
 A planner worker without a connection yet ships no states and connects in the
 background (once per store), so the next query loaded through it has them.
+
+:class:`StartStates` and :class:`ChannelStates` reach the stream reader's
+process pickled by value (:mod:`dcps.spark._stream`), so this module imports
+only the standard library at the top and the store client where a call needs
+it: unpickling them must not import Cyclone DDS (that process's start is on
+every query's critical path).
 """
 
 from __future__ import annotations
@@ -31,12 +37,6 @@ import threading
 import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
-
-import attrs
-
-from idl._errors import DcpsError
-
-from ._access import cached_store, connect_store
 
 if TYPE_CHECKING:
     from ._options import SourceOptions
@@ -56,12 +56,18 @@ SHIP_TIMEOUT = 1.0
 Bounds = dict[int, tuple[int, int]]
 
 
-@attrs.frozen
 class StartStates:
-    """A topic's channel states and the wall time they were read at (on the driver's host)."""
+    """A topic's channel states and the wall time they were read at (on the driver's host).
 
-    taken: float
-    bounds: dict[int, tuple[int, int]]  # {channel: (head, next_offset)}
+    A plain class (not attrs): it is pickled by value into the stream reader's process.
+    """
+
+    def __init__(self, taken: float, bounds: Bounds) -> None:
+        self.taken = taken
+        self.bounds = bounds  # {channel: (head, next_offset)}
+
+    def __repr__(self) -> str:
+        return f"StartStates(taken={self.taken!r}, bounds={self.bounds!r})"
 
     def fresh(self, now: float | None = None) -> bool:
         """True while at most :data:`MAX_AGE` s old (and not from the future)."""
@@ -81,6 +87,12 @@ def ship_states(opts: SourceOptions) -> StartStates | None:
     answer (an unknown topic: the sink's, or a mistake the query's first
     offset call reports by name). Never raises a ``DcpsError``.
     """
+    # the planner's side (which has the store client loaded): imported on use, see the
+    # module docstring
+    from idl._errors import DcpsError
+
+    from ._access import cached_store
+
     access = cached_store(opts.domain_id, opts.namespace, opts.data_dir)
     if access is None:
         _warm(opts)
@@ -97,6 +109,10 @@ def _warm(opts: SourceOptions) -> None:
         if key in _warming:
             return
         _warming.add(key)
+
+    from idl._errors import DcpsError
+
+    from ._access import connect_store
 
     def connect() -> None:
         try:
@@ -141,6 +157,8 @@ class ChannelStates:
         pending, self._pending = self._pending, None
         if pending is not None:
             return pending.result()  # the request has its own timeouts
+        from ._access import connect_store  # on use: see the module docstring
+
         opts = self.opts
         return connect_store(opts.domain_id, opts.namespace, opts.data_dir, opts.timeout).bounds(
             opts.topic
@@ -162,6 +180,10 @@ class ChannelStates:
 
         def ask() -> None:
             try:
+                # on use, in this thread: in the stream reader's process the store
+                # client's import (Cyclone DDS) is made here, off the query's start
+                from ._access import connect_store
+
                 opts = self.opts
                 access = connect_store(opts.domain_id, opts.namespace, opts.data_dir, opts.timeout)
                 pending.set_result(access.bounds(opts.topic))
