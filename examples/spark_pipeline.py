@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from pyspark.sql import functions as F  # noqa: N812
 
-    from dcps.spark import record
+    from dcps.spark import Recorder, record
 
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -191,6 +191,12 @@ def main(argv: list[str] | None = None) -> None:
         # record the plain DDS topic while the fleet (another process) publishes
         stop, ready = threading.Event(), threading.Event()
         counts: dict[str, int] = {}
+        recorders: list[Recorder] = []
+
+        def on_ready(rec: Recorder) -> None:
+            recorders.append(rec)
+            ready.set()
+
         recorder = threading.Thread(
             target=lambda: counts.update(
                 record(
@@ -198,7 +204,7 @@ def main(argv: list[str] | None = None) -> None:
                     {"pipeline/live": SensorReading},
                     domain_id=args.domain,
                     stop=stop,
-                    on_ready=lambda _: ready.set(),
+                    on_ready=on_ready,
                 )
             )
         )
@@ -217,9 +223,11 @@ def main(argv: list[str] | None = None) -> None:
             check=True,
             timeout=120,
         )
+        # the fleet's writer is gone: wait until the recorder saw it leave, so the samples
+        # without data it left (one per sensor) are recorded too
+        recorders[0].wait_for_writers_gone(timeout=30)
         stop.set()
         recorder.join()
-        print(f"recorded {counts['pipeline/live']} samples of pipeline/live")
 
         spark = spark_session(args.master, args.driver_host, args.conf)
         print(f"Spark master: {spark.sparkContext.master}")
@@ -292,6 +300,19 @@ def main(argv: list[str] | None = None) -> None:
         print(
             "recording, hottest reading per sensor: "
             + ", ".join(f"{r['sensor']}: {r['high']:.1f}" for r in hottest)
+        )
+        # A sensor's end (its writer left) is the instance state of its last recorded
+        # sample: a sample without data when the recorder had taken the last reading
+        # before the end arrived, else that reading itself (so the row count varies).
+        ended = (
+            recording.groupBy("sensor")
+            .agg(F.max_by("_instance_state", "_offset").alias("state"))
+            .filter("state != 'ALIVE'")
+            .count()
+        )
+        print(
+            f"recording: {recording.filter('_valid_data').count()} readings "
+            f"({counts['pipeline/live']} samples), {ended} sensors ended"
         )
         spark.stop()
     print("Done.")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import dcps
+from dcps._wait import wait_until
 from idl import describe
 from idl._errors import (
     BadParameterError,
@@ -257,6 +258,22 @@ class Recorder:
                     self._buffers[name] = kept + self._buffers[name]
                     raise _write_error(name, folder, exc) from exc
                 written.add(day)
+
+    def wait_for_writers_gone(self, timeout: float | None = 10.0) -> None:
+        """Block until no writer of a recorded topic is matched any more.
+
+        Once a writer is unmatched, the samples it left behind (the unregister or
+        dispose of each of its instances, samples without data) are in the
+        readers' caches, so a :meth:`close` right after records them too.
+        :class:`~dcps.DcpsTimeoutError` if writers are still matched after ``timeout``
+        seconds.
+        """
+        readers = list(self._readers.values())
+        wait_until(
+            lambda: all(r.subscription_matched_status.current_count == 0 for r in readers),
+            timeout,
+            f"recorder of {', '.join(map(repr, self._readers))} waiting for its writers to leave",
+        )
 
     def close(self) -> None:
         """Stop, write what is buffered and release the DDS entities (idempotent)."""

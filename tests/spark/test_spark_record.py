@@ -94,3 +94,54 @@ class TestRecording:
         assert got["points"][0]["y"] == 0.5
         assert got["date"] is not None
         assert rows.count() == len(df)
+
+
+class TestWaitForWritersGone:
+    """``Recorder.wait_for_writers_gone``: stop recording only after the writers' ends arrived."""
+
+    def test_the_end_of_a_killed_writer_is_recorded(
+        self, domain_id: int, topic_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A writer's process dies without a word: once its lease (1 s) ends the recorder
+        unmatches it, and each of its instances' last recorded sample says no writers."""
+        from dcps.spark import Recorder
+        from tests.support.peer import Peer
+        from tests.support.topic_types import Reading
+        from tests.support.waiting import eventually
+
+        monkeypatch.setenv("DCPS_LEASE_DURATION", "1")
+        peer = Peer(domain_id, topic_name)
+        try:
+            with Recorder(tmp_path, {topic_name: Reading}, domain_id=domain_id) as rec:
+                peer.start_writer({"reliable": True, "keep_all": True})
+                peer.call("wait_readers")
+                for sensor in range(3):
+                    peer.call("write", sensor=sensor, value=1.0)
+                eventually(lambda: rec.counts[topic_name] == 3, what="3 readings recorded")
+                peer.kill()
+                rec.wait_for_writers_gone(timeout=20)
+        finally:
+            peer.close()
+        df = pd.read_parquet(tmp_path / topic_name)
+        assert rec.counts[topic_name] == len(df) == 6
+        last = df.sort_values("_offset").groupby("sensor").tail(1)
+        assert sorted(last["sensor"]) == [0, 1, 2]
+        assert not last["_valid_data"].any()
+        assert (last["_instance_state"] == "NOT_ALIVE_NO_WRITERS").all()
+
+    def test_a_writer_that_stays_times_out_naming_the_topic(
+        self, domain_id: int, topic_name: str, tmp_path: Path
+    ) -> None:
+        import dcps
+        from dcps.spark import Recorder
+        from idl._errors import DcpsTimeoutError
+        from tests.support.topic_types import Reading
+
+        with (
+            dcps.DomainParticipant(domain_id) as writing,
+            Recorder(tmp_path, {topic_name: Reading}, domain_id=domain_id) as rec,
+        ):
+            writer = dcps.DataWriter(writing, dcps.Topic(writing, topic_name, Reading))
+            writer.wait_for_readers(1)
+            with pytest.raises(DcpsTimeoutError, match=topic_name):
+                rec.wait_for_writers_gone(timeout=0.2)
