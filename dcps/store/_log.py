@@ -790,24 +790,46 @@ class ChannelLog:
 
     def commit(self, topic: str, group: str, channel: int, offset: int) -> CommitStatus:
         """Commit ``offset`` (and every earlier one) of ``channel`` for ``group``."""
-        tid, st = self._state(topic, channel)
-        current, explicit = self.committed(topic, group, channel)
-        tail = st[1] - 1
-        if tail < 0:
-            return CommitStatus.NOTHING_TO_COMMIT
-        if offset > tail:
-            return CommitStatus.REJECTED
-        if offset <= current:
-            return CommitStatus.ALREADY_COMMITTED if explicit else CommitStatus.NOTHING_TO_COMMIT
-        if offset < st[0] - 1:
-            return CommitStatus.NOTHING_TO_COMMIT
+        return self.commit_many(topic, group, [(channel, offset)])[channel]
+
+    def commit_many(
+        self, topic: str, group: str, offsets: Iterable[tuple[int, int]]
+    ) -> dict[int, CommitStatus]:
+        """Commit an offset (and every earlier one) in each of several channels for ``group``.
+
+        ``offsets`` are ``(channel, offset)`` pairs; each channel's status is the
+        one :meth:`commit` would give, in that order. The commits (and the
+        release of what they free) are written in one transaction, all or
+        none: a subscriber's commit of many channels costs the store one
+        transaction, not one per channel. A bad channel or group raises before
+        anything is written.
+        """
+        statuses: dict[int, CommitStatus] = {}
+        todo: dict[int, tuple[int, int]] = {}  # channel -> (topic id, offset) to write
+        for channel, offset in offsets:
+            tid, st = self._state(topic, channel)
+            current, explicit = self.committed(topic, group, channel)
+            if channel in todo:  # named twice: the first is committed already
+                current, explicit = max(current, todo[channel][1]), True
+            status = _commit_status(st[0], st[1] - 1, current, explicit, offset)
+            statuses[channel] = status
+            if status is CommitStatus.COMMITTED:
+                todo[channel] = (tid, offset)
+        if not todo:
+            return statuses
 
         def commit() -> None:
-            self._set_commit(tid, group, channel, offset, True)
-            self._trim(tid, channel)
+            for channel, (tid, offset) in todo.items():
+                self._set_commit(tid, group, channel, offset, True)
+                self._trim(tid, channel)
 
-        self._write(f"committing offset {offset} of topic {topic!r} channel {channel}", commit)
-        return CommitStatus.COMMITTED
+        if len(todo) == 1:
+            ((channel, (_, offset)),) = todo.items()
+            doing = f"committing offset {offset} of topic {topic!r} channel {channel}"
+        else:
+            doing = f"committing offsets of topic {topic!r} channels {sorted(todo)}"
+        self._write(doing, commit)
+        return statuses
 
     def _set_commit(self, tid: int, group: str, channel: int, offset: int, explicit: bool) -> None:
         self._conn.execute(
@@ -943,6 +965,20 @@ class ChannelLog:
     def _note_unconsumed(self, tid: int, size: int) -> None:
         last, pending = self._unconsumed.get(tid, (0.0, 0))
         self._unconsumed[tid] = (last, pending + size)
+
+
+def _commit_status(head: int, tail: int, current: int, explicit: bool, offset: int) -> CommitStatus:
+    """What committing ``offset`` does to a channel holding ``head``..``tail``, committed at
+    ``current``."""
+    if tail < 0:
+        return CommitStatus.NOTHING_TO_COMMIT
+    if offset > tail:
+        return CommitStatus.REJECTED
+    if offset <= current:
+        return CommitStatus.ALREADY_COMMITTED if explicit else CommitStatus.NOTHING_TO_COMMIT
+    if offset < head - 1:
+        return CommitStatus.NOTHING_TO_COMMIT
+    return CommitStatus.COMMITTED
 
 
 def _body_size(sizes: bytes) -> int:

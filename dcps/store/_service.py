@@ -1074,12 +1074,14 @@ class Store:
     def _commit_and_reply(self, call: _Call[CommitRequest], unowned: set[int]) -> None:
         """Commit the request's positions except on ``unowned`` channels; answer the statuses."""
         r = call.request
+        pairs = list(zip(r.channels, r.offsets, strict=True))
+        # the owned channels' commits in one transaction
+        done = self.log.commit_many(
+            r.topic, r.group, [(c, o) for c, o in pairs if c not in unowned]
+        )
         statuses: dict[int, CommitStatus] = {}
-        for channel, offset in zip(r.channels, r.offsets, strict=True):
-            if channel in unowned:
-                statuses[channel] = CommitStatus.UNOWNED
-            else:
-                statuses[channel] = self.log.commit(r.topic, r.group, channel, offset)
+        for channel, _ in pairs:  # in the request's order
+            statuses[channel] = CommitStatus.UNOWNED if channel in unowned else done[channel]
         self._reply(call, Commits(statuses))
 
     def _commit_anyway(self, r: CommitRequest) -> set[int]:
