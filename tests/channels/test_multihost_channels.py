@@ -506,6 +506,39 @@ class TestPartition:
         print(f"\nc back in the group {delay:.2f} s after the link returned")
         assert delay < 10.0, f"c back in the group {delay:.1f} s after the link returned"
 
+    def test_a_request_sent_during_an_outage_longer_than_the_lease_is_sent_again(
+        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
+    ) -> None:
+        """A request in flight when the link was cut, past the lease, reached nobody (the
+        hosts forgot each other, and the request writer is volatile): the client sends it
+        again once it finds the store again, so it is answered soon after the link
+        returns, not when its request timeout (30 s here) ends."""
+        lan = make_lan(2)
+        c = lan.hosts[1]
+        base = {
+            "domain": domain_id,
+            "namespace": f"ns_{unique}",
+            "topic": topic_name,
+            "channels": CHANNELS,
+            "request_timeout": 30.0,
+        }
+        store = _start_store(lan, base)
+        member = _start(c, "member", base, group="g", timeout=2.0)
+        member.expect(_is("ready"), 30, "ready")
+        c.link_down()
+        member.send(op="report")  # its first request goes out now and gets no answer
+        member.expect(_is("reporting"), 10, "the member sending its report requests")
+        time.sleep(LEASE + 1.0)  # past the lease: the hosts forget each other (the scenario)
+        up = time.monotonic()
+        c.link_up()
+        answer = member.expect(
+            lambda e: e.get("ev") in ("report", "report_error"), 40, "the report"
+        )
+        delay = time.monotonic() - up
+        _fail_on_crash(store, member)
+        assert answer["ev"] == "report", answer
+        assert delay < 10.0, f"answered {delay:.1f} s after the link returned"
+
     def test_a_cut_off_member_does_not_stall_the_store_for_the_others(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
     ) -> None:
