@@ -1085,15 +1085,7 @@ class StoreClient:
                         or not _resendable(entry.wire)
                     ):
                         continue
-                    entry.deadline = now + self.request_timeout
-                    entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
-                    try:
-                        writer.write(entry.wire)
-                    except Exception as exc:  # the writer failed: the request cannot go
-                        del self._pending[rid]
-                        failed.append((entry, exc))
-                    else:
-                        again += 1
+                    again += self._send_again(rid, entry, writer, now, failed)
             for entry, error in failed:
                 if not entry.future.done():
                     entry.future.set_exception(error)
@@ -1153,13 +1145,7 @@ class StoreClient:
                         failed.append((entry, refused))
                         continue
                     entry.incarnation = restart.incarnation  # re-sealed for it by the writer
-                    entry.deadline = now + self.request_timeout
-                    entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
-                    try:
-                        writer.write(entry.wire)
-                    except Exception as exc:  # the writer failed: the request cannot go
-                        del self._pending[rid]
-                        failed.append((entry, exc))
+                    self._send_again(rid, entry, writer, now, failed)
                 listeners = list(self._restart_listeners)
             self._fail_unknown(index, unknown)
             for entry, error in failed:
@@ -1170,6 +1156,26 @@ class StoreClient:
                     listener()
                 except Exception:
                     _log.exception("dcps store client: restart listener %r failed", listener)
+
+    def _send_again(
+        self,
+        rid: int,
+        entry: _Pending,
+        writer: DataWriter[Any],
+        now: float,
+        failed: list[tuple[_Pending, Exception]],
+    ) -> bool:
+        """Write ``entry`` again with a fresh timeout (``_lock`` held); False, and the entry
+        dropped into ``failed``, when the writer fails."""
+        entry.deadline = now + self.request_timeout
+        entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
+        try:
+            writer.write(entry.wire)
+        except Exception as exc:  # the writer failed: the request cannot go
+            del self._pending[rid]
+            failed.append((entry, exc))
+            return False
+        return True
 
     def _match_time(self, writer: DataWriter[Any], participant: Any) -> float | None:
         """When ``writer`` matched the request reader of ``participant`` (None: unknown)."""

@@ -71,6 +71,17 @@ def make_lan() -> Iterator[Callable[[int], Lan]]:
         next(factory)
 
 
+def _base(domain_id: int, unique: str, topic_name: str, **extra: Any) -> dict[str, Any]:
+    """The settings every process of a test shares: domain, namespace, topic, channels."""
+    return {
+        "domain": domain_id,
+        "namespace": f"ns_{unique}",
+        "topic": topic_name,
+        "channels": CHANNELS,
+        **extra,
+    }
+
+
 def _start(host: Host, role: str, base: dict[str, Any], **extra: Any) -> PeerProcess:
     network = {**NETWORK, "lease_duration": base.get("lease", LEASE)}
     config = {"role": role, "network": network, **base, **extra}
@@ -235,12 +246,7 @@ class TestStoreAsAService:
         """Confirmed elements of publishers on hosts b and c reach the group on b and c once."""
         lan = make_lan(3)
         c = lan.hosts[2]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-        }
+        base = _base(domain_id, unique, topic_name)
         store, publisher_b, member_b, member_c = _start_cluster(lan, base)
         # the second publisher numbers its elements from 1 000 000: both sets stay apart
         publisher_c = _start(c, "publisher", base, first_seq=OTHER_SEQS)
@@ -302,12 +308,7 @@ class TestPartition:
         """
         lan = make_lan(3)
         _, _, c = lan.hosts
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-        }
+        base = _base(domain_id, unique, topic_name)
         _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         members = [member_b, member_c]
         channels_of_c = set(_owned(member_c))
@@ -421,12 +422,7 @@ class TestPartition:
         """Unplugging the store's host past the member timeout: both rejoin, nothing is lost."""
         lan = make_lan(3)
         a = lan.hosts[0]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-        }
+        base = _base(domain_id, unique, topic_name)
         _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         members = [member_b, member_c]
         publisher.send(op="stream", rate=150)
@@ -475,13 +471,7 @@ class TestPartition:
         """
         lan = make_lan(3)
         c = lan.hosts[2]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-            "request_timeout": 30.0,
-        }
+        base = _base(domain_id, unique, topic_name, request_timeout=30.0)
         _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         publisher.send(op="stream", rate=100)
         _wait(lambda: len(_got(member_c)) >= 20, 20, "host c processes elements", *processes)
@@ -515,13 +505,7 @@ class TestPartition:
         returns, not when its request timeout (30 s here) ends."""
         lan = make_lan(2)
         c = lan.hosts[1]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-            "request_timeout": 30.0,
-        }
+        base = _base(domain_id, unique, topic_name, request_timeout=30.0)
         store = _start_store(lan, base)
         member = _start(c, "member", base, group="g", timeout=2.0)
         member.expect(_is("ready"), 30, "ready")
@@ -546,13 +530,7 @@ class TestPartition:
         outage = 9.0
         lan = make_lan(3)
         c = lan.hosts[2]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-            "lease": 20.0,
-        }
+        base = _base(domain_id, unique, topic_name, lease=20.0)
         _, publisher, _, member_c = processes = _start_cluster(lan, base)
         publisher.send(op="stream", rate=500)
         _wait(lambda: len(_got(member_c)) >= 50, 20, "host c processes elements", *processes)
@@ -596,12 +574,7 @@ class TestPartition:
         """
         lan = make_lan(3)
         _, b, c = lan.hosts
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-        }
+        base = _base(domain_id, unique, topic_name)
         store = _start_store(lan, base)
         member = _start(c, "member", base, group="g", timeout=2.0)
         publisher = _start(b, "publisher", base, timeout=4.0)
