@@ -127,6 +127,12 @@ _RESENDABLE = frozenset(
         Op.HISTORY_FETCH,
     }
 )
+#: Requests a store found again (the same incarnation, after the hosts forgot each other)
+#: may be sent again. Not the hand-outs: a QUEUE_RECEIVE or DURABLE_POLL the store took
+#: before the cut was answered then (its reply arrives: replies are TRANSIENT_LOCAL), and
+#: a second copy would be handed elements of its own that the client, taking the first
+#: reply, never sees; they stay held by a live consumer.
+_FOUND_AGAIN_RESENDABLE = _RESENDABLE - {Op.QUEUE_RECEIVE, Op.DURABLE_POLL}
 #: Longest wait (s) for a restarted store's request reader to match before re-sending anyway.
 _MATCH_WAIT = 2.0
 #: The reply thread's wait (s) while a restarted store's request reader is not matched yet.
@@ -223,10 +229,14 @@ class StoreClient:
     When the request reader of the same store participant matches again, the
     client sends again, at once and with a fresh ``request_timeout``, every
     outstanding request written before that match that may be sent twice
-    (the list above); the store answers both copies and the second answer is
-    dropped. The others (a PUBLISH without idempotence key, DESTROY_GROUP)
-    stay outstanding: the store may have taken them before the cut, and then
-    its answer arrives (replies are TRANSIENT_LOCAL), else they time out.
+    (the list above but QUEUE_RECEIVE and DURABLE_POLL); the store answers
+    both copies and the second answer is dropped. The others stay
+    outstanding: the store may have taken them before the cut, and then its
+    answer arrives (replies are TRANSIENT_LOCAL), else they time out. Those
+    are a PUBLISH without idempotence key and DESTROY_GROUP (the store would
+    do them twice), and the hand-outs QUEUE_RECEIVE and DURABLE_POLL: a
+    second copy taken by the same store is handed elements of its own, which
+    the client, taking the first answer, would never see.
 
     With a namespace key the same tracking serves authentication: only
     announcements that verify can restart anything, every request (re-sent
@@ -503,10 +513,21 @@ class StoreClient:
             None,
         )
         with self._lock:
-            self._store_participants[index] = participant
+            self._set_store_participant(index, participant)
             self._seen.update(a.incarnation for a in live if a.started_ns <= started)
             self._seen.add(incarnation)
             self._incarnations[index] = (incarnation, started)
+
+    def _set_store_participant(self, index: int, participant: Any) -> None:
+        """Store ``index``'s participant is ``participant`` (``_lock`` held)."""
+        if participant is None:
+            _log.info(
+                "dcps store client: the participant of store share %d/%d is not known: requests "
+                "lost to an outage past the lease wait for their timeout",
+                index,
+                self.store_count,
+            )
+        self._store_participants[index] = participant
 
     def _watch_announcements(self) -> None:
         """Have the reply thread notice announcements (new store incarnations) at once."""
@@ -1026,7 +1047,7 @@ class StoreClient:
         failed: list[_Pending] = []
         with self._lock:
             self._incarnations[index] = (announcement.incarnation, announcement.started_ns)
-            self._store_participants[index] = participant
+            self._set_store_participant(index, participant)
             for ident in [k for k in self._secrets if k[0] == index]:
                 del self._secrets[ident]
             self._restarts[index] = _Restart(
@@ -1065,7 +1086,7 @@ class StoreClient:
                 if index is None or index in self._restarts:
                     continue  # an old writer, or a restart: _resume sends again
                 participant = self._store_participants.get(index)
-            if participant is None:
+            if participant is None:  # not known (logged where it was looked up)
                 continue
             try:
                 endpoint = writer.get_matched_subscription_data(handle)
@@ -1081,8 +1102,12 @@ class StoreClient:
                     if (
                         entry.index != index
                         or entry.held
+                        or not entry.sent_at  # _send is about to write it (after the match)
                         or entry.sent_at >= matched
-                        or not _resendable(entry.wire)
+                        or not (
+                            entry.wire.op in _FOUND_AGAIN_RESENDABLE
+                            or (entry.wire.op == Op.PUBLISH and bool(entry.wire.text))
+                        )
                     ):
                         continue
                     again += self._send_again(rid, entry, writer, now, failed)

@@ -110,6 +110,7 @@ class TestWaitForWritersGone:
         from tests.support.waiting import eventually
 
         monkeypatch.setenv("DCPS_LEASE_DURATION", "1")
+        monkeypatch.setenv("DCPS_INTERFACES", "lo")  # a DCPS_* setting replaces the loopback pin
         peer = Peer(domain_id, topic_name)
         try:
             with Recorder(tmp_path, {topic_name: Reading}, domain_id=domain_id) as rec:
