@@ -14,7 +14,6 @@ another process): a reliable one would get held samples resent by Cyclone.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,36 +21,14 @@ import pytest
 import dcps
 from dcps import _write_batching
 from dcps import _writer as dcps_writer
-from tests.durability.test_write_batching import (
-    MINUTE_NS,
-    batching_writer,
-    remote_reader,
-    still_missing,
-    values,
-)
 from tests.support.line_peer import LinePeer
 from tests.support.topic_types import Reading
 from tests.support.waiting import eventually
+from tests.support.write_batching import MINUTE_NS, batching_writer, still_missing, values
 
-pytestmark = [pytest.mark.multiprocess]
+pytestmark = [pytest.mark.multiprocess, pytest.mark.usefixtures("no_durability_service_wait")]
 
 SECOND_NS = 1_000_000_000
-
-
-@pytest.fixture(autouse=True)
-def _no_service_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DCPS_DURABILITY_WRITER_WAIT", "0")
-
-
-@pytest.fixture
-def participant(domain_id: int) -> Iterator[dcps.DomainParticipant]:
-    with dcps.DomainParticipant(domain_id) as dp:
-        yield dp
-
-
-@pytest.fixture
-def remote_best_effort(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
-    yield from remote_reader(domain_id, topic_name, "best_effort")
 
 
 class TestRuns:
