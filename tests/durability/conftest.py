@@ -2,7 +2,8 @@
 
 The write-batching tests (``test_write_batching*.py``) take ``participant``, the
 remote readers ``remote`` and ``remote_best_effort``, and mark themselves
-``usefixtures("no_durability_service_wait")``.
+``usefixtures("no_durability_service_wait")``; the durability service's mutation tests
+take ``services`` (with ``tests.support.raw_durability.start``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 import dcps
+from dcps.store import DurabilityService
 from tests.support.line_peer import LinePeer
 from tests.support.write_batching import remote_reader
 
@@ -39,3 +41,12 @@ def remote(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
 def remote_best_effort(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
     """A best-effort reader of ``topic_name`` in another process (nothing is resent)."""
     yield from remote_reader(domain_id, topic_name, "best_effort")
+
+
+@pytest.fixture
+def services() -> Iterator[list[DurabilityService]]:
+    """Services a test starts (closed at its end, in reverse order)."""
+    started: list[DurabilityService] = []
+    yield started
+    for svc in reversed(started):
+        svc.close()
