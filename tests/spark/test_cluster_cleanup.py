@@ -11,6 +11,10 @@ processes, and together on a real cluster of one worker.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +80,70 @@ def test_the_parent_death_signal_kills_a_program_without_the_watchdog(
     assert alive(orphan)
     peer.kill()
     gone([orphan], "the program")
+
+
+HANGING_TEST = textwrap.dedent(
+    """
+    import os, subprocess, time
+    from pathlib import Path
+    import pytest
+    from tests.support.reaper import GroupReaper
+
+    OUT = Path(os.environ["REAPER_TEST_OUT"])
+
+    @pytest.fixture
+    def group():
+        reaper = GroupReaper()
+        quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
+        leader = subprocess.Popen(["sleep", "600"], start_new_session=True, **quiet)
+        reaper.add(leader.pid)
+        (OUT / "group").write_text(str(leader.pid))
+        yield
+        (OUT / "torn_down").write_text("yes")
+        os.killpg(leader.pid, 9)
+        reaper.close()
+
+    def test_hangs(group):
+        time.sleep(600)
+    """
+)
+
+
+def test_pytest_timeouts_thread_method_skips_the_teardown_and_the_group_still_dies(
+    tmp_path: Path,
+) -> None:
+    """pytest-timeout's ``thread`` method ends a hung test with ``os._exit``: no fixture
+    teardown, no atexit handler runs. The group the fixture gave the watchdog dies all
+    the same. (Its ``signal`` method, the default here, fails the test and tears down,
+    when the test is in Python code when the alarm comes.)"""
+    (tmp_path / "test_hanging.py").write_text(HANGING_TEST)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(tmp_path / "test_hanging.py"),
+            "--rootdir",
+            str(tmp_path),
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "--timeout",
+            "3",
+            "--timeout-method",
+            "thread",
+        ],
+        env={**os.environ, "REAPER_TEST_OUT": str(tmp_path)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "Timeout" in done.stdout + done.stderr
+    assert not (tmp_path / "torn_down").exists()
+    gone([int((tmp_path / "group").read_text())], "the hung test's group")
 
 
 @pytest.mark.slow
