@@ -3,7 +3,7 @@
 The write-batching tests (``test_write_batching*.py``) take ``participant``, the
 remote readers ``remote`` and ``remote_best_effort``, and mark themselves
 ``usefixtures("no_durability_service_wait")``; the durability service's mutation tests
-take ``services`` (with ``tests.support.raw_durability.start``).
+take ``domain`` and ``services`` (with ``tests.support.raw_durability.start``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 
 import dcps
 from dcps.store import DurabilityService
+from tests.support.embedded_store import worker_domain
 from tests.support.line_peer import LinePeer
 from tests.support.write_batching import remote_reader
 
@@ -41,6 +42,13 @@ def remote(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
 def remote_best_effort(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
     """A best-effort reader of ``topic_name`` in another process (nothing is resent)."""
     yield from remote_reader(domain_id, topic_name, "best_effort")
+
+
+@pytest.fixture(scope="module")
+def domain(worker_id: str) -> int:
+    """The xdist worker's DDS domain, for module-scoped fixtures (``domain_id`` is a
+    test's)."""
+    return worker_domain(worker_id)
 
 
 @pytest.fixture

@@ -47,7 +47,6 @@ from dcps.wire._durability import (
 from dcps.wire._messages import Reply
 from dcps.wire._names import ANY_STATE, REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
 from dcps.wire._sealing import Sealer
-from tests.support.embedded_store import worker_domain
 from tests.support.raw_durability import (
     TIMEOUT,
     FakeService,
@@ -60,11 +59,6 @@ from tests.support.raw_durability import (
 )
 from tests.support.topic_types import Reading
 from tests.support.waiting import eventually
-
-
-@pytest.fixture(scope="module")
-def domain(worker_id: str) -> int:
-    return worker_domain(worker_id)
 
 
 def stepped(services: list[DurabilityService], svc: DurabilityService) -> DurabilityService:

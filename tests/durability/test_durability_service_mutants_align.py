@@ -31,15 +31,9 @@ from dcps.wire._durability import (
     matched_services,
 )
 from dcps.wire._messages import Reply, Request
-from tests.support.embedded_store import worker_domain
 from tests.support.raw_durability import TIMEOUT, FakeService, HistoryAsker, RawPeer, records, start
 from tests.support.topic_types import Reading
 from tests.support.waiting import eventually
-
-
-@pytest.fixture(scope="module")
-def domain(worker_id: str) -> int:
-    return worker_domain(worker_id)
 
 
 @pytest.fixture(scope="module")

@@ -27,13 +27,13 @@ import pytest
 
 import dcps
 import qos as q
-from dcps import _write_batching
 from tests.support.line_peer import LinePeer
 from tests.support.peers import PEERS_DIR
 from tests.support.topic_types import Reading
 from tests.support.waiting import eventually
 from tests.support.write_batching import (
     MINUTE_NS,
+    batching_delays,
     batching_writer,
     hold_for_a_minute,
     received,
@@ -92,8 +92,7 @@ class TestWhenSamplesLeave:
         written after a quiet spell (here 0.1 s) still arrives: the write itself flushed
         it. Unflushed, Cyclone sends a writer's first sample with its first heartbeat,
         but later ones only with a flush."""
-        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
-        monkeypatch.setattr(_write_batching, "QUIET_NS", 100_000_000)
+        batching_delays(monkeypatch, max_delay_ns=MINUTE_NS, quiet_ns=100_000_000)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         for value in (1.0, 2.0, 3.0, 4.0):
             time.sleep(0.15)  # the quiet spell: the input of this test, not a synchronisation
@@ -138,9 +137,8 @@ class TestWhenSamplesLeave:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """The flusher thread sends a held sample once its delay is up (here 0.2 s)."""
-        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", 200_000_000)
-        monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)  # the second is held
-        monkeypatch.setattr(_write_batching, "RUN_WRITES", 0)
+        # a quiet time of a minute: the second write is held
+        batching_delays(monkeypatch, max_delay_ns=200_000_000, quiet_ns=MINUTE_NS, run_writes=0)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         writer.write(Reading(1, 1.0, "held"))  # after the probe's flush: held
         writer.write(Reading(1, 2.0, "held"))

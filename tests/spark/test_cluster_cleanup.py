@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.line_peer import LinePeer
+from tests.support.line_peer import LinePeer, killed_at_exit
 from tests.support.peers import PEERS_DIR
 from tests.support.reaper import alive, group_members
 from tests.support.waiting import eventually
@@ -31,10 +31,8 @@ pytestmark = [pytest.mark.multiprocess]
 @pytest.fixture
 def session() -> Iterator[list[LinePeer]]:
     """The killed sessions a test starts (each killed at the end, if the test did not)."""
-    started: list[LinePeer] = []
-    yield started
-    for peer in started:
-        peer.kill()
+    with killed_at_exit() as started:
+        yield started
 
 
 def start(session: list[LinePeer], *args: str, timeout: float = 30.0) -> LinePeer:

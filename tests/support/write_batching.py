@@ -27,6 +27,7 @@ from tests.support.waiting import eventually
 __all__ = [
     "MINUTE_NS",
     "PROBE",
+    "batching_delays",
     "batching_writer",
     "hold_for_a_minute",
     "probed",
@@ -99,12 +100,28 @@ def batching_writer(
     return writer
 
 
+def batching_delays(
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    max_delay_ns: int | None = None,
+    quiet_ns: int | None = None,
+    run_writes: int | None = None,
+) -> None:
+    """Set the flush policy's ``MAX_DELAY_NS``, ``QUIET_NS`` and ``RUN_WRITES``
+    (dcps/_write_batching.py, read at each write) for the test; None: left as it is."""
+    for name, value in (
+        ("MAX_DELAY_NS", max_delay_ns),
+        ("QUIET_NS", quiet_ns),
+        ("RUN_WRITES", run_writes),
+    ):
+        if value is not None:
+            monkeypatch.setattr(_write_batching, name, value)
+
+
 def hold_for_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
     """Flush delays of a minute, every write of a run held: a write within a minute of
     the previous one is held until flushed."""
-    monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
-    monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)
-    monkeypatch.setattr(_write_batching, "RUN_WRITES", 0)
+    batching_delays(monkeypatch, max_delay_ns=MINUTE_NS, quiet_ns=MINUTE_NS, run_writes=0)
 
 
 def still_missing(peer: LinePeer, value: float, seconds: float = 0.5) -> bool:
