@@ -7,8 +7,8 @@ from outside, an xdist worker that crashed. Two things cover those cases (Linux)
 - ``GroupReaper``: a watchdog process in a session of its own that holds the
   read end of a pipe from the test process. When the test process is gone,
   however it went, the kernel closes the write end; the watchdog reads EOF and
-  SIGKILLs every process group it was given (with whatever those groups
-  started: Spark executors, their Python workers).
+  SIGKILLs every process group it was given (with whatever was started in
+  them: a Spark worker's executor JVMs).
 - ``with_parent_death_signal``: a command that sets ``PR_SET_PDEATHSIG``
   (SIGKILL) and then execs the real program, so that the kernel kills it when
   the thread that started it ends, even if the watchdog was killed too. The

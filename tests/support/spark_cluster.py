@@ -13,9 +13,10 @@ The cluster dies with the process that started it, however that ends
 ``signal`` method, the default here, fails the test and the fixtures tear down)
 stops it in ``finally``; when no teardown runs (pytest-timeout's ``thread``
 method calls ``os._exit``; SIGKILL or SIGTERM; a crashed xdist worker) a
-watchdog kills the daemons' process groups (executors and their Python workers
-included), and each daemon JVM has a parent-death signal besides. Start a
-cluster from a thread that outlives it (the signal is the starting thread's).
+watchdog kills the daemons' process groups (a worker's executor JVMs included;
+pyspark's Python daemon, in a group of its own, exits when its executor's pipe
+closes), and each daemon JVM has a parent-death signal besides. Start a cluster
+from a thread that outlives it (the signal is the starting thread's).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class _Daemon:
 
     def kill(self) -> None:
         """Kill the daemon's process group (with the executors a worker started)."""
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self.reaper.discard(self.proc.pid)
