@@ -27,6 +27,8 @@ from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.multiprocess]
 
+ROOT = Path(__file__).resolve().parents[2]  # the child sessions import the project's tests
+
 
 @pytest.fixture
 def session() -> Iterator[list[LinePeer]]:
@@ -132,7 +134,11 @@ def test_pytest_timeouts_thread_method_skips_the_teardown_and_the_group_still_di
             "--timeout-method",
             "thread",
         ],
-        env={**os.environ, "REAPER_TEST_OUT": str(tmp_path)},
+        env={
+            **os.environ,
+            "REAPER_TEST_OUT": str(tmp_path),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        },
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the project, for its tests
+
 from tests.support.reaper import GroupReaper, with_parent_death_signal
 from tests.support.spark_cluster import SparkCluster
 
