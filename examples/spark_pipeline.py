@@ -209,7 +209,8 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
         recorder.start()
-        ready.wait(30)
+        if not ready.wait(30):
+            raise RuntimeError("the recorder did not start within 30 s")
         subprocess.run(
             [
                 sys.executable,

@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -126,6 +127,12 @@ _RESENDABLE = frozenset(
         Op.HISTORY_FETCH,
     }
 )
+#: Requests a store found again (the same incarnation, after the hosts forgot each other)
+#: may be sent again. Not the hand-outs: a QUEUE_RECEIVE or DURABLE_POLL the store took
+#: before the cut was answered then (its reply arrives: replies are TRANSIENT_LOCAL), and
+#: a second copy would be handed elements of its own that the client, taking the first
+#: reply, never sees; they stay held by a live consumer.
+_FOUND_AGAIN_RESENDABLE = _RESENDABLE - {Op.QUEUE_RECEIVE, Op.DURABLE_POLL}
 #: Longest wait (s) for a restarted store's request reader to match before re-sending anyway.
 _MATCH_WAIT = 2.0
 #: The reply thread's wait (s) while a restarted store's request reader is not matched yet.
@@ -215,6 +222,22 @@ class StoreClient:
        fails as in 1;
     3. then calls every restart listener (:meth:`add_restart_listener`), once.
 
+    **A store found again.** When the link to a store was cut for longer than
+    the participant lease, the two participants forget each other: requests
+    written meanwhile, or not yet delivered when the lease ended, reach nobody
+    (the request writer is VOLATILE), and would wait out ``request_timeout``.
+    When the request reader of the same store participant matches again, the
+    client sends again, at once and with a fresh ``request_timeout``, every
+    outstanding request written before that match that may be sent twice
+    (the list above but QUEUE_RECEIVE and DURABLE_POLL); the store answers
+    both copies and the second answer is dropped. The others stay
+    outstanding: the store may have taken them before the cut, and then its
+    answer arrives (replies are TRANSIENT_LOCAL), else they time out. Those
+    are a PUBLISH without idempotence key and DESTROY_GROUP (the store would
+    do them twice), and the hand-outs QUEUE_RECEIVE and DURABLE_POLL: a
+    second copy taken by the same store is handed elements of its own, which
+    the client, taking the first answer, would never see.
+
     With a namespace key the same tracking serves authentication: only
     announcements that verify can restart anything, every request (re-sent
     ones too) is sealed when written for the incarnation its entry names, and
@@ -266,6 +289,10 @@ class StoreClient:
         self._announced_cond: ReadCondition | None = None
         #: (id of a request writer, subscription handle) -> monotonic time it matched.
         self._matched_at: dict[tuple[int, int], float] = {}
+        #: Matches the reply thread has not looked at yet: (writer, handle, monotonic time).
+        self._new_matches: deque[tuple[DataWriter[Any], int, float]] = deque()
+        #: By store index: the participant key of the store answering there (None: unknown).
+        self._store_participants: dict[int, Any] = {}
         self._match_listener = Listener(on_publication_matched=self._on_matched)  # type: ignore[no-untyped-call]
         self._window = threading.BoundedSemaphore(MAX_OUTSTANDING)  # see REQUEST_WRITER_QOS
         self._lock = threading.Lock()
@@ -477,10 +504,30 @@ class StoreClient:
     def _learn(self, index: int, incarnation: str, live: list[StoreAnnouncement]) -> None:
         """Store ``index`` answers as ``incarnation``; the stores announced before it are old."""
         started = next((a.started_ns for a in live if a.incarnation == incarnation), 0)
+        participant = next(
+            (
+                self._participant_of(a.sample_info)  # type: ignore[attr-defined]
+                for a in live
+                if a.incarnation == incarnation
+            ),
+            None,
+        )
         with self._lock:
+            self._set_store_participant(index, participant)
             self._seen.update(a.incarnation for a in live if a.started_ns <= started)
             self._seen.add(incarnation)
             self._incarnations[index] = (incarnation, started)
+
+    def _set_store_participant(self, index: int, participant: Any) -> None:
+        """Store ``index``'s participant is ``participant`` (``_lock`` held)."""
+        if participant is None:
+            _log.info(
+                "dcps store client: the participant of store share %d/%d is not known: requests "
+                "lost to an outage past the lease wait for their timeout",
+                index,
+                self.store_count,
+            )
+        self._store_participants[index] = participant
 
     def _watch_announcements(self) -> None:
         """Have the reply thread notice announcements (new store incarnations) at once."""
@@ -491,9 +538,14 @@ class StoreClient:
             self._guard.set(True)  # take what is there already
 
     def _on_matched(self, writer: DataWriter[Any], status: Any) -> None:
-        """When a request writer matches a reader (on a Cyclone thread: record only)."""
+        """When a request writer (un)matches a reader (on a Cyclone thread: record only)."""
+        handle = status.last_subscription_handle
         if status.current_count_change > 0:
-            self._matched_at[(id(writer), status.last_subscription_handle)] = time.monotonic()
+            at = time.monotonic()
+            self._matched_at[(id(writer), handle)] = at
+            self._new_matches.append((writer, handle, at))
+        elif status.current_count_change < 0:
+            self._matched_at.pop((id(writer), handle), None)
 
     def add_restart_listener(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once each time a store of this namespace restarts.
@@ -913,6 +965,8 @@ class StoreClient:
                 self._watch_stores()
             if self._restarts:
                 self._resume()
+            if self._new_matches:
+                self._found_again()
             replies = self._reader.take(N=512)
             done: list[tuple[Future[Any], Reply, _Decode]] = []
             now = time.monotonic()
@@ -993,6 +1047,7 @@ class StoreClient:
         failed: list[_Pending] = []
         with self._lock:
             self._incarnations[index] = (announcement.incarnation, announcement.started_ns)
+            self._set_store_participant(index, participant)
             for ident in [k for k in self._secrets if k[0] == index]:
                 del self._secrets[ident]
             self._restarts[index] = _Restart(
@@ -1016,6 +1071,56 @@ class StoreClient:
             announcement.incarnation,
             len(failed),
         )
+
+    def _found_again(self) -> None:
+        """Send again what a store found again may never have received (see the class docstring).
+
+        Only a match of the request reader of the store's own participant counts:
+        another reader of the request topic (a tool, or a hostile participant)
+        makes nothing be sent again.
+        """
+        while self._new_matches:
+            writer, handle, matched = self._new_matches.popleft()
+            with self._lock:
+                index = next((i for i, w in enumerate(self._writers) if w is writer), None)
+                if index is None or index in self._restarts:
+                    continue  # an old writer, or a restart: _resume sends again
+                participant = self._store_participants.get(index)
+            if participant is None:  # not known (logged where it was looked up)
+                continue
+            try:
+                endpoint = writer.get_matched_subscription_data(handle)
+            except Exception:  # unmatched again meanwhile: a later match will count
+                continue
+            if endpoint is None or endpoint.participant_key != participant:
+                continue
+            now = time.monotonic()
+            failed: list[tuple[_Pending, Exception]] = []
+            again = 0
+            with self._lock:  # held: requests made meanwhile go after these, in order
+                for rid, entry in list(self._pending.items()):
+                    if (
+                        entry.index != index
+                        or entry.held
+                        or not entry.sent_at  # _send is about to write it (after the match)
+                        or entry.sent_at >= matched
+                        or not (
+                            entry.wire.op in _FOUND_AGAIN_RESENDABLE
+                            or (entry.wire.op == Op.PUBLISH and bool(entry.wire.text))
+                        )
+                    ):
+                        continue
+                    again += self._send_again(rid, entry, writer, now, failed)
+            for entry, error in failed:
+                if not entry.future.done():
+                    entry.future.set_exception(error)
+            if again:
+                _log.info(
+                    "dcps store client: store share %d/%d found again; %d requests sent again",
+                    index,
+                    self.store_count,
+                    again,
+                )
 
     def _fail_unknown(self, index: int, failed: list[_Pending]) -> None:
         where = f"store share {index}/{self.store_count}"
@@ -1065,13 +1170,7 @@ class StoreClient:
                         failed.append((entry, refused))
                         continue
                     entry.incarnation = restart.incarnation  # re-sealed for it by the writer
-                    entry.deadline = now + self.request_timeout
-                    entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
-                    try:
-                        writer.write(entry.wire)
-                    except Exception as exc:  # the writer failed: the request cannot go
-                        del self._pending[rid]
-                        failed.append((entry, exc))
+                    self._send_again(rid, entry, writer, now, failed)
                 listeners = list(self._restart_listeners)
             self._fail_unknown(index, unknown)
             for entry, error in failed:
@@ -1082,6 +1181,26 @@ class StoreClient:
                     listener()
                 except Exception:
                     _log.exception("dcps store client: restart listener %r failed", listener)
+
+    def _send_again(
+        self,
+        rid: int,
+        entry: _Pending,
+        writer: DataWriter[Any],
+        now: float,
+        failed: list[tuple[_Pending, Exception]],
+    ) -> bool:
+        """Write ``entry`` again with a fresh timeout (``_lock`` held); False, and the entry
+        dropped into ``failed``, when the writer fails."""
+        entry.deadline = now + self.request_timeout
+        entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
+        try:
+            writer.write(entry.wire)
+        except Exception as exc:  # the writer failed: the request cannot go
+            del self._pending[rid]
+            failed.append((entry, exc))
+            return False
+        return True
 
     def _match_time(self, writer: DataWriter[Any], participant: Any) -> float | None:
         """When ``writer`` matched the request reader of ``participant`` (None: unknown)."""

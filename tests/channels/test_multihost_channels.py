@@ -71,6 +71,17 @@ def make_lan() -> Iterator[Callable[[int], Lan]]:
         next(factory)
 
 
+def _base(domain_id: int, unique: str, topic_name: str, **extra: Any) -> dict[str, Any]:
+    """The settings every process of a test shares: domain, namespace, topic, channels."""
+    return {
+        "domain": domain_id,
+        "namespace": f"ns_{unique}",
+        "topic": topic_name,
+        "channels": CHANNELS,
+        **extra,
+    }
+
+
 def _start(host: Host, role: str, base: dict[str, Any], **extra: Any) -> PeerProcess:
     network = {**NETWORK, "lease_duration": base.get("lease", LEASE)}
     config = {"role": role, "network": network, **base, **extra}
@@ -235,12 +246,7 @@ class TestStoreAsAService:
         """Confirmed elements of publishers on hosts b and c reach the group on b and c once."""
         lan = make_lan(3)
         c = lan.hosts[2]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-        }
+        base = _base(domain_id, unique, topic_name)
         store, publisher_b, member_b, member_c = _start_cluster(lan, base)
         # the second publisher numbers its elements from 1 000 000: both sets stay apart
         publisher_c = _start(c, "publisher", base, first_seq=OTHER_SEQS)
@@ -302,12 +308,7 @@ class TestPartition:
         """
         lan = make_lan(3)
         _, _, c = lan.hosts
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-        }
+        base = _base(domain_id, unique, topic_name)
         _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         members = [member_b, member_c]
         channels_of_c = set(_owned(member_c))
@@ -421,12 +422,7 @@ class TestPartition:
         """Unplugging the store's host past the member timeout: both rejoin, nothing is lost."""
         lan = make_lan(3)
         a = lan.hosts[0]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-        }
+        base = _base(domain_id, unique, topic_name)
         _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         members = [member_b, member_c]
         publisher.send(op="stream", rate=150)
@@ -475,13 +471,7 @@ class TestPartition:
         """
         lan = make_lan(3)
         c = lan.hosts[2]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-            "request_timeout": 30.0,
-        }
+        base = _base(domain_id, unique, topic_name, request_timeout=30.0)
         _, publisher, member_b, member_c = processes = _start_cluster(lan, base)
         publisher.send(op="stream", rate=100)
         _wait(lambda: len(_got(member_c)) >= 20, 20, "host c processes elements", *processes)
@@ -506,6 +496,33 @@ class TestPartition:
         print(f"\nc back in the group {delay:.2f} s after the link returned")
         assert delay < 10.0, f"c back in the group {delay:.1f} s after the link returned"
 
+    def test_a_request_sent_during_an_outage_longer_than_the_lease_is_sent_again(
+        self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
+    ) -> None:
+        """A request in flight when the link was cut, past the lease, reached nobody (the
+        hosts forgot each other, and the request writer is volatile): the client sends it
+        again once it finds the store again, so it is answered soon after the link
+        returns, not when its request timeout (30 s here) ends."""
+        lan = make_lan(2)
+        c = lan.hosts[1]
+        base = _base(domain_id, unique, topic_name, request_timeout=30.0)
+        store = _start_store(lan, base)
+        member = _start(c, "member", base, group="g", timeout=2.0)
+        member.expect(_is("ready"), 30, "ready")
+        c.link_down()
+        member.send(op="report")  # its first request goes out now and gets no answer
+        member.expect(_is("reporting"), 10, "the member sending its report requests")
+        time.sleep(LEASE + 1.0)  # past the lease: the hosts forget each other (the scenario)
+        up = time.monotonic()
+        c.link_up()
+        answer = member.expect(
+            lambda e: e.get("ev") in ("report", "report_error"), 40, "the report"
+        )
+        delay = time.monotonic() - up
+        _fail_on_crash(store, member)
+        assert answer["ev"] == "report", answer
+        assert delay < 10.0, f"answered {delay:.1f} s after the link returned"
+
     def test_a_cut_off_member_does_not_stall_the_store_for_the_others(
         self, make_lan: Callable[[int], Lan], domain_id: int, topic_name: str, unique: str
     ) -> None:
@@ -513,13 +530,7 @@ class TestPartition:
         outage = 9.0
         lan = make_lan(3)
         c = lan.hosts[2]
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-            "lease": 20.0,
-        }
+        base = _base(domain_id, unique, topic_name, lease=20.0)
         _, publisher, _, member_c = processes = _start_cluster(lan, base)
         publisher.send(op="stream", rate=500)
         _wait(lambda: len(_got(member_c)) >= 50, 20, "host c processes elements", *processes)
@@ -563,12 +574,7 @@ class TestPartition:
         """
         lan = make_lan(3)
         _, b, c = lan.hosts
-        base = {
-            "domain": domain_id,
-            "namespace": f"ns_{unique}",
-            "topic": topic_name,
-            "channels": CHANNELS,
-        }
+        base = _base(domain_id, unique, topic_name)
         store = _start_store(lan, base)
         member = _start(c, "member", base, group="g", timeout=2.0)
         publisher = _start(b, "publisher", base, timeout=4.0)

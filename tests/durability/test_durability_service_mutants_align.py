@@ -14,12 +14,8 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cyclonedds.core import Policy, Qos
-from cyclonedds.pub import DataWriter, Publisher
-from cyclonedds.sub import DataReader, Subscriber
 
 from dcps.store import DurabilityService, _durability
 from dcps.store._durability import ALIGN_WINDOW
@@ -32,21 +28,12 @@ from dcps.wire._durability import (
     HistoryFetchRequest,
     HistoryPage,
     StoredSample,
-    durability_partition,
     matched_services,
-    service_request_qos,
 )
 from dcps.wire._messages import Reply, Request
-from dcps.wire._names import REPLY_QOS, reply_partition
-from tests.support.embedded_store import worker_domain
-from tests.support.raw_durability import TIMEOUT, HistoryAsker, RawPeer
-from tests.support.topic_types import Blob, Reading
+from tests.support.raw_durability import TIMEOUT, FakeService, HistoryAsker, RawPeer, records, start
+from tests.support.topic_types import Reading
 from tests.support.waiting import eventually
-
-
-@pytest.fixture(scope="module")
-def domain(worker_id: str) -> int:
-    return worker_domain(worker_id)
 
 
 @pytest.fixture(scope="module")
@@ -71,40 +58,6 @@ def _short_window(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     the window itself."""
     if "window" not in request.node.name:
         monkeypatch.setattr(_durability, "ALIGN_WINDOW", 0.2)
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"ns_{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
-def services() -> Iterator[list[DurabilityService]]:
-    """Services a test starts (closed at its end, in reverse order)."""
-    started: list[DurabilityService] = []
-    yield started
-    for svc in reversed(started):
-        svc.close()
-
-
-def records(topic: str, count: int, *, size: int = 0, flags: int = 0) -> list[StoredSample]:
-    """``count`` samples of ``topic`` as a service serves them (sensor ``i``, value ``i``)."""
-    now = time.time_ns()
-    out = []
-    for i in range(count):
-        payload = (
-            Reading(i, float(i), f"r{i}").serialize()
-            if not size
-            else Blob(i, bytes([i]) * size).serialize()
-        )
-        key = i.to_bytes(4, "big")
-        out.append(StoredSample(topic, "", key, b"w" * 16, now + i, i + 1, flags, payload))
-    return out
-
-
-def start(services: list[DurabilityService], svc: DurabilityService) -> DurabilityService:
-    services.append(svc)
-    return svc.start()
 
 
 def identities(samples: list[StoredSample]) -> list[tuple[bytes, bytes, int, bytes]]:
@@ -319,45 +272,6 @@ class TestAlignment:
             asker.close()
 
 
-class _FakeService(RawPeer):
-    """A raw participant that announces itself as durability service ``incarnation`` (its
-    request reader's UserData) and answers as the test says: forged, stale or real pages."""
-
-    def __init__(self, domain_id: int, namespace: str, incarnation: str) -> None:
-        super().__init__(domain_id)
-        self.namespace = namespace
-        self.incarnation = incarnation
-        sub = Subscriber(self.dp, qos=Qos(Policy.Partition([durability_partition(namespace)])))
-        self.requests = DataReader(
-            sub, self.topic("dcps_channels_request", Request), service_request_qos(incarnation)
-        )
-        self._writers: dict[str, DataWriter[Any]] = {}
-
-    def asked(self) -> Request:
-        """The next request for this service (waited for)."""
-
-        def one() -> Request | None:
-            for r in self.requests.take(N=1):
-                if isinstance(r, Request) and r.member == self.incarnation:
-                    return r
-            return None
-
-        return eventually(one, TIMEOUT, f"a request for {self.incarnation}")
-
-    def answer(self, request: Request, reply: Reply) -> None:
-        writer = self._writers.get(request.client)
-        if writer is None:
-            pub = Publisher(
-                self.dp,
-                qos=Qos(Policy.Partition([reply_partition(self.namespace, request.client)])),
-            )
-            writer = self._writers[request.client] = DataWriter(
-                pub, self.topic("dcps_channels_reply", Reply), REPLY_QOS
-            )
-            eventually(writer.get_matched_subscriptions, TIMEOUT, "the asking service's reader")
-        writer.write(reply)
-
-
 class TestAlignmentReplies:
     def test_only_the_answer_to_its_own_request_is_kept(
         self, domain: int, namespace: str, services: list[DurabilityService], topic_name: str
@@ -365,7 +279,7 @@ class TestAlignmentReplies:
         """Before its real answer, the asking service gets an error reply, a page answering
         another request (one replayed from an earlier alignment) and a page named as another
         service's: it keeps only the real page's sample, and is ready after it."""
-        fake = _FakeService(domain, namespace, "f" * 32)
+        fake = FakeService(domain, namespace, "f" * 32)
         try:
             svc = start(
                 services, DurabilityService(domain_id=domain, namespace=namespace, key=None)
@@ -411,7 +325,7 @@ class TestAlignmentReplies:
     def test_a_page_with_more_is_followed_from_its_cursor(
         self, domain: int, namespace: str, services: list[DurabilityService], topic_name: str
     ) -> None:
-        fake = _FakeService(domain, namespace, "f" * 32)
+        fake = FakeService(domain, namespace, "f" * 32)
         try:
             svc = start(
                 services, DurabilityService(domain_id=domain, namespace=namespace, key=None)
@@ -434,7 +348,7 @@ class TestAlignmentReplies:
     def test_a_service_that_leaves_mid_alignment_is_not_waited_for(
         self, domain: int, namespace: str, services: list[DurabilityService]
     ) -> None:
-        fake = _FakeService(domain, namespace, "f" * 32)
+        fake = FakeService(domain, namespace, "f" * 32)
         svc = start(services, DurabilityService(domain_id=domain, namespace=namespace, key=None))
         fake.asked()  # and never answered
         assert not svc.wait_aligned(ALIGN_WINDOW)
@@ -453,7 +367,7 @@ class TestAlignmentReplies:
         service asked but not sealed by it, is dropped and counted: nothing is kept."""
         key = tmp_path / "ns.key"
         write_key_file(key)
-        fake = _FakeService(domain, namespace, "f" * 32)
+        fake = FakeService(domain, namespace, "f" * 32)
         try:
             svc = start(services, DurabilityService(domain_id=domain, namespace=namespace, key=key))
             request = fake.asked()
@@ -471,7 +385,7 @@ class TestAlignmentReplies:
     ) -> None:
         """A service that went away (a cut link) and came back is asked only for what it
         keeps beyond the last page it served."""
-        fake = _FakeService(domain, namespace, "f" * 32)
+        fake = FakeService(domain, namespace, "f" * 32)
         try:
             svc = start(
                 services, DurabilityService(domain_id=domain, namespace=namespace, key=None)
@@ -483,7 +397,7 @@ class TestAlignmentReplies:
         finally:
             fake.close()
         eventually(lambda: fake.incarnation not in svc._peers, TIMEOUT, "the service gone")
-        again = _FakeService(domain, namespace, "f" * 32)
+        again = FakeService(domain, namespace, "f" * 32)
         try:
             assert HistoryFetchRequest.from_wire(again.asked()).after == 77
         finally:
@@ -500,7 +414,7 @@ class TestOwnRequests:
         svc = DurabilityService(domain_id=domain, namespace=namespace, key=None)
         svc._step = lambda: None  # type: ignore[method-assign]  # the test steps it
         start(services, svc)
-        fake = _FakeService(domain, namespace, "f" * 32)
+        fake = FakeService(domain, namespace, "f" * 32)
         asker = HistoryAsker(domain, namespace)
         try:
             eventually(

@@ -4,7 +4,8 @@ A batching writer packs what it writes in a burst into shared packets and
 sends a packet when it is full or flushed (dcps/_write_batching.py decides the
 flushes). The remote reader here is a plain reader in another process
 (``tests/support/peers/plain_reader.py``): only remote readers see the
-batching, readers in the writer's process get every sample at once.
+batching, readers in the writer's process get every sample at once. The helpers
+are in tests/support/write_batching.py, the fixtures in tests/durability/conftest.py.
 
 Where a test must tell a held sample from a sent one, writer and reader are
 best effort: a reliable writer's heartbeats make the reader ask for what it
@@ -21,122 +22,26 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from datetime import timedelta
 
 import pytest
 
 import dcps
 import qos as q
-from dcps import _write_batching
 from tests.support.line_peer import LinePeer
 from tests.support.peers import PEERS_DIR
 from tests.support.topic_types import Reading
 from tests.support.waiting import eventually
+from tests.support.write_batching import (
+    MINUTE_NS,
+    batching_delays,
+    batching_writer,
+    hold_for_a_minute,
+    received,
+    still_missing,
+    values,
+)
 
-pytestmark = [pytest.mark.multiprocess]
-
-MINUTE_NS = 60_000_000_000
-
-
-@pytest.fixture(autouse=True)
-def _no_service_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    """TRANSIENT writers here need no durability service: they do not wait for one."""
-    monkeypatch.setenv("DCPS_DURABILITY_WRITER_WAIT", "0")
-
-
-@pytest.fixture
-def participant(domain_id: int) -> Iterator[dcps.DomainParticipant]:
-    with dcps.DomainParticipant(domain_id) as dp:
-        yield dp
-
-
-def remote_reader(domain_id: int, topic_name: str, *args: str) -> Iterator[LinePeer]:
-    peer = LinePeer([str(PEERS_DIR / "plain_reader.py"), str(domain_id), topic_name, *args])
-    try:
-        peer.wait_line(lambda line: line == "ready")
-        yield peer
-    finally:
-        peer.kill()
-
-
-@pytest.fixture
-def remote(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
-    """A reliable reader of ``topic_name`` in another process."""
-    yield from remote_reader(domain_id, topic_name)
-
-
-@pytest.fixture
-def remote_best_effort(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
-    """A best-effort reader of ``topic_name`` in another process (nothing is resent)."""
-    yield from remote_reader(domain_id, topic_name, "best_effort")
-
-
-PROBE = -1.0  # the value of the samples that check a best-effort reader matched
-
-
-def received(peer: LinePeer) -> list[tuple[int, float, str]]:
-    """(sensor, value, instance state) of every sample the remote reader took so far."""
-    return [
-        (int(parts[1]), float(parts[2]), parts[3])
-        for parts in (line.split() for line in list(peer.lines))
-        if parts[:1] == ["got"] and float(parts[2]) != PROBE
-    ]
-
-
-def probed(peer: LinePeer) -> bool:
-    return any(line.split()[2:3] == [f"{PROBE:g}"] for line in list(peer.lines))
-
-
-def values(peer: LinePeer) -> list[float]:
-    return [value for _, value, _ in received(peer)]
-
-
-def batching_writer(
-    participant: dcps.DomainParticipant, topic_name: str, *peers: LinePeer
-) -> dcps.DataWriter[Reading]:
-    """A batching writer matched with ``peers`` (best effort if they are given)."""
-    best_effort = bool(peers)
-    topic = dcps.Topic(participant, topic_name, Reading)
-    # a reliable writer waits for the reader's acknowledgements when its history cache
-    # is full: under load longer than the default 100 ms (not what is tested here)
-    reliable = q.Reliability.reliable(timedelta(seconds=30))
-    reliability = q.Reliability.BEST_EFFORT if best_effort else reliable
-    writer = dcps.DataWriter(
-        participant,
-        topic,
-        qos=q.DataWriterQos(reliability, q.History.KEEP_ALL),
-        batching=True,
-    )
-    writer.wait_for_readers(1, timeout=20)
-    if best_effort:
-        # the reader drops best-effort samples of a writer it has not discovered yet
-        def probe() -> bool:
-            writer.write(Reading(0, PROBE, "probe"))
-            writer.flush()
-            return all(probed(peer) for peer in peers)
-
-        eventually(probe, 20, "the remote reader's match")
-    return writer
-
-
-def hold_for_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Flush delays of a minute, every write of a run held: a write within a minute of
-    the previous one is held until flushed."""
-    monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
-    monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)
-    monkeypatch.setattr(_write_batching, "RUN_WRITES", 0)
-
-
-def still_missing(peer: LinePeer, value: float, seconds: float = 0.5) -> bool:
-    """Whether ``value`` has not reached the remote reader within ``seconds`` (a bounded
-    look for something that must not happen: it can only pass wrongly, never fail)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if value in values(peer):
-            return False
-        time.sleep(0.02)
-    return True
+pytestmark = [pytest.mark.multiprocess, pytest.mark.usefixtures("no_durability_service_wait")]
 
 
 class TestWhereItIsOn:
@@ -187,8 +92,7 @@ class TestWhenSamplesLeave:
         written after a quiet spell (here 0.1 s) still arrives: the write itself flushed
         it. Unflushed, Cyclone sends a writer's first sample with its first heartbeat,
         but later ones only with a flush."""
-        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
-        monkeypatch.setattr(_write_batching, "QUIET_NS", 100_000_000)
+        batching_delays(monkeypatch, max_delay_ns=MINUTE_NS, quiet_ns=100_000_000)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         for value in (1.0, 2.0, 3.0, 4.0):
             time.sleep(0.15)  # the quiet spell: the input of this test, not a synchronisation
@@ -233,9 +137,8 @@ class TestWhenSamplesLeave:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         """The flusher thread sends a held sample once its delay is up (here 0.2 s)."""
-        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", 200_000_000)
-        monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)  # the second is held
-        monkeypatch.setattr(_write_batching, "RUN_WRITES", 0)
+        # a quiet time of a minute: the second write is held
+        batching_delays(monkeypatch, max_delay_ns=200_000_000, quiet_ns=MINUTE_NS, run_writes=0)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         writer.write(Reading(1, 1.0, "held"))  # after the probe's flush: held
         writer.write(Reading(1, 2.0, "held"))

@@ -14,7 +14,6 @@ another process): a reliable one would get held samples resent by Cyclone.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,36 +21,20 @@ import pytest
 import dcps
 from dcps import _write_batching
 from dcps import _writer as dcps_writer
-from tests.durability.test_write_batching import (
-    MINUTE_NS,
-    batching_writer,
-    remote_reader,
-    still_missing,
-    values,
-)
 from tests.support.line_peer import LinePeer
 from tests.support.topic_types import Reading
 from tests.support.waiting import eventually
+from tests.support.write_batching import (
+    MINUTE_NS,
+    batching_delays,
+    batching_writer,
+    still_missing,
+    values,
+)
 
-pytestmark = [pytest.mark.multiprocess]
+pytestmark = [pytest.mark.multiprocess, pytest.mark.usefixtures("no_durability_service_wait")]
 
 SECOND_NS = 1_000_000_000
-
-
-@pytest.fixture(autouse=True)
-def _no_service_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DCPS_DURABILITY_WRITER_WAIT", "0")
-
-
-@pytest.fixture
-def participant(domain_id: int) -> Iterator[dcps.DomainParticipant]:
-    with dcps.DomainParticipant(domain_id) as dp:
-        yield dp
-
-
-@pytest.fixture
-def remote_best_effort(domain_id: int, topic_name: str) -> Iterator[LinePeer]:
-    yield from remote_reader(domain_id, topic_name, "best_effort")
 
 
 class TestRuns:
@@ -65,8 +48,7 @@ class TestRuns:
         """20 writes back to back after a pause: the first ``RUN_WRITES`` (16) reach the
         remote reader at once, without a flush (a held one would wait a minute); the
         rest of the run is held until the flush."""
-        monkeypatch.setattr(_write_batching, "QUIET_NS", SECOND_NS // 2)
-        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
+        batching_delays(monkeypatch, quiet_ns=SECOND_NS // 2, max_delay_ns=MINUTE_NS)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         time.sleep(0.6)  # the pause that starts a new run: the input of this test
         for i in range(20):
@@ -91,16 +73,15 @@ class TestRuns:
         """Two writes in a run (held for a minute), then one after a pause longer than
         ``QUIET_NS``: that write starts a new run, is sent at once and takes the held
         two with it."""
-        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
-        monkeypatch.setattr(_write_batching, "QUIET_NS", MINUTE_NS)
-        monkeypatch.setattr(_write_batching, "RUN_WRITES", 1)  # only a run's first write is sent
+        # only a run's first write is sent
+        batching_delays(monkeypatch, max_delay_ns=MINUTE_NS, quiet_ns=MINUTE_NS, run_writes=1)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         writer.write(Reading(1, 1.0, "a"))
         writer.write(Reading(1, 2.0, "b"))
         assert still_missing(remote_best_effort, 2.0, 0.3), "a held sample was sent"
         # from now on a pause of 0.1 s ends a run (the held two stay held: their
         # delay is a minute)
-        monkeypatch.setattr(_write_batching, "QUIET_NS", 100_000_000)
+        batching_delays(monkeypatch, quiet_ns=100_000_000)
         time.sleep(0.15)  # the pause: the input of this test
         writer.write(Reading(1, 3.0, "c"))
         eventually(lambda: values(remote_best_effort) == [1.0, 2.0, 3.0], 20, "all three")
@@ -116,9 +97,7 @@ class TestRuns:
         its last flush: each write here comes 0.15 s after the one before (more than
         ``QUIET_NS``) but just after a flush, and is sent at once (only a run's first
         write is: ``RUN_WRITES`` 1)."""
-        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
-        monkeypatch.setattr(_write_batching, "QUIET_NS", 100_000_000)
-        monkeypatch.setattr(_write_batching, "RUN_WRITES", 1)
+        batching_delays(monkeypatch, max_delay_ns=MINUTE_NS, quiet_ns=100_000_000, run_writes=1)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         for value in (1.0, 2.0, 3.0):
             time.sleep(0.15)  # the pause: the input of this test
@@ -139,9 +118,7 @@ class TestRuns:
         right after the previous one returned, whose C write takes 0.5 s (more than
         ``QUIET_NS``), is still part of the run, and held (only a run's first write is
         sent at once here)."""
-        monkeypatch.setattr(_write_batching, "QUIET_NS", 300_000_000)
-        monkeypatch.setattr(_write_batching, "MAX_DELAY_NS", MINUTE_NS)
-        monkeypatch.setattr(_write_batching, "RUN_WRITES", 1)
+        batching_delays(monkeypatch, quiet_ns=300_000_000, max_delay_ns=MINUTE_NS, run_writes=1)
         writer = batching_writer(participant, topic_name, remote_best_effort)
         time.sleep(0.4)  # the pause that starts a new run: the input of this test
         writer.write(Reading(1, 1.0, "first"))

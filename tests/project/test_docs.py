@@ -74,6 +74,7 @@ SHELL_LINES = [(p, n, words) for p in DOCUMENTS for n, words in shell_commands(p
 
 class TestPythonSnippets:
     @pytest.mark.parametrize("path", PYTHON_DOCS, ids=lambda p: p.name)
+    @pytest.mark.timeout(330)  # the run below may take its 300 s (Spark on a loaded host)
     def test_every_python_block_runs(self, path: Path, tmp_path: Path) -> None:
         """The document's Python blocks run in order, in one interpreter, without an error."""
         program = []

@@ -14,6 +14,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """A Spark standalone cluster (master + two one-core workers), started on first use.
 
     Shared by every module that runs on ``spark://``; a module using it runs
-    its applications one at a time (each takes both workers' cores).
+    its applications one at a time (each takes both workers' cores). Its JVMs die
+    with this process even when no teardown runs (tests/support/reaper.py,
+    tests/spark/test_cluster_cleanup.py).
     """
     yield from spark_cluster(tmp_path_factory.mktemp("spark_cluster"))

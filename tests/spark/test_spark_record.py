@@ -109,8 +109,13 @@ class TestWaitForWritersGone:
         from tests.support.topic_types import Reading
         from tests.support.waiting import eventually
 
+        # the writer's process announces the short lease (a DCPS_* setting replaces the
+        # loopback pin, hence the interface); this process keeps its domain's configuration
         monkeypatch.setenv("DCPS_LEASE_DURATION", "1")
+        monkeypatch.setenv("DCPS_INTERFACES", "lo")
         peer = Peer(domain_id, topic_name)
+        monkeypatch.delenv("DCPS_LEASE_DURATION")
+        monkeypatch.delenv("DCPS_INTERFACES")
         try:
             with Recorder(tmp_path, {topic_name: Reading}, domain_id=domain_id) as rec:
                 peer.start_writer({"reliable": True, "keep_all": True})

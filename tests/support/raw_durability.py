@@ -6,11 +6,13 @@ that the service discovers, and a late joiner that asks it for history with the
 wire protocol's own request (``HistoryFetchRequest``) and reads its pages. Every
 participant is deleted by ``close()``: mutmut forks each mutant's run from a process
 that ran the tests, and a participant left open there hangs the fork
-(docs/mutation.md, "Command").
+(docs/mutation.md, "Command"). ``FakeService`` plays a service that other services
+align with; ``records`` makes what a service keeps.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -28,17 +30,22 @@ from dcps.wire._durability import (
     StoredSample,
     durability_partition,
     matched_services,
+    service_request_qos,
 )
 from dcps.wire._messages import Reply, Request
 from dcps.wire._names import REPLY_QOS, REQUEST_WRITER_QOS, reply_partition
+from tests.support.topic_types import Blob, Reading
 from tests.support.waiting import eventually
 
 __all__ = [
     "TIMEOUT",
+    "FakeService",
     "HistoryAsker",
     "RawPeer",
     "reader_matched",
+    "records",
     "service_readers",
+    "start",
     "writer_qos",
 ]
 
@@ -57,6 +64,29 @@ def writer_qos(kind: Any = Policy.Durability.Transient, *extra: Any) -> Qos:
         Policy.WriterDataLifecycle(autodispose=False),
         *extra,
     )
+
+
+def records(topic: str, count: int, *, size: int = 0, flags: int = 0) -> list[StoredSample]:
+    """``count`` samples of ``topic`` as a service serves them (sensor ``i``, value ``i``;
+    ``size``: ``Blob`` samples of ``size`` bytes instead of readings)."""
+    now = time.time_ns()
+    out = []
+    for i in range(count):
+        payload = (
+            Reading(i, float(i), f"r{i}").serialize()
+            if not size
+            else Blob(i, bytes([i]) * size).serialize()
+        )
+        key = i.to_bytes(4, "big")
+        out.append(StoredSample(topic, "", key, b"w" * 16, now + i, i + 1, flags, payload))
+    return out
+
+
+def start(services: list[Any], svc: Any) -> Any:
+    """Start ``svc`` (a ``DurabilityService``) and add it to ``services`` (the
+    ``services`` fixture of tests/durability/conftest.py, which closes them); ``svc``."""
+    services.append(svc)
+    return svc.start()
 
 
 def service_readers(writer: DataWriter[Any], by: Any = None) -> int:
@@ -256,3 +286,43 @@ class HistoryAsker(RawPeer):
             if not page.more:
                 return out
             after = page.cursor
+
+
+class FakeService(RawPeer):
+    """A raw participant that announces itself as durability service ``incarnation`` (its
+    request reader's UserData) and answers as the test says: forged, stale or real pages."""
+
+    def __init__(self, domain_id: int, namespace: str, incarnation: str) -> None:
+        super().__init__(domain_id)
+        self.namespace = namespace
+        self.incarnation = incarnation
+        sub = Subscriber(self.dp, qos=Qos(Policy.Partition([durability_partition(namespace)])))
+        self.requests = DataReader(
+            sub, self.topic("dcps_channels_request", Request), service_request_qos(incarnation)
+        )
+        self._writers: dict[str, DataWriter[Any]] = {}
+
+    def asked(self) -> Request:
+        """The next request for this service (waited for)."""
+
+        def one() -> Request | None:
+            for r in self.requests.take(N=1):
+                if isinstance(r, Request) and r.member == self.incarnation:
+                    return r
+            return None
+
+        return eventually(one, TIMEOUT, f"a request for {self.incarnation}")
+
+    def answer(self, request: Request, reply: Reply) -> None:
+        """Write ``reply`` to the client of ``request`` (once its reader matched)."""
+        writer = self._writers.get(request.client)
+        if writer is None:
+            pub = Publisher(
+                self.dp,
+                qos=Qos(Policy.Partition([reply_partition(self.namespace, request.client)])),
+            )
+            writer = self._writers[request.client] = DataWriter(
+                pub, self.topic("dcps_channels_reply", Reply), REPLY_QOS
+            )
+            eventually(writer.get_matched_subscriptions, TIMEOUT, "the asking service's reader")
+        writer.write(reply)

@@ -7,10 +7,21 @@ Started from the installed pyspark distribution (``bin/spark-class``
 test's driver; they import dcps (the workers' ``PYTHONPATH`` names this
 checkout, as an installed dcps would be on a real node) but not the test
 types: the jobs carry their type as IDL text in the options.
+
+The cluster dies with the process that started it, however that ends
+(tests/support/reaper.py): a failing or timed-out test (pytest-timeout's
+``signal`` method, the default here, fails the test and the fixtures tear down)
+stops it in ``finally``; when no teardown runs (pytest-timeout's ``thread``
+method calls ``os._exit``; SIGKILL or SIGTERM; a crashed xdist worker) a
+watchdog kills the daemons' process groups (a worker's executor JVMs included;
+pyspark's Python daemon, in a group of its own, exits when its executor's pipe
+closes), and each daemon JVM has a parent-death signal besides. Start a cluster
+from a thread that outlives it (the signal is the starting thread's).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -22,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.reaper import GroupReaper, with_parent_death_signal
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 120.0
@@ -37,16 +50,20 @@ def spark_home() -> Path:
 class _Daemon:
     """One spark-class process whose log is a file; waits for a line matching ``ready``."""
 
-    def __init__(self, args: list[str], log: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, args: list[str], log: Path, env: dict[str, str], reaper: GroupReaper
+    ) -> None:
         self.log = log
         self.handle = log.open("w")
+        self.reaper = reaper
         self.proc = subprocess.Popen(
-            [str(spark_home() / "bin" / "spark-class"), *args],
+            with_parent_death_signal([str(spark_home() / "bin" / "spark-class"), *args]),
             stdout=self.handle,
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
         )
+        reaper.add(self.proc.pid)
 
     def wait_for(self, ready: str) -> re.Match[str]:
         deadline = time.monotonic() + START_TIMEOUT
@@ -63,9 +80,11 @@ class _Daemon:
         raise AssertionError(f"{self.log.name}: no {ready!r}:\n{self.log.read_text()[-3000:]}")
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
+        """Kill the daemon's process group (with the executors a worker started)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # gone already
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+        self.reaper.discard(self.proc.pid)
         self.handle.close()
 
 
@@ -84,6 +103,7 @@ class SparkCluster:
             PYTHONPATH=str(ROOT),
         )
         self.daemons: list[_Daemon] = []
+        self.reaper = GroupReaper()
         try:
             master = _Daemon(
                 [
@@ -97,6 +117,7 @@ class SparkCluster:
                 ],
                 work / "master.log",
                 env,
+                self.reaper,
             )
             self.daemons.append(master)
             self.url = master.wait_for(r"Starting Spark master at (spark://[\d.]+:\d+)").group(1)
@@ -118,6 +139,7 @@ class SparkCluster:
                     ],
                     work / f"worker{i}.log",
                     env,
+                    self.reaper,
                 )
                 self.daemons.append(worker)
             for worker in self.daemons[1:]:
@@ -156,11 +178,17 @@ class SparkCluster:
         register(spark)
         return spark
 
+    def pids(self) -> list[int]:
+        """The daemons' processes (each leads a process group: a worker's executors are in
+        its group)."""
+        return [daemon.proc.pid for daemon in self.daemons]
+
     def stop(self) -> None:
-        """Kill the workers, then the master."""
+        """Kill the workers, then the master, then the watchdog."""
         for daemon in reversed(self.daemons):
             daemon.kill()
         self.daemons.clear()
+        self.reaper.close()
 
 
 def spark_cluster(work: Path) -> Iterator[SparkCluster]:

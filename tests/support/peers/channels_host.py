@@ -230,6 +230,7 @@ def run_member(
         while not stop.is_set():
             command = _next(commands, 0.0)
             if command is not None and command["op"] == "report":
+                emit(ev="reporting")  # its requests go out now
                 try:
                     committed = subscriber.last_committed()
                     tails = subscriber.tails()
