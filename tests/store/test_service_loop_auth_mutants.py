@@ -23,7 +23,6 @@ from dcps.channels._client import StoreClient
 from dcps.durables._client import DurableClient
 from dcps.store import Store, SyncMode, _service
 from dcps.wire._auth import DropReason
-from dcps.wire._auth_keys import write_key_file
 from dcps.wire._auth_member import MemberOffer
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
 from dcps.wire._durables import (
@@ -48,7 +47,7 @@ from dcps.wire._requests import (
 from dcps.wire._sealing import Sealer
 from dcps.wire._transport import Endpoint
 from tests.support.embedded_store import worker_domain
-from tests.support.raw_requests import REPLY_TIMEOUT, RawRequester
+from tests.support.raw_requests import REPLY_TIMEOUT, RawRequester, keyed_client, namespace_keys
 from tests.support.waiting import eventually
 
 
@@ -59,24 +58,13 @@ class Keyed:
         self.store, self.keys, self.domain, self.namespace = store, keys, domain, namespace
 
     def client(self, *, admin: bool = False) -> StoreClient:
-        endpoint = Endpoint(self.domain, self.namespace)
-        c = StoreClient(
-            endpoint,
-            request_timeout=REPLY_TIMEOUT,
-            key=self.keys[0],
-            admin_key=self.keys[1] if admin else None,
-        )
-        c.connect(REPLY_TIMEOUT)
-        return c
+        return keyed_client(self.domain, self.namespace, self.keys, admin=admin)
 
 
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[Keyed]:
     base = tmp_path_factory.mktemp("svcauth")
-    keys = (
-        str(write_key_file(base / "ns.key").source),
-        str(write_key_file(base / "admin.key").source),
-    )
+    keys = namespace_keys(base)
     namespace = f"ns_{uuid.uuid4().hex[:10]}"
     domain = worker_domain(worker_id)
     with Store(

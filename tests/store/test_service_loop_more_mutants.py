@@ -20,13 +20,11 @@ from dcps import PreconditionNotMetError
 from dcps.channels._client import StoreClient
 from dcps.store import Store, SyncMode
 from dcps.wire._auth import DropReason
-from dcps.wire._auth_keys import write_key_file
 from dcps.wire._codes import CommitStatus
 from dcps.wire._messages import Assignment
 from dcps.wire._names import request_partition
-from dcps.wire._transport import Endpoint
 from tests.support.embedded_store import worker_domain
-from tests.support.raw_requests import REPLY_TIMEOUT, RawRequester
+from tests.support.raw_requests import REPLY_TIMEOUT, RawRequester, keyed_client, namespace_keys
 from tests.support.waiting import eventually
 
 
@@ -40,29 +38,13 @@ class KeyedPair:
 
     def client(self, *, admin: bool = False) -> StoreClient:
         """A connected client holding the namespace key (and the admin key if ``admin``)."""
-        endpoint = Endpoint(self.domain, self.namespace)
-        c = StoreClient(
-            endpoint,
-            request_timeout=REPLY_TIMEOUT,
-            key=self.keys[0],
-            admin_key=self.keys[1] if admin else None,
-        )
-        try:
-            c.connect(REPLY_TIMEOUT)
-        except BaseException:
-            c.close()
-            endpoint.close()
-            raise
-        return c
+        return keyed_client(self.domain, self.namespace, self.keys, admin=admin)
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[KeyedPair]:
     base = tmp_path_factory.mktemp("svckeyedshare")
-    keys = (
-        str(write_key_file(base / "ns.key").source),
-        str(write_key_file(base / "admin.key").source),
-    )
+    keys = namespace_keys(base)
     namespace = f"ns_{uuid.uuid4().hex[:10]}"
     domain = worker_domain(worker_id)
     kw = {

@@ -9,6 +9,7 @@ never answers costs seconds, not minutes (the mutation runs of ``_service.py``).
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any, TypeVar
 
 from cyclonedds.core import Policy, Qos
@@ -17,6 +18,8 @@ from cyclonedds.pub import DataWriter, Publisher
 from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
 
+from dcps.channels._client import StoreClient
+from dcps.wire._auth_keys import write_key_file
 from dcps.wire._auth_member import MemberSecret
 from dcps.wire._messages import Assignment, Reply, Request, StoreAnnouncement
 from dcps.wire._names import (
@@ -27,6 +30,7 @@ from dcps.wire._names import (
     reply_partition,
 )
 from dcps.wire._sealing import Sealer
+from dcps.wire._transport import Endpoint
 from tests.support.waiting import eventually
 
 __all__ = ["REPLY_TIMEOUT", "RawRequester"]
@@ -165,3 +169,31 @@ class RawRequester:
 
     def close(self) -> None:
         self.dp.__del__()
+
+
+def namespace_keys(base: Path) -> tuple[str, str]:
+    """A fresh namespace key file and admin key file under ``base``: their paths."""
+    return (
+        str(write_key_file(base / "ns.key").source),
+        str(write_key_file(base / "admin.key").source),
+    )
+
+
+def keyed_client(
+    domain: int, namespace: str, keys: tuple[str, str], *, admin: bool = False
+) -> StoreClient:
+    """A connected client holding the namespace key (and the admin key if ``admin``)."""
+    endpoint = Endpoint(domain, namespace)
+    c = StoreClient(
+        endpoint,
+        request_timeout=REPLY_TIMEOUT,
+        key=keys[0],
+        admin_key=keys[1] if admin else None,
+    )
+    try:
+        c.connect(REPLY_TIMEOUT)
+    except BaseException:
+        c.close()
+        endpoint.close()
+        raise
+    return c
