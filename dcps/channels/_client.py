@@ -170,8 +170,9 @@ class _Restart:
     give_up: float  # monotonic: re-send even if no match was seen by then
 
 
-def _resendable(wire: Request) -> bool:
-    return wire.op in _RESENDABLE or (wire.op == Op.PUBLISH and bool(wire.text))
+def _resendable(wire: Request, ops: frozenset[Op] = _RESENDABLE) -> bool:
+    """Whether ``wire`` may be sent again: its op is one of ``ops``, or it is a keyed PUBLISH."""
+    return wire.op in ops or (wire.op == Op.PUBLISH and bool(wire.text))
 
 
 def _leave_done(reply: Reply) -> None:
@@ -1104,10 +1105,7 @@ class StoreClient:
                         or entry.held
                         or not entry.sent_at  # _send is about to write it (after the match)
                         or entry.sent_at >= matched
-                        or not (
-                            entry.wire.op in _FOUND_AGAIN_RESENDABLE
-                            or (entry.wire.op == Op.PUBLISH and bool(entry.wire.text))
-                        )
+                        or not _resendable(entry.wire, _FOUND_AGAIN_RESENDABLE)
                     ):
                         continue
                     again += self._send_again(rid, entry, writer, now, failed)
