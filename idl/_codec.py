@@ -57,6 +57,9 @@ _DTYPES = {
 }
 _U32 = struct.Struct("<I")
 _ZEROS = [bytes(n) for n in range(8)]
+#: Fixed-size numeric arrays of this many bytes or more are serialised as a piece of
+#: their own (``_Gen.block``): one copy instead of three.
+BLOCK_MIN = 1024
 
 
 class UnsupportedTypeError(Exception):
@@ -74,7 +77,10 @@ def _enum_of(cls: Any, v: int) -> Any:
         return v
 
 
-def _seq_bytes(v: Any, dtype: np.dtype[Any], bound: int | None, path: str) -> tuple[int, bytes]:
+def _seq_bytes(
+    v: Any, dtype: np.dtype[Any], bound: int | None, path: str
+) -> tuple[int, bytes | memoryview]:
+    data: bytes | memoryview
     if isinstance(v, (bytes, bytearray, memoryview)) and dtype.itemsize == 1:
         data = bytes(v)
         n = len(data)
@@ -83,7 +89,11 @@ def _seq_bytes(v: Any, dtype: np.dtype[Any], bound: int | None, path: str) -> tu
         if arr.ndim != 1:
             raise ValueError(f"{path}: sequence must be one-dimensional, got shape {arr.shape}")
         n = arr.shape[0]
-        data = arr.tobytes()
+        # a large contiguous array goes to the final join as it is (one copy, not two)
+        if arr.nbytes < BLOCK_MIN or not arr.flags.c_contiguous:
+            data = arr.tobytes()
+        else:
+            data = memoryview(arr.data).cast("B")
     if bound is not None and n > bound:
         raise ValueError(f"{path}: sequence of length {n} exceeds its bound {bound}")
     return n, data
@@ -198,13 +208,40 @@ class _Gen:
         self.de.append(f"{targets}, = {packer}.unpack_from(data, 4 + pos)")
         self.de.append(f"pos += {size}")
         self.de.extend(self.de_post)
-        # the run's end keeps the alignment its start had, reduced by its size
-        end_align = self.base_align
-        while end_align > 1 and self.goff % end_align:
-            end_align //= 2
-        self.base_align = end_align
+        self.base_align = self.end_align(self.goff)
         self.fmt, self.goff = "", 0
         self.ser_exprs, self.de_targets, self.de_post = [], [], []
+
+    def end_align(self, size: int) -> int:
+        """The alignment known after ``size`` bytes from the run's start: the start's,
+        reduced by the size."""
+        end_align = self.base_align
+        while end_align > 1 and size % end_align:
+            end_align //= 2
+        return end_align
+
+    def block(self, nbytes: int, esize: int, ser_expr: str, de_expr: str, var: str) -> None:
+        """A large fixed-size array as a piece of its own, not packed into the run.
+
+        ``ser_expr`` gives the array's bytes as a buffer (the array itself when it
+        is C-contiguous), which the final ``join`` copies once; packing it into the
+        run's ``struct`` format copied a large array twice more (``tobytes``, then
+        ``pack``). ``de_expr`` reads it from ``data`` at ``pos``.
+        """
+        a = self.align(esize)
+        if a > self.base_align:
+            self.flush()
+            self.dynamic_pad(a)
+            self.base_align = a
+        pad = -self.goff & (a - 1)  # (an empty run needs none)
+        if pad:
+            self.fmt += f"{pad}x"  # the run's last field is followed by the padding
+            self.goff += pad
+        self.flush()
+        self.ser.append(f"parts.append({ser_expr}); pos += {nbytes}")
+        self.de.append(f"{var} = {de_expr}")
+        self.de.append(f"pos += {nbytes}")
+        self.base_align = self.end_align(nbytes)
 
     def dynamic_pad(self, a: int) -> None:
         if a <= 1:
@@ -289,6 +326,18 @@ class _Gen:
                 shp = tuple(shape)
                 nbytes = int(np.prod(shp)) * esize
                 a = self.name("_a")
+                if nbytes >= BLOCK_MIN:
+                    self.block(
+                        nbytes,
+                        esize,
+                        f"({a} if ({a} := {expr}).__class__ is np.ndarray and {a}.dtype is {dt} "
+                        f"and {a}.shape == {shp!r} and {a}.flags.c_contiguous "
+                        f"else _arr_bytes({a}, {dt}, {shp!r}, {f.path!r}))",
+                        f"np.frombuffer(data, {dt}, {nbytes // esize}, 4 + pos)"
+                        f".reshape({shp!r}).copy()",
+                        var,
+                    )
+                    return var
                 self.fixed(
                     f"{nbytes}s",
                     esize,

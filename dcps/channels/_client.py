@@ -37,8 +37,10 @@ from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.util import duration
 
-from dcps._cyclone.binding import matched_readers
+from dcps._cyclone.binding import entity_ref, matched_readers, uses_xcdr2
+from dcps._cyclone.gather import GATHER_MIN, write_gathered
 from dcps.wire._auth_member import MemberOffer, MemberSecret
+from dcps.wire._batches import message_pieces
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
 from dcps.wire._messages import LiveBatch, Reply, Request, StoreAnnouncement
 from dcps.wire._names import (
@@ -841,7 +843,16 @@ class StoreClient:
             return fut
         entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
         try:
-            writer.write(wire)
+            if (
+                len(wire.blob) < GATHER_MIN
+                or writer.__class__ is not DataWriter
+                or uses_xcdr2(writer)
+            ):
+                writer.write(wire)
+            else:
+                # a large PUBLISH goes to Cyclone in pieces, its payloads as the caller
+                # packed them (not copied into a new sample first), and without the GIL
+                write_gathered(entity_ref(writer), message_pieces(wire))
         except BaseException:
             self._forget(fut)
             raise

@@ -11,6 +11,7 @@ and is decoded in bulk by the Spark source.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import struct
 from collections.abc import Iterable, Sequence
@@ -21,7 +22,14 @@ import numpy as np
 
 from idl._errors import BadParameterError
 
-__all__ = ["ELEMENT_STEP_NS", "ElementRun", "PackedPayloads", "live_batch_pieces", "pack_sizes"]
+__all__ = [
+    "ELEMENT_STEP_NS",
+    "ElementRun",
+    "PackedPayloads",
+    "live_batch_pieces",
+    "message_pieces",
+    "pack_sizes",
+]
 
 _SIZE = np.dtype("<i4")
 #: Accept timestamps of consecutive elements of a stored batch are this far apart
@@ -70,6 +78,21 @@ def live_batch_pieces(
     head.append(_U32.pack(len(blob)))
     tail = _PAD[-len(blob) & 3] + _NO_AUTH
     return [b"".join(head), blob, tail]
+
+
+def message_pieces(message: Any) -> list[bytes | memoryview]:
+    """The XCDR1 form of an unsealed protocol message whose last members are ``blob``
+    and ``auth`` (a :class:`~dcps.wire._messages.Request` or ``LiveBatch``), in pieces.
+
+    As :func:`live_batch_pieces`, for any such message: the rest is serialised with an
+    empty blob (its last 8 bytes are then the blob's and the trailer's zero lengths),
+    and the blob is a piece of its own, never copied here.
+    """
+    if message.auth:
+        raise BadParameterError("a sealed message is written whole: its tag covers every byte")
+    blob = message.blob
+    rest = dataclasses.replace(message, blob=b"").serialize()
+    return [rest[:-8] + _U32.pack(len(blob)), blob, _PAD[-len(blob) & 3] + _NO_AUTH]
 
 
 @attrs.frozen

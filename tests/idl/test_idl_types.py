@@ -553,6 +553,87 @@ class TestCompiledCodec:
         )
 
 
+class Camera(idl.Struct, typename="sensors::Camera"):
+    """Fixed arrays large enough to be written as pieces of their own (``BLOCK_MIN``),
+    each at an offset that needs padding first (or only padding, or none)."""
+
+    tag: idl.uint8
+    pixels: idl.array[idl.uint8, 2051]
+    depth: idl.array[idl.array[idl.float64, 16], 16]
+    seq: idl.int64
+    small: idl.array[idl.int16, 3]
+    intensity: idl.array[idl.int32, 300]
+    pose: Pos
+    n: idl.uint16
+
+
+def camera(i: int) -> Camera:
+    return Camera(
+        tag=i,
+        pixels=(np.arange(2051) * (i + 1)).astype(np.uint8),
+        depth=np.full((16, 16), i / 3, np.float64),
+        seq=-i,
+        small=np.array([i, -i, 7], np.int16),
+        intensity=np.arange(300, dtype=np.int32) - i,
+        pose=Pos(float(i), 0.5),
+        n=i,
+    )
+
+
+class TestLargeArrays:
+    @pytest.mark.parametrize("v2", [False, True])
+    @pytest.mark.parametrize("i", [0, 5])
+    def test_bytes_equal_machines(self, i: int, v2: bool) -> None:
+        """Large fixed arrays written as pieces give the binding machines' bytes."""
+        from cyclonedds.idl._main import IDL
+
+        assert idl._codec.BLOCK_MIN <= 1200  # every array above but ``small`` is a piece
+        sample = camera(i)
+        ours = sample.serialize(use_version_2=v2)
+        assert ours == IDL.serialize(Camera.__idl__, sample, use_version_2=v2)
+        back = Camera.deserialize(ours)
+        assert back == sample
+        assert back.depth.flags.writeable
+        assert back.depth.shape == (16, 16)
+
+    @pytest.mark.parametrize("v2", [False, True])
+    def test_large_sequences_equal_machines(self, v2: bool) -> None:
+        """A large numeric sequence (contiguous or strided) gives the machines' bytes."""
+        from cyclonedds.idl._main import IDL
+
+        sample = fast(3)
+        for values in (np.arange(600, dtype=np.float64), np.arange(1200.0)[::2]):
+            sample.values = values
+            ours = sample.serialize(use_version_2=v2)
+            assert ours == IDL.serialize(Fast.__idl__, sample, use_version_2=v2)
+            assert np.array_equal(Fast.deserialize(ours).values, values)
+
+    def test_non_contiguous_and_list_values(self) -> None:
+        """A strided view or a nested list is written as the array it stands for."""
+        sample = camera(2)
+        want = sample.serialize()
+        wide = np.zeros((16, 32), np.float64)
+        wide[:, ::2] = sample.depth
+        sample.depth = wide[:, ::2]
+        assert not sample.depth.flags.c_contiguous
+        sample.pixels = sample.pixels.tolist()
+        assert sample.serialize() == want
+
+    def test_decoded_arrays_are_writable_copies(self) -> None:
+        """A decoded large array owns its memory (not a read-only view of the bytes)."""
+        back = Camera.deserialize(camera(1).serialize())
+        for array in (back.pixels, back.depth, back.intensity):
+            assert array.flags.owndata
+            assert array.flags.writeable
+
+    def test_wrong_shape_names_the_field(self) -> None:
+        """A large array of the wrong shape is refused, naming the field."""
+        bad = camera(1)
+        bad.depth = np.zeros((16, 15))
+        with pytest.raises(ValueError, match="depth: array must have shape"):
+            bad.serialize()
+
+
 class TestOptional:
     def test_optional_round_trip(self) -> None:
         """idl.optional[T] members may be None; the type defaults to XCDR2 like idlc's."""

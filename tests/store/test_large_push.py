@@ -19,9 +19,10 @@ from dcps import BadParameterError, DcpsError
 from dcps._cyclone.binding import entity_ref
 from dcps._cyclone.gather import write_gathered
 from dcps.store._log_segments import crc_of
-from dcps.wire._batches import live_batch_pieces
+from dcps.wire._batches import live_batch_pieces, message_pieces
 from dcps.wire._messages import LiveBatch
 from dcps.wire._names import BATCH_READER_QOS, BATCH_WRITER_QOS
+from dcps.wire._requests import PublishRequest
 from dcps.wire._transport import Endpoint, Waiter
 from tests.support.waiting import eventually
 
@@ -48,6 +49,27 @@ def test_pieces_are_the_binding_serialisation(topic: str, sizes: list[int]) -> N
     pieces = live_batch_pieces(topic, 7, 1 << 40, 1_700_000_000_123_456_789, sizes, blob)
     assert b"".join(pieces) == live(topic, sizes, blob).serialize()
     assert any(p is blob for p in pieces) or not blob  # the payloads are not copied
+
+
+@pytest.mark.parametrize("topic", ["t", "abc", "topic_é"])
+@pytest.mark.parametrize("sizes", [[], [3], [1, 2, 5], [MIB, 1]], ids=lambda s: f"{len(s)}elements")
+def test_a_publish_request_in_pieces_is_its_serialisation(topic: str, sizes: list[int]) -> None:
+    """What a client writes gathered is the very sample the binding would write."""
+    blob = os.urandom(sum(sizes))
+    wire = PublishRequest(topic, 5, sizes, blob, "key-1").to_wire("client-é", 0)
+    wire.request_id = 1 << 40
+    pieces = message_pieces(wire)
+    assert b"".join(pieces) == wire.serialize()
+    assert any(p is blob for p in pieces) or not blob  # the payloads are not copied
+    batch = live(topic, sizes, blob)
+    assert b"".join(message_pieces(batch)) == batch.serialize()
+
+
+def test_a_sealed_message_is_not_cut_into_pieces() -> None:
+    sealed = live("t", [1], b"x")
+    sealed.auth = b"tag"
+    with pytest.raises(BadParameterError, match="sealed"):
+        message_pieces(sealed)
 
 
 @pytest.fixture
