@@ -96,6 +96,8 @@ PUBLISHER_OPTIONS = {
 }
 #: py-spy samples per second in ``--profile`` (DCPS_PROFILE_RATE overrides)
 PROFILE_RATE = int(os.environ.get("DCPS_PROFILE_RATE", "200"))
+#: ``--profile`` samples C frames too (py-spy ``--native``) when DCPS_PROFILE_NATIVE=1
+PROFILE_NATIVE = os.environ.get("DCPS_PROFILE_NATIVE") == "1"
 
 
 def label(size: int) -> str:
@@ -720,7 +722,8 @@ def profile(args: argparse.Namespace, sizes: list[int]) -> None:
                         "--threads",
                         "--format",
                         "raw",
-                        "--nonblocking",
+                        # C frames need the process paused while py-spy unwinds them
+                        "--native" if PROFILE_NATIVE else "--nonblocking",
                         "-o",
                         str(out / f"{label(size)}-{who}.txt"),
                     ],

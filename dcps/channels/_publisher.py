@@ -57,6 +57,21 @@ def _seconds(value: Timeout, what: str) -> float:
     return seconds
 
 
+#: A publisher's ``batch_bytes`` by default with Cyclone's 1,344-byte fragments (a LAN).
+BATCH_BYTES = 256 << 10
+#: ... and with fragments of :data:`LARGE_FRAGMENTS` bytes or more (loopback's default).
+BATCH_BYTES_LARGE_FRAGMENTS = 1 << 20
+LARGE_FRAGMENTS = 32 << 10
+
+
+def default_batch_bytes(fragment_size: int | None) -> int:
+    """A publisher's default ``batch_bytes`` on a domain with ``fragment_size``-byte
+    fragments (None: Cyclone's 1,344): about 18-200 datagrams per batch."""
+    if fragment_size is not None and fragment_size >= LARGE_FRAGMENTS:
+        return BATCH_BYTES_LARGE_FRAGMENTS
+    return BATCH_BYTES
+
+
 class ChannelPublisher(Generic[T]):
     """Publishes samples of a :class:`ChannelledTopic` through the store.
 
@@ -80,11 +95,15 @@ class ChannelPublisher(Generic[T]):
     at high rates batches grow while the in-flight window is full, up to
     ``batch_count``, and each batch's fixed cost (a request, a reply and a
     live sample, ~150-200 us of CPU over client and store) is shared by
-    more elements. ``batch_bytes`` (256 KiB) keeps a batch's request and live
-    sample small enough to pipeline through publisher, store and subscriber
-    and below Cyclone's writer-history high watermark (500 kB by default,
-    ``NetworkConfig.whc_high``), beyond which a write waits for
-    acknowledgements while the binding holds the GIL (``docs/large-payloads.md``).
+    more elements. ``batch_bytes`` follows the domain's fragment size: with
+    Cyclone's 1,344-byte fragments (a LAN) it is 256 KiB, which keeps a batch's
+    request and live sample to ~200 datagrams, few enough to pipeline
+    through publisher, store and subscriber without overrunning socket buffers;
+    with fragments of 32 KiB or more (dcps's loopback default of 60,000 bytes,
+    or a ``NetworkConfig.fragment_size`` set so large) a 1 MiB batch is still
+    18 datagrams, and it is 1 MiB (measured in ``docs/large-payloads.md``:
+    4 KiB elements 1.25x and 64 KiB elements 1.45x the rate with 256 KiB
+    batches on loopback; with 1,344-byte fragments 1 MiB batches halve both).
     A sample that comes ``linger``/4 or more after the previous publish, itself
     as far from the one before, is sent at once (with its channel's queued
     batch) if its store's window has room: a sparse stream is not held for
@@ -105,20 +124,19 @@ class ChannelPublisher(Generic[T]):
         order_by: OrderBy | None = None,
         confirmed: bool = True,
         batch_count: int = 1024,
-        batch_bytes: int = 256 << 10,
+        batch_bytes: int | None = None,
         linger: Timeout = timedelta(milliseconds=2),
         max_in_flight: int = 8,
         timeout: Timeout = timedelta(seconds=10),
         connect_timeout: Timeout = timedelta(seconds=10),
         store_key: KeyOption = FROM_ENVIRONMENT,
     ) -> None:
-        if batch_count < 1 or batch_bytes < 1 or max_in_flight < 1:
+        if batch_count < 1 or (batch_bytes is not None and batch_bytes < 1) or max_in_flight < 1:
             raise BadParameterError("batch_count, batch_bytes and max_in_flight must be >= 1")
         self.topic = topic
         self.confirmed = confirmed
         self._order = order_by or OrderBy.key()
         self._batch_count = batch_count
-        self._batch_bytes = batch_bytes
         self._linger = _seconds(linger, "linger")
         self._timeout = _seconds(timeout, "timeout")
         self._connection = Connection(
@@ -130,6 +148,11 @@ class ChannelPublisher(Generic[T]):
             store_key=store_key,
         )
         self._client = self._connection.client
+        self._batch_bytes = (
+            batch_bytes
+            if batch_bytes is not None
+            else default_batch_bytes(self._connection.endpoint.fragment_size)
+        )
         try:
             self.channel_count, self.retain_consumed = connect_topic(self._client, topic)
         except BaseException:
@@ -481,6 +504,12 @@ class ChannelPublisher(Generic[T]):
         """Confirmed elements the store discarded (their topic had no group nor durable)."""
         with self._idle:
             return self._discarded
+
+    @property
+    def batch_bytes(self) -> int:
+        """The size at which a batch is sent: ``batch_bytes`` as given, or the default of
+        the domain's fragment size (see the class documentation)."""
+        return self._batch_bytes
 
     @property
     def flow_control(self) -> FlowControl:

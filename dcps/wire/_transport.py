@@ -154,6 +154,13 @@ class Endpoint:
         self.assign_topic = self.own(Topic(dp, "dcps_channels_assignment", Assignment))
         self.store_topic = self.own(Topic(dp, "dcps_channels_store", StoreAnnouncement))
 
+    @property
+    def fragment_size(self) -> int | None:
+        """The Cyclone FragmentSize of this endpoint's domain when dcps configured it
+        (:attr:`dcps.NetworkConfig.effective_fragment_size`); None: Cyclone's 1344 bytes,
+        or whatever ``CYCLONEDDS_URI`` says."""
+        return self._network.effective_fragment_size if self._network is not None else None
+
     def own(self, entity: _E) -> _E:
         """Record ``entity`` (made on :attr:`participant`) for :meth:`close` to delete."""
         self._owned[id(entity)] = entity
