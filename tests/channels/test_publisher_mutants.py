@@ -32,6 +32,11 @@ from dcps import (
     InconsistentPolicyError,
 )
 from dcps.channels import ChannelledTopic, ChannelPublisher, ClientState, OrderBy, Position
+from dcps.channels._publisher import (
+    BATCH_BYTES,
+    BATCH_BYTES_LARGE_FRAGMENTS,
+    default_batch_bytes,
+)
 from dcps.store import Store
 from idl._batch_codec import encoder_of
 from tests.support.channel_entities import store_held
@@ -873,3 +878,41 @@ class TestGivingUp:
         assert pub.state is ClientState.CLOSED
         assert future.result(0) == Position(0, 0)
         assert stored(store, topic_name) == [0]
+
+
+@pytest.mark.parametrize(
+    ("fragment_size", "batch_bytes"),
+    [
+        (None, 256 << 10),  # Cyclone's 1,344 (no dcps network configuration)
+        (1344, 256 << 10),
+        (8850, 256 << 10),  # jumbo frames: ~30 datagrams per 256 KiB already
+        (32 << 10, 1 << 20),
+        (60000, 1 << 20),  # dcps's loopback default
+    ],
+)
+def test_default_batch_bytes_follows_the_fragment_size(
+    fragment_size: int | None, batch_bytes: int
+) -> None:
+    assert default_batch_bytes(fragment_size) == batch_bytes
+
+
+class TestBatchBytesDefault:
+    """The default batch size follows the domain's fragment size (issue 19): with Cyclone's
+    1,344-byte fragments a 1 MiB batch is 781 datagrams and halved the rate of 4 KiB and
+    64 KiB elements on loopback; with dcps's 60,000-byte ones it is 18 and raised it."""
+
+    def test_the_default_is_the_domains_and_a_given_size_wins(
+        self, kw: dict[str, Any], topic_name: str
+    ) -> None:
+        with ChannelPublisher(topic(topic_name), **kw) as pub:
+            assert pub.batch_bytes == BATCH_BYTES  # the tests run on Cyclone's fragments
+        with ChannelPublisher(
+            topic(topic_name), batch_bytes=BATCH_BYTES_LARGE_FRAGMENTS, **kw
+        ) as pub:
+            assert pub.batch_bytes == BATCH_BYTES_LARGE_FRAGMENTS
+
+    def test_a_batch_size_below_one_byte_is_refused(
+        self, kw: dict[str, Any], topic_name: str
+    ) -> None:
+        with pytest.raises(BadParameterError, match="batch_bytes"):
+            ChannelPublisher(topic(topic_name), batch_bytes=0, **kw)
