@@ -43,6 +43,12 @@ class _Domains:
                     f"this process ({current[0]}); close its participants first"
                 )
 
+    def network_of(self, domain_id: int) -> NetworkConfig | None:
+        """The configuration domain ``domain_id`` runs with in this process, if dcps set one."""
+        with self._lock:
+            current = self._by_id.get(domain_id)
+            return current[0] if current is not None else None
+
     def release(self, domain_id: int) -> None:
         with self._lock:
             network, domain, users = self._by_id[domain_id]

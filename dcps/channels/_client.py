@@ -39,6 +39,7 @@ from cyclonedds.util import duration
 
 from dcps._cyclone.binding import entity_ref, matched_readers, uses_xcdr2
 from dcps._cyclone.gather import GATHER_MIN, write_gathered
+from dcps._cyclone.retcode import cyclone_call
 from dcps.wire._auth_member import MemberOffer, MemberSecret
 from dcps.wire._batches import message_pieces
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
@@ -848,7 +849,8 @@ class StoreClient:
                 or writer.__class__ is not DataWriter
                 or uses_xcdr2(writer)
             ):
-                writer.write(wire)
+                with cyclone_call("write a request to the store"):  # dcps errors, as below
+                    writer.write(wire)
             else:
                 # a large PUBLISH goes to Cyclone in pieces, its payloads as the caller
                 # packed them (not copied into a new sample first), and without the GIL

@@ -156,10 +156,14 @@ class Endpoint:
 
     @property
     def fragment_size(self) -> int | None:
-        """The Cyclone FragmentSize of this endpoint's domain when dcps configured it
-        (:attr:`dcps.NetworkConfig.effective_fragment_size`); None: Cyclone's 1344 bytes,
+        """The Cyclone FragmentSize of this endpoint's domain when dcps configured it, here
+        or by another participant of this process on the same domain
+        (:attr:`dcps.NetworkConfig.effective_fragment_size`); None: Cyclone's 1,344 bytes,
         or whatever ``CYCLONEDDS_URI`` says."""
-        return self._network.effective_fragment_size if self._network is not None else None
+        from dcps._participant import _domains  # see __init__
+
+        network = self._network or _domains.network_of(self._domain_id)
+        return network.effective_fragment_size if network is not None else None
 
     def own(self, entity: _E) -> _E:
         """Record ``entity`` (made on :attr:`participant`) for :meth:`close` to delete."""

@@ -17,13 +17,15 @@ import pytest
 
 from dcps import BadParameterError, DcpsError
 from dcps._cyclone.binding import entity_ref
-from dcps._cyclone.gather import write_gathered
+from dcps._cyclone.gather import GATHER_MIN, write_gathered
+from dcps.channels._client import StoreClient
+from dcps.store import Store
 from dcps.store._log_segments import crc_of
 from dcps.wire._batches import live_batch_pieces, message_pieces
 from dcps.wire._messages import LiveBatch
 from dcps.wire._names import BATCH_READER_QOS, BATCH_WRITER_QOS
 from dcps.wire._requests import PublishRequest
-from dcps.wire._transport import Endpoint, Waiter
+from dcps.wire._transport import Endpoint, Waiter, delete_entity
 from tests.support.waiting import eventually
 
 MIB = 1 << 20
@@ -128,3 +130,26 @@ def test_segment_crc_is_zlibs(size: int) -> None:
     data = os.urandom(size)
     assert crc_of(data) == zlib.crc32(data)
     assert crc_of(memoryview(data)[1:]) == zlib.crc32(data[1:])
+
+
+def test_a_failed_write_raises_the_same_dcps_error_for_small_and_large_publishes(
+    store: Store, domain_id: int, namespace: str
+) -> None:
+    """A PUBLISH of 128 KiB or more is written gathered, a smaller one through the binding:
+    a writer that is gone fails both with the same dcps error, not a cyclonedds one."""
+    endpoint = Endpoint(domain_id, namespace)
+    client = StoreClient(endpoint, request_timeout=10.0, key=None, admin_key=None)
+    try:
+        client.connect(10.0)
+        client.ensure_topic("big", 1, True, timeout=10.0)
+        delete_entity(client._writers[0])
+        errors = []
+        for size in (10, GATHER_MIN):
+            with pytest.raises(DcpsError) as failed:
+                client.publish_async("big", 0, [size], bytes(size))
+            errors.append(failed.value)
+        assert type(errors[0]) is type(errors[1]), errors
+    finally:
+        client._writers = []  # deleted already: close() must not delete it again
+        client.close()
+        endpoint.close()

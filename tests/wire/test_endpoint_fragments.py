@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dcps import NetworkConfig
+from dcps import DomainParticipant, NetworkConfig
 from dcps.wire._transport import Endpoint
 
 
@@ -35,3 +35,32 @@ def test_without_a_dcps_network_the_fragment_size_is_cyclones(domain_id: int) ->
         assert endpoint.fragment_size is None
     finally:
         endpoint.close()
+
+
+def test_dcps_environment_settings_give_the_fragment_size(
+    own_domain: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DCPS_INTERFACES", "lo")
+    monkeypatch.setenv("DCPS_FRAGMENT_SIZE", "8000")
+    endpoint = Endpoint(own_domain, "ns_env")
+    try:
+        assert endpoint.fragment_size == 8000
+    finally:
+        endpoint.close()
+
+
+def test_an_endpoint_shares_the_fragment_size_of_a_domain_a_participant_configured(
+    own_domain: int,
+) -> None:
+    """One Cyclone domain per id per process: an endpoint made without ``network=`` on a
+    domain a participant configured runs with that participant's fragments, and says so
+    (a publisher's default batch size follows it)."""
+    dp = DomainParticipant(own_domain, network=NetworkConfig(interfaces=["lo"]))
+    try:
+        endpoint = Endpoint(own_domain, "ns_shared")
+        try:
+            assert endpoint.fragment_size == 60000
+        finally:
+            endpoint.close()
+    finally:
+        dp.close()
