@@ -11,6 +11,7 @@ No ``from __future__ import annotations``: cyclonedds resolves the field types b
 run time.
 """
 
+import gc
 import sqlite3
 import threading
 import time
@@ -30,6 +31,7 @@ from dcps import (
     DcpsError,
     DcpsTimeoutError,
     InconsistentPolicyError,
+    NetworkConfig,
 )
 from dcps.channels import ChannelledTopic, ChannelPublisher, ClientState, OrderBy, Position
 from dcps.channels._publisher import (
@@ -37,10 +39,10 @@ from dcps.channels._publisher import (
     BATCH_BYTES_LARGE_FRAGMENTS,
     default_batch_bytes,
 )
-from dcps.store import Store
+from dcps.store import Store, SyncMode
 from idl._batch_codec import encoder_of
 from tests.support.channel_entities import store_held
-from tests.support.embedded_store import module_store
+from tests.support.embedded_store import module_store, worker_domain
 from tests.support.peers.channels_types import Msg
 from tests.support.waiting import eventually
 
@@ -910,6 +912,21 @@ class TestBatchBytesDefault:
             topic(topic_name), batch_bytes=BATCH_BYTES_LARGE_FRAGMENTS, **kw
         ) as pub:
             assert pub.batch_bytes == BATCH_BYTES_LARGE_FRAGMENTS
+
+    def test_on_a_domain_with_large_fragments_batches_are_1_mib(
+        self, tmp_path: Any, worker_id: str, topic_name: str
+    ) -> None:
+        """A store and a publisher on a domain dcps configured for loopback (60,000-byte
+        fragments): the publisher's default is 1 MiB."""
+        domain = 100 + worker_domain(worker_id) % 50  # test_endpoint_fragments.py's range
+        loopback = NetworkConfig(interfaces=["lo"])
+        kw: dict[str, Any] = {"domain_id": domain, "namespace": "ns_large_fragments"}
+        with (
+            Store(tmp_path / "store", sync=SyncMode.NORMAL, network=loopback, **kw),
+            ChannelPublisher(topic(topic_name), network=loopback, **kw) as pub,
+        ):
+            assert pub.batch_bytes == BATCH_BYTES_LARGE_FRAGMENTS
+        gc.collect()  # the domain goes with its last participant
 
     def test_a_batch_size_below_one_byte_is_refused(
         self, kw: dict[str, Any], topic_name: str
