@@ -49,11 +49,14 @@ harmless).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 import time
 import weakref
 
 from dcps._cyclone.batching import write_flush
+from dcps._cyclone.calls import wait_for_acks
+from idl._errors import DcpsError
 
 #: The longest a queued sample waits for its packet to be sent (ns).
 MAX_DELAY_NS = 1_000_000
@@ -194,12 +197,29 @@ _flusher = _Flusher()
 _open: weakref.WeakSet[FlushPolicy] = weakref.WeakSet()
 
 
+#: How long the interpreter's exit waits, all writers together, for the readers to
+#: acknowledge what the exit flush sent (Cyclone's own linger of a deleted writer).
+EXIT_ACK_WAIT_S = 1.0
+
+
 @atexit.register
 def _flush_at_exit() -> None:
     """Send what unclosed writers hold: a program that writes a burst and ends without
     closing its writer must not lose the burst's end (the flusher is a daemon thread,
     stopped at exit, and Cyclone deletes writers at exit without sending their batch).
     Exit handlers run before the interpreter tears down the binding's entities and
-    before the C library's own clean-up."""
-    for policy in list(_open):
+    before the C library's own clean-up.
+
+    Then wait, up to :data:`EXIT_ACK_WAIT_S` in all, for the reliable readers to
+    acknowledge it: a datagram lost, or a reader that has not discovered the writer
+    yet and dropped its samples, needs the writer alive to send them again."""
+    policies = list(_open)
+    for policy in policies:
         policy.flush()
+    deadline = time.monotonic() + EXIT_ACK_WAIT_S
+    for policy in policies:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        with contextlib.suppress(DcpsError):  # a writer already gone: nothing to wait for
+            wait_for_acks(policy.ref, int(left * 1e9))

@@ -1,9 +1,11 @@
 """Peer: writes a burst with a batching writer and exits without closing anything.
 
-Usage: ``burst_writer.py DOMAIN TOPIC COUNT``. Waits for one reader, writes COUNT
-``sensors::Reading`` samples (values 0 .. COUNT-1) with flush delays of a minute,
-so all but the first are still held when the program ends: only the exit-time
-flush (dcps/_write_batching.py) can send them.
+Usage: ``burst_writer.py DOMAIN TOPIC COUNT``. Waits for one reader, prints
+``matched`` and waits for a line on stdin (the test's go, once its reader has
+matched this writer too), then writes COUNT ``sensors::Reading`` samples (values
+0 .. COUNT-1) with flush delays of a minute, so all but the first are still held
+when the program ends: only the exit-time flush (dcps/_write_batching.py) can
+send them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def main() -> None:
         batching=True,
     )
     writer.wait_for_readers(1, timeout=20)
+    print("matched", flush=True)
+    sys.stdin.readline()
     for i in range(count):
         writer.write(Reading(i % 10, float(i), "burst"))
     print("written", flush=True)
