@@ -37,11 +37,8 @@ from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader
 from cyclonedds.util import duration
 
-from dcps._cyclone.binding import entity_ref, matched_readers, uses_xcdr2
-from dcps._cyclone.gather import GATHER_MIN, write_gathered
-from dcps._cyclone.retcode import cyclone_call
+from dcps._cyclone.binding import matched_readers
 from dcps.wire._auth_member import MemberOffer, MemberSecret
-from dcps.wire._batches import message_pieces
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode
 from dcps.wire._messages import LiveBatch, Reply, Request, StoreAnnouncement
 from dcps.wire._names import (
@@ -81,7 +78,13 @@ from dcps.wire._requests import (
     StoreRequest,
 )
 from dcps.wire._sealing import FROM_ENVIRONMENT, KeyOption, Sealer
-from dcps.wire._transport import Endpoint, delete_entity, drop_endpoint, live_announcements
+from dcps.wire._transport import (
+    Endpoint,
+    delete_entity,
+    drop_endpoint,
+    live_announcements,
+    write_message,
+)
 from idl._errors import AlreadyClosedError, DcpsTimeoutError, PreconditionNotMetError
 
 __all__ = ["StoreClient"]
@@ -844,17 +847,7 @@ class StoreClient:
             return fut
         entry.sent_ns, entry.sent_at = time.time_ns(), time.monotonic()
         try:
-            if (
-                len(wire.blob) < GATHER_MIN
-                or writer.__class__ is not DataWriter
-                or uses_xcdr2(writer)
-            ):
-                with cyclone_call("write a request to the store"):  # dcps errors, as below
-                    writer.write(wire)
-            else:
-                # a large PUBLISH goes to Cyclone in pieces, its payloads as the caller
-                # packed them (not copied into a new sample first), and without the GIL
-                write_gathered(entity_ref(writer), message_pieces(wire))
+            write_message(writer, wire, whole=self._sealer.enabled)
         except BaseException:
             self._forget(fut)
             raise

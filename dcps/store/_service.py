@@ -30,11 +30,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
-from dcps._cyclone.binding import entity_ref, matched_readers, uses_xcdr2
-from dcps._cyclone.gather import GATHER_MIN, write_gathered
+from dcps._cyclone.binding import matched_readers
 from dcps.wire._auth import AuthenticationError, DropReason
 from dcps.wire._auth_member import MemberSecret
-from dcps.wire._batches import PackedPayloads, live_batch_pieces
+from dcps.wire._batches import PackedPayloads
 from dcps.wire._codes import CommitStatus, ErrorCode, Op, SeekMode, error_code
 from dcps.wire._durables import DurableRequest
 from dcps.wire._limits import MAX_CLIENTS, check_client_id
@@ -78,7 +77,13 @@ from dcps.wire._requests import (
 )
 from dcps.wire._sealing import FROM_ENVIRONMENT, UNAUTHENTICATED_WARNING, KeyOption, Sealer
 from dcps.wire._split import take_decoded
-from dcps.wire._transport import Endpoint, Waiter, drop_endpoint, live_announcements
+from dcps.wire._transport import (
+    Endpoint,
+    Waiter,
+    drop_endpoint,
+    live_announcements,
+    write_message,
+)
 from idl._batch_codec import split_blob
 from idl._errors import (
     AlreadyClosedError,
@@ -971,23 +976,16 @@ class Store:
     def _push(self, r: PublishRequest, first: tuple[int, int]) -> None:
         writer = self._live_writer(r.topic, r.channel)
         self.metrics.pushed(r.topic, len(r.sizes), len(r.blob))
-        if len(r.blob) < GATHER_MIN or self._sealer.enabled or uses_xcdr2(writer):
-            writer.write(
-                LiveBatch(
-                    topic=r.topic,
-                    channel=r.channel,
-                    first=first[0],
-                    timestamp=first[1],
-                    sizes=r.sizes,
-                    blob=r.blob,
-                )
-            )
-            return
-        # a large batch's payloads go to Cyclone as they came in the request, not joined
-        # into a new LiveBatch sample first; and the GIL is free while Cyclone copies and
-        # sends (a sealed one is serialised whole by the sealer, its tag covers every byte)
-        pieces = live_batch_pieces(r.topic, r.channel, first[0], first[1], r.sizes, r.blob)
-        write_gathered(entity_ref(writer), pieces)
+        batch = LiveBatch(
+            topic=r.topic,
+            channel=r.channel,
+            first=first[0],
+            timestamp=first[1],
+            sizes=r.sizes,
+            blob=r.blob,
+        )
+        # a large batch goes out gathered: its payloads as they came in the request
+        write_message(writer, batch, whole=self._sealer.enabled)
 
     def _on_fetch(self, call: _Call[FetchRequest]) -> None:
         """Queue a FETCH for the fetch pool (``_fetchers.py``).

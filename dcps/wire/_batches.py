@@ -26,7 +26,6 @@ __all__ = [
     "ELEMENT_STEP_NS",
     "ElementRun",
     "PackedPayloads",
-    "live_batch_pieces",
     "message_pieces",
     "pack_sizes",
 ]
@@ -44,49 +43,19 @@ def pack_sizes(sizes: Sequence[int]) -> bytes:
 
 
 _U32 = struct.Struct("<I")
-_FIRST_STAMP = struct.Struct("<qq")
-_CDR_LE = b"\x00\x01\x00\x00"
 _NO_AUTH = b"\x00\x00\x00\x00"
 _PAD = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
-
-
-def live_batch_pieces(
-    topic: str, channel: int, first: int, timestamp: int, sizes: Sequence[int], blob: bytes
-) -> list[bytes | memoryview]:
-    """The XCDR1 form of an unsealed :class:`~dcps.wire._messages.LiveBatch`, in pieces.
-
-    ``b"".join`` of the pieces is what ``LiveBatch(...).serialize()`` returns
-    (``tests/wire/test_large_pieces.py`` checks); the payloads ``blob`` are
-    one piece of their own, never copied here, so a writer that takes pieces
-    (:func:`dcps._cyclone.gather.write_gathered`) copies a 1 MiB batch once
-    instead of three times.
-    """
-    name = topic.encode("utf-8")
-    head = [_CDR_LE, _U32.pack(len(name) + 1), name, b"\x00"]
-    pos = len(name) + 5  # position in the body (after the CDR header)
-    head.append(_PAD[-pos & 3])
-    pos += -pos & 3
-    head.append(struct.pack("<i", channel))
-    pos += 4
-    head.append(b"\x00" * (-pos & 7))
-    pos += -pos & 7
-    n = len(sizes)
-    head.append(_FIRST_STAMP.pack(first, timestamp))
-    head.append(_U32.pack(n))
-    if n:
-        head.append(struct.pack(f"<{n}i", *sizes))
-    head.append(_U32.pack(len(blob)))
-    tail = _PAD[-len(blob) & 3] + _NO_AUTH
-    return [b"".join(head), blob, tail]
 
 
 def message_pieces(message: Any) -> list[bytes | memoryview]:
     """The XCDR1 form of an unsealed protocol message whose last members are ``blob``
     and ``auth`` (a :class:`~dcps.wire._messages.Request` or ``LiveBatch``), in pieces.
 
-    As :func:`live_batch_pieces`, for any such message: the rest is serialised with an
-    empty blob (its last 8 bytes are then the blob's and the trailer's zero lengths),
-    and the blob is a piece of its own, never copied here.
+    The rest is serialised with an empty blob (its last 8 bytes are then the blob's and
+    the trailer's zero lengths) and the blob is a piece of its own, never copied here, so
+    a writer that takes pieces (:func:`dcps._cyclone.gather.write_gathered`) copies a
+    1 MiB batch once instead of three times. ``b"".join`` of the pieces is what
+    ``message.serialize()`` returns (``tests/store/test_large_push.py`` checks).
     """
     if message.auth:
         raise BadParameterError("a sealed message is written whole: its tag covers every byte")

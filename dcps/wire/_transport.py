@@ -28,6 +28,11 @@ from cyclonedds.pub import DataWriter, Publisher
 from cyclonedds.sub import DataReader, Subscriber
 from cyclonedds.topic import Topic
 
+from dcps._cyclone.binding import entity_ref, uses_xcdr2
+from dcps._cyclone.gather import GATHER_MIN, write_gathered
+from dcps._cyclone.retcode import cyclone_call
+
+from ._batches import message_pieces
 from ._messages import Assignment, LiveBatch, Reply, Request, StoreAnnouncement
 from ._names import ANY_STATE, check_name
 
@@ -118,6 +123,23 @@ class _SealingWriter(DataWriter[Any]):
         ret = ddspy_write(self._ref, wire.ljust((len(wire) + 3) & ~3, b"\0"))
         if ret < 0:
             raise DDSException(ret, f"Occurred while writing sample in {self!r}")
+
+
+def write_message(writer: DataWriter[Any], message: Any, *, whole: bool) -> None:
+    """Write a protocol message whose last members are ``blob`` and ``auth`` (a
+    :class:`Request` or :class:`LiveBatch`); a failure raises the dcps error of it.
+
+    One of ``GATHER_MIN`` (128 KiB) or more goes to Cyclone in pieces
+    (:func:`~dcps.wire._batches.message_pieces`,
+    :func:`~dcps._cyclone.gather.write_gathered`): its blob is not copied into a new
+    sample first, and the GIL is free while Cyclone copies and sends. ``whole``: through
+    the writer all the same (a sealed message: its tag covers every byte).
+    """
+    if whole or len(message.blob) < GATHER_MIN or uses_xcdr2(writer):
+        with cyclone_call(f"write a {type(message).__name__}"):
+            writer.write(message)
+    else:
+        write_gathered(entity_ref(writer), message_pieces(message))
 
 
 class Endpoint:

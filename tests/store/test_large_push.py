@@ -1,6 +1,6 @@
 """The store's live push of large batches without joining them (issue 19).
 
-``live_batch_pieces`` lays out a LiveBatch in pieces (the payloads one piece of
+``message_pieces`` lays out a LiveBatch (or a Request) in pieces (the payloads one piece of
 their own) and ``write_gathered`` hands the pieces to Cyclone as an iovec
 array: what a subscriber's reader takes must be the very sample the binding
 would have written.
@@ -21,7 +21,7 @@ from dcps._cyclone.gather import GATHER_MIN, write_gathered
 from dcps.channels._client import StoreClient
 from dcps.store import Store
 from dcps.store._log_segments import crc_of
-from dcps.wire._batches import live_batch_pieces, message_pieces
+from dcps.wire._batches import message_pieces
 from dcps.wire._messages import LiveBatch
 from dcps.wire._names import BATCH_READER_QOS, BATCH_WRITER_QOS
 from dcps.wire._requests import PublishRequest
@@ -48,7 +48,7 @@ def live(topic: str, sizes: list[int], blob: bytes, first: int = 1 << 40) -> Liv
 )
 def test_pieces_are_the_binding_serialisation(topic: str, sizes: list[int]) -> None:
     blob = os.urandom(sum(sizes))
-    pieces = live_batch_pieces(topic, 7, 1 << 40, 1_700_000_000_123_456_789, sizes, blob)
+    pieces = message_pieces(live(topic, sizes, blob))
     assert b"".join(pieces) == live(topic, sizes, blob).serialize()
     assert any(p is blob for p in pieces) or not blob  # the payloads are not copied
 
@@ -93,20 +93,24 @@ def test_a_gathered_1_mib_batch_arrives_whole(ends: tuple[Any, Any, Waiter]) -> 
     writer, reader, _ = ends
     blob = os.urandom(MIB + 3)  # not a multiple of 4: the sample is padded as the binding pads
     view = memoryview(blob)
-    write_gathered(entity_ref(writer), live_batch_pieces("t", 7, 5, 9, [MIB, 3], view))
-    write_gathered(entity_ref(writer), live_batch_pieces("t", 7, 7, 9, [2], b"ok"))
+    write_gathered(entity_ref(writer), message_pieces(live("t", [MIB, 3], view, first=5)))
+    write_gathered(entity_ref(writer), message_pieces(live("t", [2], b"ok", first=7)))
     got: list[LiveBatch] = []
     eventually(lambda: got.extend(reader.take(N=8)) or len(got) >= 2, timeout=10)
     assert [(b.first, b.sizes, bytes(b.blob)) for b in got] == [
         (5, [MIB, 3], blob),
         (7, [2], b"ok"),
     ]
-    assert (got[0].topic, got[0].channel, got[0].timestamp) == ("t", 7, 9)
+    assert (got[0].topic, got[0].channel, got[0].timestamp) == (
+        "t",
+        7,
+        live("t", [], b"").timestamp,
+    )
 
 
 def test_malformed_pieces_are_refused_and_nothing_is_written(ends: tuple[Any, Any, Waiter]) -> None:
     writer, reader, _ = ends
-    pieces = live_batch_pieces("t", 7, 5, 9, [10], b"0123456789")
+    pieces = message_pieces(live("t", [10], b"0123456789", first=5))
     with pytest.raises(BadParameterError, match="malformed"):
         # the blob's length says 10 bytes, 4 follow: Cyclone's check of the form refuses it
         write_gathered(entity_ref(writer), [pieces[0], b"0123"])
@@ -122,7 +126,7 @@ def test_a_writer_that_is_gone_raises_a_dcps_error(domain_id: int, unique: str) 
     ref = entity_ref(writer)
     endpoint.close()
     with pytest.raises(DcpsError, match="failed: DDS_RETCODE"):
-        write_gathered(ref, live_batch_pieces("t", 7, 5, 9, [1], b"x"))
+        write_gathered(ref, message_pieces(live("t", [1], b"x", first=5)))
 
 
 @pytest.mark.parametrize("size", [0, 1, 3, 4096, MIB + 1])
