@@ -12,7 +12,6 @@ metrics (requests answered, SQLite COMMITs), against an embedded store.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,18 +26,14 @@ from dcps.channels import (
 from dcps.channels._subscriber import ANONYMOUS_COMMIT_INTERVAL
 from dcps.store import Store
 from tests.support.channel_entities import publish
-from tests.support.embedded_store import module_store
+from tests.support.embedded_store import served_store
 from tests.support.peers.channels_types import Msg, receive_n
 from tests.support.waiting import eventually
 
 TIMEOUT = 10.0
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
-    """One embedded store for the module, and the keywords that reach it."""
-    with module_store(tmp_path_factory, worker_id, "latcommits") as (store, domain, namespace):
-        yield {"store": store, "kw": {"domain_id": domain, "namespace": namespace}}
+served = served_store("latcommits")  # one embedded store for the module
 
 
 @pytest.fixture

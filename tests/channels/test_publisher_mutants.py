@@ -16,7 +16,6 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -42,7 +41,7 @@ from dcps.channels._publisher import (
 from dcps.store import Store, SyncMode
 from idl._batch_codec import encoder_of
 from tests.support.channel_entities import store_held
-from tests.support.embedded_store import module_store, worker_domain
+from tests.support.embedded_store import served_store, worker_domain
 from tests.support.peers.channels_types import Msg
 from tests.support.waiting import eventually
 
@@ -57,11 +56,7 @@ class Note(IdlStruct, typename="dcps_test.publisher.Note"):
     seq: t.int64
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
-    """One embedded store for the module, and the keywords that reach it."""
-    with module_store(tmp_path_factory, worker_id, "pubstore") as (store, domain, namespace):
-        yield {"store": store, "kw": {"domain_id": domain, "namespace": namespace}}
+served = served_store("pubstore")  # one embedded store for the module
 
 
 @pytest.fixture

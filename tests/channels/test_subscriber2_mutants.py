@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from dcps.channels import (
 from dcps.store import Store, SyncMode
 from tests.support.channel_entities import publish, store_held
 from tests.support.channel_entities import retained_topic as topic
-from tests.support.embedded_store import module_store
+from tests.support.embedded_store import served_store
 from tests.support.peers.channels_types import Msg, receive_n
 from tests.support.waiting import eventually
 
@@ -39,11 +38,7 @@ TIMEOUT = 5.0
 MEMBER_TIMEOUT = 1.0
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
-    """One embedded store for the module, and the keywords that reach it."""
-    with module_store(tmp_path_factory, worker_id, "substore2") as (store, domain, namespace):
-        yield {"store": store, "kw": {"domain_id": domain, "namespace": namespace}}
+served = served_store("substore2")  # one embedded store for the module
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ own topic, published to with a ``ChannelPublisher`` in the same process.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,18 +25,14 @@ from dcps.channels import (
 )
 from tests.support.channel_entities import publish, subscriber
 from tests.support.channel_entities import retained_topic as topic
-from tests.support.embedded_store import module_store
+from tests.support.embedded_store import served_store
 from tests.support.peers.channels_types import Msg, receive_n
 from tests.support.waiting import eventually
 
 TIMEOUT = 5.0  # short: a mutant that loses an element fails the test sooner
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[dict[str, Any]]:
-    """One embedded store for the module, and the keywords that reach it."""
-    with module_store(tmp_path_factory, worker_id, "substore") as (store, domain, namespace):
-        yield {"store": store, "kw": {"domain_id": domain, "namespace": namespace}}
+served = served_store("substore")  # one embedded store for the module
 
 
 @pytest.fixture
