@@ -883,6 +883,7 @@ class TestGivingUp:
         (None, 256 << 10),  # Cyclone's 1,344 (no dcps network configuration)
         (1344, 256 << 10),
         (8850, 256 << 10),  # jumbo frames: ~30 datagrams per 256 KiB already
+        ((32 << 10) - 1, 256 << 10),
         (32 << 10, 1 << 20),
         (60000, 1 << 20),  # dcps's loopback default
     ],
