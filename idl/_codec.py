@@ -180,16 +180,22 @@ class _Gen:
         return min(size, self.align_max)
 
     # --- runs of fixed-size fields -------------------------------------------------
-    def fixed(self, code: str, align: int, ser_expr: str, target: str, post: str | None) -> None:
+    def aligned(self, align: int) -> None:
+        """Pad the run so that the next field starts aligned to ``align`` (capped at the
+        encoding's maximum); past the alignment the run's start guarantees, end the run and
+        pad at run time."""
         a = self.align(align)
         if a > self.base_align:
             self.flush()
             self.dynamic_pad(a)
             self.base_align = a
-        pad = -self.goff & (a - 1)
+        pad = -self.goff & (a - 1)  # (an empty run needs none)
         if pad:
-            self.fmt += f"{pad}x"
+            self.fmt += f"{pad}x"  # the run's last field is followed by the padding
             self.goff += pad
+
+    def fixed(self, code: str, align: int, ser_expr: str, target: str, post: str | None) -> None:
+        self.aligned(align)
         self.fmt += code
         self.goff += struct.calcsize("<" + code)
         self.ser_exprs.append(ser_expr)
@@ -228,15 +234,7 @@ class _Gen:
         run's ``struct`` format copied a large array twice more (``tobytes``, then
         ``pack``). ``de_expr`` reads it from ``data`` at ``pos``.
         """
-        a = self.align(esize)
-        if a > self.base_align:
-            self.flush()
-            self.dynamic_pad(a)
-            self.base_align = a
-        pad = -self.goff & (a - 1)  # (an empty run needs none)
-        if pad:
-            self.fmt += f"{pad}x"  # the run's last field is followed by the padding
-            self.goff += pad
+        self.aligned(esize)
         self.flush()
         self.ser.append(f"parts.append({ser_expr}); pos += {nbytes}")
         self.de.append(f"{var} = {de_expr}")
